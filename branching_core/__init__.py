@@ -1,0 +1,55 @@
+"""forkdeck's engine: copy-on-write workspaces, sandboxed branches, exploration patterns
+and live forking of pydantic-ai runs.
+
+Every public name is importable from here, lazily: ``from branching_core import Workspace``
+loads only the workspace layer, so a script that never forks an agent never pays for
+importing pydantic-ai.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from branching_core.errors import *  # noqa: F403  (the error classes are cheap and always wanted)
+from branching_core.errors import __all__ as _error_names
+
+_LAZY: dict[str, str] = {
+    # workspace layer
+    "Workspace": "branching_core.workspace",
+    "Branch": "branching_core.workspace",
+    "BranchChanges": "branching_core.workspace",
+    # sandbox layer
+    "BranchContext": "branching_core.sandbox",
+    "ResourceLimits": "branching_core.sandbox",
+    "CommandBranch": "branching_core.sandbox",
+    "run_command": "branching_core.sandbox",
+    # patterns
+    "Speculate": "branching_core.patterns",
+    "BestOfN": "branching_core.patterns",
+    "Reflexion": "branching_core.patterns",
+    "TreeOfThoughts": "branching_core.patterns",
+    "BeamSearch": "branching_core.patterns",
+    "Tournament": "branching_core.patterns",
+    "Cascaded": "branching_core.patterns",
+    "SpeculationOutcome": "branching_core.patterns",
+    "SpeculationResult": "branching_core.patterns",
+    # settings
+    "Settings": "branching_core.config",
+    "load_settings": "branching_core.config",
+}
+
+__all__ = sorted([*_error_names, *_LAZY])
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'branching_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
