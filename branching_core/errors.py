@@ -18,6 +18,14 @@ class WorkspaceError(BranchingError):
     """The workspace itself is unusable (missing path, not a directory, ...)."""
 
 
+class WorkspaceNotFoundError(WorkspaceError):
+    """The workspace path does not exist."""
+
+
+class WorkspaceNotADirectoryError(WorkspaceError):
+    """The workspace path exists but is not a directory."""
+
+
 class BackendUnavailableError(WorkspaceError):
     """No copy-on-write backend can serve this workspace; the message names each one tried."""
 
@@ -148,4 +156,6 @@ __all__ = [
     "ProcessBranchError",
     "ResourceLimitError",
     "WorkspaceError",
+    "WorkspaceNotADirectoryError",
+    "WorkspaceNotFoundError",
 ]

@@ -1,0 +1,102 @@
+"""The mount helper's own program: owns a private mount namespace holding overlay views.
+
+This file is executed as ``python -I -S -c <source>`` (never imported by the engine), so
+it must only use the standard library and must not import branching_core. It talks
+JSON lines over the socket it receives as fd 0:
+
+    {"op": "mount", "lower": [...], "upper": "...", "work": "...", "target": "..."}
+    {"op": "umount", "target": "..."}
+    {"op": "ping"}
+
+Why a separate process: a private mount namespace entered by the caller would only be
+seen by the calling thread (unshare(CLONE_NEWNS) is per thread once threads exist) and
+an unprivileged caller cannot create a user namespace while multi-threaded. A helper
+that owns the namespace lets every thread and child of the caller reach the views as
+``/proc/<helper>/root/<target>``; when the caller dies (even by SIGKILL) the socket
+reaches EOF, the helper exits and the kernel drops every mount with the namespace:
+no stray mount is ever left on the host.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _enter_namespace():
+    uid, gid = os.getuid(), os.getgid()
+    if uid != 0:
+        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user+mount)")
+        with open("/proc/self/setgroups", "w") as fh:
+            fh.write("deny")
+        with open("/proc/self/uid_map", "w") as fh:
+            fh.write(f"0 {uid} 1")
+        with open("/proc/self/gid_map", "w") as fh:
+            fh.write(f"0 {gid} 1")
+    else:
+        _check(libc.unshare(CLONE_NEWNS), "unshare(mount)")
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+
+
+def _mount(req):
+    lower = ":".join(p.replace(":", "\\:") for p in req["lower"])
+    options = f"lowerdir={lower},upperdir={req['upper']},workdir={req['work']},userxattr,volatile"
+    data = options.encode()
+    if len(data) >= 4096:
+        raise OSError(
+            7, "overlay mount options exceed one page; nesting is too deep for this path length"
+        )
+    _check(libc.mount(b"overlay", req["target"].encode(), b"overlay", 0, data), "mount overlay")
+
+
+def _umount(req):
+    _check(libc.umount2(req["target"].encode(), MNT_DETACH), "umount")
+
+
+def main():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sock = os.fdopen(0, "rb", buffering=0)
+    out = os.fdopen(1, "wb", buffering=0)
+    try:
+        _enter_namespace()
+    except OSError as exc:
+        out.write(
+            (json.dumps({"ok": False, "error": str(exc), "errno": exc.errno}) + "\n").encode()
+        )
+        return 1
+    out.write((json.dumps({"ok": True, "pid": os.getpid()}) + "\n").encode())
+    handlers = {"mount": _mount, "umount": _umount, "ping": lambda req: None}
+    buffer = b""
+    while True:
+        chunk = sock.read(65536)
+        if not chunk:
+            return 0  # the owner is gone: exiting drops every mount with the namespace
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            req = json.loads(line)
+            try:
+                handlers[req["op"]](req)
+                reply = {"ok": True}
+            except OSError as exc:
+                reply = {"ok": False, "error": str(exc), "errno": exc.errno}
+            out.write((json.dumps(reply) + "\n").encode())
+
+
+sys.exit(main())

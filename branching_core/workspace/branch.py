@@ -1,0 +1,322 @@
+"""``Branch``: one isolated copy-on-write view of its parent, committed or aborted once."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal
+
+from branching_core.errors import (
+    AbortError,
+    BranchClosedError,
+    BranchError,
+    BranchStaleError,
+    ConflictError,
+    InvalidBranchNameError,
+    OpenChildrenError,
+)
+from branching_core.workspace.backends.base import BranchLayout, ParentView
+from branching_core.workspace.changes import BranchChanges, find_conflicts, summarize
+from branching_core.workspace.journal import Journal
+from branching_core.workspace.names import validate_branch_name
+
+if TYPE_CHECKING:
+    from branching_core.workspace.workspace import Workspace
+
+log = logging.getLogger(__name__)
+BranchState = Literal["open", "committed", "aborted"]
+OnSuccess = Literal["commit"] | None
+OnError = Literal["abort"] | None
+
+
+class _Node:
+    """What workspaces and branches share: being a parent of branches."""
+
+    workspace: Workspace
+    node_id: str
+    branch_path: str
+
+    def __init__(self) -> None:
+        self._children: list[Branch] = []
+        self._children_lock = threading.RLock()
+
+    def parent_view(self) -> ParentView:
+        raise NotImplementedError
+
+    def _check_can_branch(self) -> None:
+        """Raise when this node may not get new children (closed or stale branches)."""
+
+    @property
+    def children(self) -> list[Branch]:
+        with self._children_lock:
+            return list(self._children)
+
+    def branch(
+        self,
+        name: str,
+        on_success: OnSuccess = "commit",
+        on_error: OnError = "abort",
+        *,
+        durable: bool = False,
+    ) -> Branch:
+        """A new child branch; a context manager that commits on success, aborts on error.
+
+        ``durable`` branches survive the process (even a crash) so a restarted program
+        can reopen them with ``Workspace.open_branch``; ordinary ones are aborted when
+        the process exits and swept away after a crash.
+        """
+        validate_branch_name(name)
+        if on_success not in ("commit", None):
+            raise BranchError(f"on_success must be 'commit' or None, not {on_success!r}")
+        if on_error not in ("abort", None):
+            raise BranchError(f"on_error must be 'abort' or None, not {on_error!r}")
+        with self._children_lock:
+            self._check_can_branch()
+            if any(child.name == name for child in self._children):
+                raise InvalidBranchNameError(
+                    f"a branch named {name!r} is already open under {self.branch_path}"
+                )
+            child = Branch._create(self, name, on_success, on_error, durable=durable)
+            self._children.append(child)
+            return child
+
+    def _forget_child(self, child: Branch) -> None:
+        with self._children_lock:
+            if child in self._children:
+                self._children.remove(child)
+
+
+class Branch(_Node):
+    """An isolated view of its parent. Use ``.path`` like any directory."""
+
+    def __init__(
+        self,
+        parent: _Node,
+        name: str,
+        layout: BranchLayout,
+        *,
+        on_success: OnSuccess,
+        on_error: OnError,
+        created_ns: int,
+        parent_generation: int,
+        durable: bool,
+    ) -> None:
+        super().__init__()
+        self.workspace = parent.workspace
+        self.parent = parent
+        self.name = name
+        self.node_id = layout.branch_id
+        self.branch_path = f"{parent.branch_path}/{name}"
+        self.on_success = on_success
+        self.on_error = on_error
+        self.created_ns = created_ns
+        self.parent_generation = parent_generation
+        self.durable = durable
+        self._layout = layout
+        self._state: BranchState = "open"
+        self._lock = threading.RLock()
+
+    # -- creation -------------------------------------------------------------------------
+    @classmethod
+    def _create(
+        cls, parent: _Node, name: str, on_success: OnSuccess, on_error: OnError, *, durable: bool
+    ) -> Branch:
+        ws = parent.workspace
+        store = ws._store
+        branch_id = store.new_branch_id()
+        parent_generation = store.generation(parent.node_id)
+        created_ns = time.time_ns()
+        layout = ws._backend.create(branch_id, parent.parent_view())
+        branch = cls(
+            parent,
+            name,
+            layout,
+            on_success=on_success,
+            on_error=on_error,
+            created_ns=created_ns,
+            parent_generation=parent_generation,
+            durable=durable,
+        )
+        store.write_meta(branch_id, branch._meta())
+        ws._register(branch)
+        return branch
+
+    def _meta(self) -> dict[str, object]:
+        return {
+            "id": self.node_id,
+            "name": self.name,
+            "parent": self.parent.node_id,
+            "branch_path": self.branch_path,
+            "backend": self.workspace.fstype,
+            "created_ns": self.created_ns,
+            "parent_generation": self.parent_generation,
+            "durable": self.durable,
+            "pid": os.getpid(),
+        }
+
+    # -- public surface ---------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.node_id
+
+    @property
+    def path(self) -> Path:
+        """A real directory holding this branch's view (ordinary file operations work)."""
+        assert self._layout.view is not None
+        return self._layout.view
+
+    @property
+    def state(self) -> BranchState:
+        return self._state
+
+    @property
+    def is_open(self) -> bool:
+        return self._state == "open"
+
+    @property
+    def is_stale(self) -> bool:
+        """True once a sibling has committed into the parent (first winner took it)."""
+        return self.workspace._store.generation(self.parent.node_id) != self.parent_generation
+
+    def parent_view(self) -> ParentView:
+        self._require_open()
+        return ParentView(root=self.path, layers=list(self._layout.layers))
+
+    def _check_can_branch(self) -> None:
+        self._require_open()
+        if self.is_stale:
+            raise BranchStaleError(f"{self.branch_path} is stale: a sibling already committed")
+
+    def _require_open(self) -> None:
+        if self._state != "open":
+            raise BranchClosedError(f"{self.branch_path} is already {self._state}")
+
+    def changes(self) -> BranchChanges:
+        """Paths created, modified and deleted relative to the parent, right now."""
+        with self._lock:
+            self._require_open()
+            parent = self.parent.parent_view()
+            ops = self.workspace._backend.collect(self._layout, parent)
+            return summarize(ops, parent.root)
+
+    def commit(self) -> None:
+        """Publish this branch's changes into its parent, atomically; then close it.
+
+        Raises ``ConflictError`` (and aborts this branch) when a sibling already
+        committed; raises ``ConflictError`` listing the paths (branch left open) when
+        the parent changed a path this branch also changed.
+        """
+        ws = self.workspace
+        store = ws._store
+        with self._lock:
+            self._require_open()
+            if self.children:
+                names = ", ".join(child.name for child in self.children)
+                raise OpenChildrenError(f"{self.branch_path} has open child branches: {names}")
+            parent = self.parent.parent_view()
+            with store.commit_lock():
+                if self.is_stale:
+                    self._abort_locked()
+                    raise ConflictError(
+                        f"{self.branch_path} lost: a sibling already committed into "
+                        f"{self.parent.branch_path}; this branch was aborted",
+                        stale=True,
+                    )
+                backend = ws._backend
+                backend.freeze(self._layout)
+                try:
+                    ops = backend.collect(self._layout, parent)
+                    conflicts = find_conflicts(ops, parent.root, self.created_ns)
+                    if conflicts:
+                        shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
+                        raise ConflictError(
+                            f"{len(conflicts)} path(s) changed in {self.parent.branch_path} since "
+                            f"{self.branch_path} was created: {shown}",
+                            conflicts,
+                        )
+                    journal = Journal.prepare(
+                        store.journal_dir,
+                        store.new_branch_id(),
+                        parent_id=self.parent.node_id,
+                        parent_root=parent.root,
+                        ops=ops,
+                        generation=store.generation(self.parent.node_id) + 1,
+                        branch_id=self.node_id,
+                    )
+                except BaseException:
+                    backend.thaw(self._layout, parent)
+                    raise
+                journal.apply(store.set_generation)
+                journal.finish()
+                self._state = "committed"
+                self._dispose()
+
+    def abort(self) -> None:
+        """Throw this branch (and any open children) away; the parent never sees it."""
+        with self._lock:
+            self._require_open()
+            self._abort_locked()
+
+    def _abort_locked(self) -> None:
+        for child in self.children:
+            if child.is_open:
+                child.abort()
+        self._state = "aborted"
+        try:
+            self._dispose()
+        except OSError as exc:
+            raise AbortError(f"aborting {self.branch_path} failed: {exc}") from exc
+
+    def _dispose(self) -> None:
+        self.workspace._backend.destroy(self._layout)
+        self.workspace._store.drop_generation(self.node_id)
+        self.parent._forget_child(self)
+        self.workspace._unregister(self)
+
+    def _close_for_exit(self) -> None:
+        """Interpreter exit: ordinary branches are aborted, durable ones just unmounted."""
+        if not self.is_open:
+            return
+        if self.durable:
+            self.workspace._backend.freeze(self._layout)
+        else:
+            self._abort_locked()
+
+    # -- context manager ----------------------------------------------------------------------
+    def __enter__(self) -> Branch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self.is_open:
+            return
+        if exc_type is not None:
+            # on_error="abort" is the default; with on_error=None the block had its chance
+            # to decide, and an open branch is never left behind either way.
+            self.abort()
+            return
+        if self.on_success == "commit":
+            try:
+                self.commit()
+            except BaseException:
+                if self.is_open:
+                    self.abort()
+                raise
+        elif self.is_open:
+            # Manual control that neither committed nor aborted: never leave a branch behind.
+            log.info("aborting %s: the block ended without commit() or abort()", self.branch_path)
+            self.abort()
+
+    def __repr__(self) -> str:
+        return f"<Branch {self.branch_path} {self._state} at {self._layout.view}>"
+
+
+__all__ = ["Branch", "BranchState"]

@@ -1,0 +1,154 @@
+"""What a branch changed, as an ordered list of operations on its parent.
+
+Backends describe a branch's changes as ``Op``s (delete, mkdir, put, chmod) relative
+to the parent's view; the commit engine checks them for conflicts and journals them;
+``BranchChanges`` is the public, file-level summary of the same list.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from branching_core.workspace.fsutil import lstat_or_none
+
+OpKind = Literal["delete", "mkdir", "put", "chmod"]
+_ORDER: dict[str, int] = {"delete": 0, "mkdir": 1, "put": 2, "chmod": 3}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One step of a commit: ``path`` is relative to the parent's view."""
+
+    kind: OpKind
+    path: str
+    source: str | None = None  # put: absolute path of the new file, symlink or directory
+    tree: bool = False  # put: ``source`` is a whole directory moved in one rename
+    mode: int | None = None  # mkdir/chmod: permission bits
+    existed: bool | None = None  # put: the branch saw this path in its parent (copy-up)
+    strip_xattrs: bool = False  # put: drop overlayfs bookkeeping after the move
+
+    def to_json(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, False)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Op:
+        return cls(**data)  # type: ignore[arg-type]
+
+
+def ordered(ops: Iterable[Op]) -> list[Op]:
+    """Deletes first, then directories top-down, then files, then directory modes bottom-up."""
+
+    def key(op: Op) -> tuple[int, int, str]:
+        depth = op.path.count("/")
+        if op.kind == "chmod":
+            depth = -depth
+        return (_ORDER[op.kind], depth, op.path)
+
+    return sorted(ops, key=key)
+
+
+@dataclass
+class BranchChanges:
+    """Paths (relative, POSIX) a branch created, modified or deleted, relative to its parent."""
+
+    created: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.created or self.modified or self.deleted)
+
+    @property
+    def all_paths(self) -> list[str]:
+        return sorted({*self.created, *self.modified, *self.deleted})
+
+
+def summarize(ops: Iterable[Op], parent_root: Path) -> BranchChanges:
+    """File-level summary of ``ops``: trees are expanded, replacements count as modified."""
+    created: set[str] = set()
+    modified: set[str] = set()
+    deleted: set[str] = set()
+    for op in ops:
+        if op.kind == "delete":
+            deleted.add(op.path)
+        elif op.kind == "mkdir":
+            if lstat_or_none(parent_root / op.path) is None:
+                created.add(op.path)
+        elif op.kind == "put":
+            if op.tree and op.source:
+                created.add(op.path)
+                for rel in _walk_relative(Path(op.source)):
+                    created.add(f"{op.path}/{rel}")
+            else:
+                created.add(op.path)
+        elif op.kind == "chmod":
+            modified.add(op.path)
+    # A path deleted and put again (type change, replaced directory) was modified.
+    for path in list(deleted & created):
+        deleted.discard(path)
+        created.discard(path)
+        modified.add(path)
+    # A put over an existing parent entry is a modification, not a creation.
+    for path in list(created):
+        if path not in modified and lstat_or_none(parent_root / path) is not None:
+            created.discard(path)
+            modified.add(path)
+    return BranchChanges(sorted(created), sorted(modified), sorted(deleted))
+
+
+def _walk_relative(root: Path) -> Iterable[str]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        for name in dirnames + filenames:
+            yield name if rel_dir == "." else f"{rel_dir}/{name}"
+
+
+def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> list[str]:
+    """Paths this branch changed that the parent also changed after ``created_ns``.
+
+    The parent's change time (ctime, which no program can set back) is compared with
+    the branch's creation time. A file the branch modified (``existed``) that is now
+    missing from the parent was deleted by someone else: also a conflict.
+    """
+    conflicts: list[str] = []
+    for op in ops:
+        target = parent_root / op.path
+        st = lstat_or_none(target)
+        if op.kind == "chmod":
+            continue
+        if op.kind == "mkdir":
+            if st is not None and not stat.S_ISDIR(st.st_mode) and st.st_ctime_ns > created_ns:
+                conflicts.append(op.path)
+            continue
+        if st is None:
+            if op.kind == "put" and op.existed:
+                conflicts.append(op.path)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if op.kind == "delete" or op.tree:
+                changed = _changed_in_tree(target, created_ns)
+                conflicts.extend(f"{op.path}/{rel}" for rel in changed)
+            # a plain put over a directory is preceded by a delete op that checks it
+        elif st.st_ctime_ns > created_ns:
+            conflicts.append(op.path)
+    return sorted(set(conflicts))
+
+
+def _changed_in_tree(root: Path, created_ns: int) -> list[str]:
+    changed: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        for name in filenames + dirnames:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except FileNotFoundError:
+                continue
+            if st.st_ctime_ns > created_ns and not stat.S_ISDIR(st.st_mode):
+                changed.append(name if rel_dir == "." else f"{rel_dir}/{name}")
+    return changed

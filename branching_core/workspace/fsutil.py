@@ -1,0 +1,118 @@
+"""Small filesystem helpers shared by the store, the journal and the backends."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+OVERLAY_XATTR_PREFIX = "user.overlay."
+PROJECT_STATE_DIR = ".pydantic-deep"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: Any, *, durable: bool = False) -> None:
+    """Write JSON so readers see the old or the new file, never a torn one."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    payload = json.dumps(data, sort_keys=True).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, payload)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def read_json(path: Path) -> Any:
+    with open(path, "rb") as fh:
+        return json.load(fh)
+
+
+def rmtree(path: Path) -> None:
+    """Remove a tree even when overlayfs left mode-000 work directories in it."""
+
+    def _onerror(func: Any, failed: str, exc_info: Any) -> None:
+        exc = exc_info[1]
+        if isinstance(exc, FileNotFoundError):
+            return
+        if isinstance(exc, PermissionError):
+            parent = os.path.dirname(failed)
+            with contextlib.suppress(OSError):
+                os.chmod(parent, 0o700)
+            with contextlib.suppress(OSError):
+                os.chmod(failed, 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                shutil.rmtree(failed, onerror=_onerror)
+            else:
+                os.unlink(failed)
+            return
+        raise exc
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path, onerror=_onerror)
+    else:
+        os.unlink(path)
+
+
+def is_whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def has_xattr(path: Path, name: str) -> bool:
+    try:
+        os.getxattr(path, name, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def strip_overlay_xattrs(path: Path) -> None:
+    """Drop overlayfs bookkeeping so a committed file is an ordinary file again."""
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(OVERLAY_XATTR_PREFIX):
+            with contextlib.suppress(OSError):
+                os.removexattr(path, name, follow_symlinks=False)
+
+
+def lstat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+
+
+def same_device(a: Path, b: Path) -> bool:
+    try:
+        return os.stat(a).st_dev == os.stat(b).st_dev
+    except OSError:
+        return False
+
+
+def is_exdev(exc: OSError) -> bool:
+    return exc.errno == errno.EXDEV

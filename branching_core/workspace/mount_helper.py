@@ -1,0 +1,120 @@
+"""Client side of the mount helper (see ``_mount_helper_main.py`` for why it exists).
+
+One helper serves every overlay workspace of a process. Views it mounts are reached
+from this process, its threads and its children as ``/proc/<helper pid>/root/<target>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from branching_core.errors import MountError
+
+_HELPER_SOURCE = (Path(__file__).with_name("_mount_helper_main.py")).read_text()
+
+
+class MountHelper:
+    """A running helper process and the socket used to drive it."""
+
+    def __init__(self) -> None:
+        parent_sock, child_sock = socket.socketpair()
+        python = sys.executable or "/usr/bin/python3"
+        try:
+            self._proc = subprocess.Popen(
+                [python, "-I", "-S", "-c", _HELPER_SOURCE],
+                stdin=child_sock,
+                stdout=child_sock,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+                start_new_session=True,  # terminal signals must not kill our views
+            )
+        finally:
+            child_sock.close()
+        self._sock = parent_sock
+        self._reader = parent_sock.makefile("rb")
+        self._lock = threading.Lock()
+        self.owner_pid = os.getpid()
+        hello = self._read_reply()
+        if not hello.get("ok"):
+            self.close()
+            raise MountError(f"cannot create a private mount namespace: {hello.get('error')}")
+        self.pid = int(hello["pid"])
+        self.root = Path(f"/proc/{self.pid}/root")
+
+    def _read_reply(self) -> dict[str, object]:
+        line = self._reader.readline()
+        if not line:
+            raise MountError("the mount helper exited unexpectedly")
+        reply: dict[str, object] = json.loads(line)
+        return reply
+
+    def _request(self, payload: dict[str, object]) -> None:
+        with self._lock:
+            try:
+                self._sock.sendall((json.dumps(payload) + "\n").encode())
+                reply = self._read_reply()
+            except OSError as exc:
+                raise MountError(f"the mount helper is unreachable: {exc}") from exc
+        if not reply.get("ok"):
+            raise MountError(f"{payload['op']} failed: {reply.get('error')}")
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None and os.getpid() == self.owner_pid
+
+    def mount_overlay(self, lower: list[Path], upper: Path, work: Path, target: Path) -> None:
+        self._request(
+            {
+                "op": "mount",
+                "lower": [str(p) for p in lower],
+                "upper": str(upper),
+                "work": str(work),
+                "target": str(target),
+            }
+        )
+
+    def umount(self, target: Path) -> None:
+        self._request({"op": "umount", "target": str(target)})
+
+    def view_path(self, target: Path) -> Path:
+        """Where ``target`` (a path inside the helper's namespace) is reached from outside."""
+        return Path(f"{self.root}{target}")
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+            self._reader.close()
+        finally:
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+
+_shared: MountHelper | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_helper() -> MountHelper:
+    """The process-wide helper, started on first use (and again after a fork)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.alive:
+            _shared = MountHelper()
+        return _shared
+
+
+def shutdown_shared_helper() -> None:
+    """Stop the helper; every view it holds disappears with its namespace."""
+    global _shared
+    with _shared_lock:
+        if _shared is not None and _shared.owner_pid == os.getpid():
+            _shared.close()
+        _shared = None

@@ -1,0 +1,221 @@
+"""The branch store: where branch layers, metadata, journals and locks live.
+
+The store lives outside the workspace (the kernel refuses overlay lower layers nested
+inside one another, so an ancestor's upper layer may not sit inside the workspace) but
+on the same filesystem, so a commit can rename instead of copy. ``default_store_root``
+picks it deterministically from the workspace path, so recovery always finds it::
+
+    sessions/<sid>.lock      held (flock) by the live process that owns session <sid>
+    commit.lock              serialises commits and recovery across processes
+    gen/<parent>             how many commits have gone into <parent> ("root" or a branch id)
+    journal/<commit>.json    intent journal of a commit in progress
+    trash/<sid>-<n>/         what a commit displaced, deleted once the commit is done
+    <sid>-<n>/               one branch: meta.json plus the backend's layers
+
+A branch directory's name starts with its session id, so recovery can tell whether
+the process that owns it is still alive without reading anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import os
+import secrets
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from branching_core.workspace.fsutil import read_json, rmtree, write_json_atomic
+
+ROOT_ID = "root"
+STORE_ENV = "FORKDECK_STORE"
+
+
+def default_store_root(workspace_root: Path) -> Path:
+    """Where the branch store of ``workspace_root`` lives.
+
+    ``$FORKDECK_STORE/<key>`` when set; else the user's cache directory when it is on
+    the workspace's filesystem; else a ``.forkdeck-stores`` directory beside the
+    workspace. ``<key>`` is the workspace's name plus a hash of its absolute path.
+    """
+    digest = hashlib.sha256(str(workspace_root).encode()).hexdigest()[:12]
+    key = f"{workspace_root.name or 'root'}-{digest}"
+    explicit = os.environ.get(STORE_ENV)
+    if explicit:
+        return Path(explicit) / key
+    device = os.stat(workspace_root).st_dev
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    candidates = [cache_home / "forkdeck" / "stores", workspace_root.parent / ".forkdeck-stores"]
+    for base in candidates:
+        if _usable_on_device(base, device):
+            return base / key
+    return candidates[-1] / key
+
+
+def _usable_on_device(base: Path, device: int) -> bool:
+    probe = base
+    while not probe.exists():
+        if probe.parent == probe:
+            return False
+        probe = probe.parent
+    try:
+        return os.stat(probe).st_dev == device and os.access(probe, os.W_OK | os.X_OK)
+    except OSError:
+        return False
+
+
+@dataclass
+class Session:
+    """This process's claim on a store: a held flock that dies with the process."""
+
+    sid: str
+    fd: int
+    pid: int
+    counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+
+class Store:
+    def __init__(self, workspace_root: Path, root: Path | None = None) -> None:
+        self.workspace_root = workspace_root
+        self.root = root or default_store_root(workspace_root)
+        self._lock = threading.Lock()
+        self._session: Session | None = None
+
+    # -- layout -----------------------------------------------------------------
+    def ensure(self) -> None:
+        for sub in ("sessions", "gen", "journal", "trash"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        marker = self.root / "workspace"
+        if not marker.exists():
+            marker.write_text(f"{self.workspace_root}\n")
+
+    def branch_dir(self, branch_id: str) -> Path:
+        return self.root / branch_id
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.root / "journal"
+
+    # -- sessions -----------------------------------------------------------------
+    def session(self) -> Session:
+        with self._lock:
+            if self._session is None or self._session.pid != os.getpid():
+                self._session = self._open_session()
+            return self._session
+
+    def _open_session(self) -> Session:
+        self.ensure()
+        sid = secrets.token_hex(4)
+        fd = os.open(
+            self.root / "sessions" / f"{sid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
+        )
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return Session(sid=sid, fd=fd, pid=os.getpid())
+
+    def new_branch_id(self) -> str:
+        session = self.session()
+        return f"{session.sid}-{next(session.counter)}"
+
+    def session_alive(self, sid: str) -> bool:
+        """True while the process owning ``sid`` holds its lock."""
+        own = self._session
+        if own is not None and own.sid == sid and own.pid == os.getpid():
+            return True
+        path = self.root / "sessions" / f"{sid}.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def forget_dead_sessions(self) -> None:
+        for lock in (self.root / "sessions").glob("*.lock"):
+            if not self.session_alive(lock.stem):
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
+
+    # -- commit lock ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def commit_lock(self) -> Iterator[None]:
+        self.ensure()
+        fd = os.open(self.root / "commit.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    # -- generations ------------------------------------------------------------------
+    def generation(self, parent_id: str) -> int:
+        try:
+            return int((self.root / "gen" / parent_id).read_text() or 0)
+        except FileNotFoundError:
+            return 0
+
+    def set_generation(self, parent_id: str, value: int) -> None:
+        path = self.root / "gen" / parent_id
+        tmp = path.with_name(f".{parent_id}.tmp")
+        tmp.write_text(str(value))
+        os.replace(tmp, path)
+
+    def drop_generation(self, parent_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / "gen" / parent_id).unlink()
+
+    # -- metadata -------------------------------------------------------------------
+    def write_meta(self, branch_id: str, meta: dict[str, Any]) -> None:
+        write_json_atomic(self.branch_dir(branch_id) / "meta.json", meta)
+
+    def read_meta(self, branch_id: str) -> dict[str, Any] | None:
+        try:
+            meta: dict[str, Any] = read_json(self.branch_dir(branch_id) / "meta.json")
+        except (FileNotFoundError, ValueError):
+            return None
+        return meta
+
+    def branch_ids(self) -> list[str]:
+        if not self.root.exists():
+            return []
+        ids = []
+        for entry in self.root.iterdir():
+            if "-" in entry.name and entry.is_dir() and not entry.name.startswith("."):
+                ids.append(entry.name)
+        return sorted(ids)
+
+    # -- disposal -------------------------------------------------------------------
+    def trash_path(self) -> Path:
+        return self.root / "trash" / self.new_branch_id()
+
+    def remove_branch_dir(self, branch_id: str) -> None:
+        rmtree(self.branch_dir(branch_id))
+        self.drop_generation(branch_id)
+
+    def sweep_trash(self, *, only_dead: bool = True) -> None:
+        trash = self.root / "trash"
+        if not trash.exists():
+            return
+        for entry in trash.iterdir():
+            sid = entry.name.split("-", 1)[0]
+            if only_dead and self.session_alive(sid):
+                continue
+            rmtree(entry)
+
+    def is_empty(self) -> bool:
+        """True when nothing but empty bookkeeping directories is left."""
+        if not self.root.exists():
+            return True
+        for sub in ("journal", "trash"):
+            if any((self.root / sub).iterdir()) if (self.root / sub).exists() else False:
+                return False
+        return not self.branch_ids()

@@ -1,0 +1,249 @@
+"""``Workspace``: any existing directory, ready to be branched copy-on-write."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from branching_core.errors import (
+    BackendUnavailableError,
+    BranchNotFoundError,
+    WorkspaceError,
+    WorkspaceNotADirectoryError,
+    WorkspaceNotFoundError,
+)
+from branching_core.workspace.backends import AUTO_ORDER, BACKENDS, Backend
+from branching_core.workspace.backends.base import BranchLayout, ParentView
+from branching_core.workspace.branch import Branch, _Node
+from branching_core.workspace.fsutil import PROJECT_STATE_DIR, rmtree
+from branching_core.workspace.journal import Journal
+from branching_core.workspace.store import ROOT_ID, Store
+
+log = logging.getLogger(__name__)
+_LIVE: weakref.WeakSet[Workspace] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    """A branch found in the store (for listing and for reopening durable ones)."""
+
+    id: str
+    name: str
+    parent: str
+    branch_path: str
+    durable: bool
+    open_here: bool
+    owner_alive: bool
+
+
+class Workspace(_Node):
+    """A directory whose branches are isolated, instant views committed back atomically.
+
+    ``backend="auto"`` picks the first of overlay, reflink and copy that works here and
+    records why each one before it was passed over in ``passed_over``. ``store`` overrides
+    where branch data lives (default: see ``default_store_root``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        backend: str = "auto",
+        *,
+        store: str | os.PathLike[str] | None = None,
+    ) -> None:
+        super().__init__()
+        raw = Path(path)
+        if not raw.exists():
+            raise WorkspaceNotFoundError(f"workspace {raw} does not exist")
+        if not raw.is_dir():
+            raise WorkspaceNotADirectoryError(f"workspace {raw} is not a directory")
+        self.path = raw.resolve()
+        self.workspace = self
+        self.node_id = ROOT_ID
+        self.branch_path = "/main"
+        self._store = Store(self.path, Path(store) if store is not None else None)
+        self._registry: dict[str, Branch] = {}
+        self._registry_lock = threading.RLock()
+        try:
+            self._store.ensure()
+        except OSError as exc:
+            raise BackendUnavailableError(
+                f"no backend can serve {self.path}: cannot create its branch store ({exc})",
+                {name: f"branch store not writable: {exc}" for name in AUTO_ORDER},
+            ) from exc
+        self.passed_over: dict[str, str] = {}
+        self._backend = self._choose_backend(backend)
+        self.fstype = self._backend.name
+        self.recover()
+        _LIVE.add(self)
+
+    # -- backend choice ------------------------------------------------------------------------
+    def _choose_backend(self, requested: str) -> Backend:
+        if requested != "auto" and requested not in BACKENDS:
+            raise WorkspaceError(
+                f"unknown backend {requested!r}; choose one of auto, {', '.join(BACKENDS)}"
+            )
+        names = AUTO_ORDER if requested == "auto" else (requested,)
+        reasons: dict[str, str] = {}
+        for name in names:
+            cls = BACKENDS[name]
+            reason = cls.probe(self.path, self._store.root)
+            if reason is None:
+                self.passed_over = reasons
+                for passed, why in reasons.items():
+                    log.info("backend %s passed over for %s: %s", passed, self.path, why)
+                return cls(self._store.root)
+            reasons[name] = reason
+        detail = "; ".join(f"{name}: {why}" for name, why in reasons.items())
+        raise BackendUnavailableError(f"no backend can serve {self.path} ({detail})", reasons)
+
+    # -- tree of branches ----------------------------------------------------------------------
+    def parent_view(self) -> ParentView:
+        return ParentView(root=self.path, layers=[self.path])
+
+    def _register(self, branch: Branch) -> None:
+        with self._registry_lock:
+            self._registry[branch.id] = branch
+
+    def _unregister(self, branch: Branch) -> None:
+        with self._registry_lock:
+            self._registry.pop(branch.id, None)
+
+    def open_branches(self) -> list[Branch]:
+        """Every branch of this workspace open in this process, parents before children."""
+        with self._registry_lock:
+            return sorted(self._registry.values(), key=lambda b: b.branch_path.count("/"))
+
+    def get_branch(self, branch_id: str) -> Branch:
+        with self._registry_lock:
+            branch = self._registry.get(branch_id)
+        if branch is None:
+            raise BranchNotFoundError(f"no open branch with id {branch_id!r} in {self.path}")
+        return branch
+
+    def list_branches(self) -> list[BranchInfo]:
+        """Branches present in the store: this process's and durable ones left by others."""
+        infos = []
+        with self._registry_lock:
+            here = set(self._registry)
+        for branch_id in self._store.branch_ids():
+            meta = self._store.read_meta(branch_id)
+            if meta is None:
+                continue
+            infos.append(
+                BranchInfo(
+                    id=branch_id,
+                    name=str(meta["name"]),
+                    parent=str(meta["parent"]),
+                    branch_path=str(meta["branch_path"]),
+                    durable=bool(meta.get("durable")),
+                    open_here=branch_id in here,
+                    owner_alive=self._store.session_alive(branch_id.split("-", 1)[0]),
+                )
+            )
+        return infos
+
+    def open_branch(self, branch_id: str) -> Branch:
+        """Reopen a durable branch left by an earlier (possibly crashed) process."""
+        with self._registry_lock:
+            if branch_id in self._registry:
+                return self._registry[branch_id]
+        meta = self._store.read_meta(branch_id)
+        if meta is None or not meta.get("durable"):
+            raise BranchNotFoundError(f"no durable branch with id {branch_id!r} in {self.path}")
+        parent_id = str(meta["parent"])
+        parent: _Node = self if parent_id == ROOT_ID else self.open_branch(parent_id)
+        layout: BranchLayout = self._backend.reopen(branch_id, parent.parent_view())
+        branch = Branch(
+            parent,
+            str(meta["name"]),
+            layout,
+            on_success=None,
+            on_error=None,
+            created_ns=int(meta["created_ns"]),
+            parent_generation=int(meta["parent_generation"]),
+            durable=True,
+        )
+        with parent._children_lock:
+            parent._children.append(branch)
+        self._register(branch)
+        return branch
+
+    # -- recovery --------------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Finish interrupted commits and sweep what dead processes left behind.
+
+        Runs on every open: a journal means a commit reached its commit point, so it is
+        rolled forward; a branch whose owning process is gone is deleted unless durable.
+        """
+        store = self._store
+        with store.commit_lock():
+            for journal_path in sorted(store.journal_dir.glob("*.json")):
+                self._replay(journal_path)
+            for branch_id in store.branch_ids():
+                sid = branch_id.split("-", 1)[0]
+                if store.session_alive(sid):
+                    continue
+                meta = store.read_meta(branch_id)
+                if meta is not None and meta.get("durable"):
+                    continue
+                store.remove_branch_dir(branch_id)
+            for probe in store.root.glob(".probe-*"):
+                pid = probe.name.rsplit("-", 1)[-1]
+                if not Path(f"/proc/{pid}").exists():
+                    rmtree(probe)
+            commit_scratch = self.path / PROJECT_STATE_DIR / "commit"
+            if commit_scratch.exists():
+                for leftover in commit_scratch.iterdir():
+                    if not (store.journal_dir / f"{leftover.name}.json").exists():
+                        sid = leftover.name.split("-", 1)[0]
+                        if not store.session_alive(sid):
+                            rmtree(leftover)
+                with contextlib.suppress(OSError):
+                    commit_scratch.rmdir()
+            store.sweep_trash()
+            store.forget_dead_sessions()
+
+    def _replay(self, journal_path: Path) -> None:
+        journal = Journal.load(journal_path)
+        if journal.parent_id == ROOT_ID:
+            journal = Journal.load(journal_path, parent_root=self.path)
+        else:
+            meta = self._store.read_meta(journal.parent_id)
+            if meta is None or not meta.get("durable"):
+                # The parent branch died with its process; so does this commit.
+                journal_path.unlink()
+                return
+            parent = self.open_branch(journal.parent_id)
+            journal = Journal.load(journal_path, parent_root=parent.path)
+        log.warning(
+            "completing interrupted commit %s into %s", journal.commit_id, journal.parent_id
+        )
+        journal.apply(self._store.set_generation)
+        journal.finish()
+        self._store.remove_branch_dir(journal.branch_id)
+
+    # -- lifetime --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Abort this process's ordinary branches and unmount durable ones."""
+        for branch in reversed(self.open_branches()):
+            with contextlib.suppress(Exception):
+                branch._close_for_exit()
+
+    def __repr__(self) -> str:
+        return f"<Workspace {self.path} backend={self.fstype}>"
+
+
+@atexit.register
+def _close_all_workspaces() -> None:
+    for ws in list(_LIVE):
+        ws.close()
+    from branching_core.workspace.mount_helper import shutdown_shared_helper
+
+    shutdown_shared_helper()
