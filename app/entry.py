@@ -1,0 +1,24 @@
+"""The ``forkdeck`` command: headless subcommands go to the engine's CLI, anything else opens the TUI."""
+
+from __future__ import annotations
+
+import sys
+
+HEADLESS_COMMANDS = frozenset(
+    {"run", "speculate", "best-of-n", "reflexion", "tournament", "cascade", "tree", "beam", "status"}
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in HEADLESS_COMMANDS:
+        from branching_core.cli import main as cli_main
+
+        return cli_main(args)
+    from app.tui_entry import main as tui_main
+
+    return tui_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
