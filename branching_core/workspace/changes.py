@@ -29,7 +29,8 @@ class Op:
     source: str | None = None  # put: absolute path of the new file, symlink or directory
     tree: bool = False  # put: ``source`` is a whole directory moved in one rename
     mode: int | None = None  # mkdir/chmod: permission bits
-    existed: bool | None = None  # put: the branch saw this path in its parent (copy-up)
+    existed: bool | None = None  # put: this path was in the parent when the branch was made
+    copied_up: bool = False  # put: overlay copied this file up from a lower layer (maybe renamed)
     strip_xattrs: bool = False  # put: drop overlayfs bookkeeping after the move
 
     def to_json(self) -> dict[str, object]:
@@ -112,8 +113,10 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
     """Paths this branch changed that the parent also changed after ``created_ns``.
 
     The parent's change time (ctime, which no program can set back) is compared with
-    the branch's creation time. A file the branch modified (``existed``) that is now
-    missing from the parent was deleted by someone else: also a conflict.
+    the branch's creation time. A file the branch modified that is now missing from
+    the parent was deleted by someone else: also a conflict. Known limit: file
+    timestamps come from the kernel's coarse clock (one tick, 4 ms at HZ=250), so a
+    parent change within one tick after the branch was created can go unseen.
     """
     conflicts: list[str] = []
     for op in ops:
@@ -126,7 +129,7 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
                 conflicts.append(op.path)
             continue
         if st is None:
-            if op.kind == "put" and op.existed:
+            if op.kind == "put" and (op.existed or (op.copied_up and _dir_changed(target, created_ns))):
                 conflicts.append(op.path)
             continue
         if stat.S_ISDIR(st.st_mode):
@@ -137,6 +140,17 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
         elif st.st_ctime_ns > created_ns:
             conflicts.append(op.path)
     return sorted(set(conflicts))
+
+
+def _dir_changed(target: Path, created_ns: int) -> bool:
+    """Did the directory holding ``target`` lose or gain entries after ``created_ns``?
+
+    A copied-up file may simply have been renamed inside the branch, so its absence
+    from the parent only counts as "deleted by someone else" when the parent's
+    directory itself changed since the branch was created.
+    """
+    st = lstat_or_none(target.parent)
+    return st is None or st.st_ctime_ns > created_ns
 
 
 def _changed_in_tree(root: Path, created_ns: int) -> list[str]:

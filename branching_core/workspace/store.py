@@ -79,12 +79,26 @@ class Session:
     counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
 
+_SESSIONS: dict[Path, Session] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def release_sessions() -> None:
+    """Drop this process's session locks (interpreter exit)."""
+    with _SESSIONS_LOCK:
+        for root, session in list(_SESSIONS.items()):
+            if session.pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    (root / "sessions" / f"{session.sid}.lock").unlink()
+                with contextlib.suppress(OSError):
+                    os.close(session.fd)
+        _SESSIONS.clear()
+
+
 class Store:
     def __init__(self, workspace_root: Path, root: Path | None = None) -> None:
         self.workspace_root = workspace_root
         self.root = root or default_store_root(workspace_root)
-        self._lock = threading.Lock()
-        self._session: Session | None = None
 
     # -- layout -----------------------------------------------------------------
     def ensure(self) -> None:
@@ -103,10 +117,13 @@ class Store:
 
     # -- sessions -----------------------------------------------------------------
     def session(self) -> Session:
-        with self._lock:
-            if self._session is None or self._session.pid != os.getpid():
-                self._session = self._open_session()
-            return self._session
+        """One session per store and process, shared by every Workspace object on it."""
+        with _SESSIONS_LOCK:
+            session = _SESSIONS.get(self.root)
+            if session is None or session.pid != os.getpid():
+                session = self._open_session()
+                _SESSIONS[self.root] = session
+            return session
 
     def _open_session(self) -> Session:
         self.ensure()
@@ -123,7 +140,7 @@ class Store:
 
     def session_alive(self, sid: str) -> bool:
         """True while the process owning ``sid`` holds its lock."""
-        own = self._session
+        own = _SESSIONS.get(self.root)
         if own is not None and own.sid == sid and own.pid == os.getpid():
             return True
         path = self.root / "sessions" / f"{sid}.lock"

@@ -73,10 +73,10 @@ class Workspace(_Node):
         try:
             self._store.ensure()
         except OSError as exc:
-            raise BackendUnavailableError(
-                f"no backend can serve {self.path}: cannot create its branch store ({exc})",
-                {name: f"branch store not writable: {exc}" for name in AUTO_ORDER},
-            ) from exc
+            why = f"cannot create the branch store {self._store.root} ({exc.strerror})"
+            reasons = {name: why for name in (AUTO_ORDER if backend == "auto" else (backend,))}
+            detail = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
+            raise BackendUnavailableError(f"no backend can serve {self.path} ({detail})", reasons) from exc
         self.passed_over: dict[str, str] = {}
         self._backend = self._choose_backend(backend)
         self.fstype = self._backend.name
@@ -245,5 +245,7 @@ def _close_all_workspaces() -> None:
     for ws in list(_LIVE):
         ws.close()
     from branching_core.workspace.mount_helper import shutdown_shared_helper
+    from branching_core.workspace.store import release_sessions
 
     shutdown_shared_helper()
+    release_sessions()

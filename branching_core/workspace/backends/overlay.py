@@ -123,7 +123,7 @@ class OverlayBackend(Backend):
                     ops.append(Op("delete", rel))
                 copied_up = stat.S_ISREG(st.st_mode) and has_xattr(source, ORIGIN_XATTR)
                 ops.append(
-                    Op("put", rel, source=str(source), existed=copied_up or None, strip_xattrs=True)
+                    Op("put", rel, source=str(source), copied_up=copied_up, strip_xattrs=True)
                 )
 
     def freeze(self, layout: BranchLayout) -> None:
