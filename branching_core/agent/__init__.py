@@ -1,0 +1,59 @@
+"""pydantic-ai glue: a workspace toolset bound to a directory, model selection, the offline model.
+
+The fork coordinator builds one :func:`create_workspace_toolset` per branch (bound to the
+branch's copy-on-write view) and resolves each branch's model with :func:`resolve_model`.
+Importing this package imports pydantic-ai (the workspace layer never does); it never
+imports ``textual``, ``rich`` or ``app``.
+"""
+
+from __future__ import annotations
+
+from branching_core.agent.commands import (
+    CommandOutcome,
+    CommandRunner,
+    LocalCommandRunner,
+    OutputCallback,
+    SandboxCommandRunner,
+    sandbox_available,
+    truncate_middle,
+)
+from branching_core.agent.models import (
+    OFFLINE,
+    ProviderInfo,
+    default_model,
+    detect_providers,
+    display_name,
+    is_offline,
+    openai_compatible_model,
+    resolve_model,
+    response_cost_usd,
+)
+from branching_core.agent.offline import OfflineModel, parse_script, plan_response
+from branching_core.agent.paths import UnsafePathError, resolve_in_root
+from branching_core.agent.toolset import WorkspaceToolset, create_workspace_toolset
+
+__all__ = [
+    "OFFLINE",
+    "CommandOutcome",
+    "CommandRunner",
+    "LocalCommandRunner",
+    "OfflineModel",
+    "OutputCallback",
+    "ProviderInfo",
+    "SandboxCommandRunner",
+    "UnsafePathError",
+    "WorkspaceToolset",
+    "create_workspace_toolset",
+    "default_model",
+    "detect_providers",
+    "display_name",
+    "is_offline",
+    "openai_compatible_model",
+    "parse_script",
+    "plan_response",
+    "resolve_in_root",
+    "resolve_model",
+    "response_cost_usd",
+    "sandbox_available",
+    "truncate_middle",
+]

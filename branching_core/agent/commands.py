@@ -1,0 +1,283 @@
+"""Running a shell command for an agent: the runner protocol and two implementations.
+
+The toolset never starts processes itself; it asks a :class:`CommandRunner`. That keeps the
+sandbox (namespaces, cgroup limits, kill-the-whole-tree) in one place, lets the fork
+coordinator choose per branch, and lets tests run without the sandbox.
+
+* :class:`SandboxCommandRunner` is the default: it calls ``branching_core.sandbox.run_command``
+  (imported lazily, so this module loads before the sandbox layer exists) in a worker thread.
+* :class:`LocalCommandRunner` is a plain ``asyncio`` subprocess in the directory. It is *not*
+  sandboxed: only for tests and for platforms where the sandbox cannot run, and only when a
+  caller asks for it explicitly.
+
+``on_output(stream, line)`` receives ``stream`` = ``"stdout"`` or ``"stderr"`` and one line
+*without* its newline (the sandbox's convention; a last unterminated piece counts as a
+line), in the order each stream produced them. It is always called on the event loop's
+thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+OutputCallback = Callable[[str, str], None]
+"""``on_output(stream, line)``: ``"stdout"``/``"stderr"`` and one line without its newline."""
+
+DEFAULT_CAPTURE_CHARS = 1_000_000
+"""Per stream, what a runner keeps in memory (head and tail); the middle of a flood is dropped."""
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """What a finished (or killed) command left behind."""
+
+    exit_code: int | None
+    """The process's exit status; negative for a signal; ``None`` if it never started."""
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    oom_killed: bool = False
+    duration: float = 0.0
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """Runs one shell command line in ``cwd`` and reports it; must kill it at ``timeout``."""
+
+    async def __call__(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float,
+        on_output: OutputCallback | None,
+    ) -> CommandOutcome: ...
+
+
+def truncate_middle(text: str, max_chars: int) -> str:
+    """Keep the head and the tail of ``text``: the middle of a long output rarely matters."""
+    if len(text) <= max_chars:
+        return text
+    half = max(max_chars // 2, 1)
+    dropped = len(text) - 2 * half
+    return f"{text[:half]}\n... [{dropped} characters truncated] ...\n{text[-half:]}"
+
+
+class _Capture:
+    """Accumulate one stream's text, keeping at most ``limit`` characters (head + tail)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail: list[str] = []
+        self._tail_len = 0
+        self._dropped = 0
+
+    def add(self, text: str) -> None:
+        half = self._limit // 2
+        if self._head_len < half:
+            take = text[: half - self._head_len]
+            self._head.append(take)
+            self._head_len += len(take)
+            text = text[len(take) :]
+        if not text:
+            return
+        self._tail.append(text)
+        self._tail_len += len(text)
+        while self._tail_len > half and len(self._tail) > 1:
+            first = self._tail.pop(0)
+            self._tail_len -= len(first)
+            self._dropped += len(first)
+        if self._tail_len > half:  # a single huge piece
+            only = self._tail[0]
+            cut = len(only) - half
+            self._tail[0] = only[cut:]
+            self._tail_len -= cut
+            self._dropped += cut
+
+    def text(self) -> str:
+        head = "".join(self._head)
+        tail = "".join(self._tail)
+        if self._dropped:
+            return f"{head}\n... [{self._dropped} characters dropped] ...\n{tail}"
+        return head + tail
+
+
+async def _pump(
+    reader: asyncio.StreamReader, name: str, capture: _Capture, on_output: OutputCallback | None
+) -> None:
+    """Read a pipe to its end, splitting it into lines for ``on_output`` as they arrive."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    while True:
+        chunk = await reader.read(65536)
+        final = not chunk
+        pending += decoder.decode(chunk, final=final)
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            capture.add(line + "\n")
+            if on_output is not None:
+                on_output(name, line)
+        if final:
+            break
+    if pending:
+        capture.add(pending)
+        if on_output is not None:
+            on_output(name, pending)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@dataclass
+class LocalCommandRunner:
+    """Unsandboxed fallback: ``/bin/sh -c command`` in ``cwd`` as the current user.
+
+    The command gets its own session so a timeout (or the caller being cancelled) kills its
+    whole process group. Processes that leave the group (``setsid``) are not tracked: that
+    is exactly what the sandbox runner is for.
+    """
+
+    capture_chars: int = DEFAULT_CAPTURE_CHARS
+    env: dict[str, str] | None = None
+
+    async def __call__(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float,
+        on_output: OutputCallback | None,
+    ) -> CommandOutcome:
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_shell(
+            command,
+            cwd=os.fspath(cwd),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env=self.env,
+        )
+        out, err = _Capture(self.capture_chars), _Capture(self.capture_chars)
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = asyncio.gather(
+            _pump(proc.stdout, "stdout", out, on_output),
+            _pump(proc.stderr, "stderr", err, on_output),
+        )
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.shield(pumps), timeout)
+            await proc.wait()
+        except TimeoutError:
+            timed_out = True
+            _kill_group(proc)
+            await proc.wait()
+            # A grandchild outside the group may still hold the pipes: stop reading soon.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(pumps, 1.0)
+        except BaseException:
+            _kill_group(proc)
+            pumps.cancel()
+            raise
+        finally:
+            if not pumps.done():
+                pumps.cancel()
+        return CommandOutcome(
+            exit_code=proc.returncode,
+            stdout=out.text(),
+            stderr=err.text(),
+            timed_out=timed_out,
+            duration=time.monotonic() - started,
+        )
+
+
+@dataclass
+class SandboxCommandRunner:
+    """The default runner: ``branching_core.sandbox.run_command`` with the branch's limits.
+
+    It uses ``sandbox.run_command_async`` when the sandbox provides it (cancelling the
+    awaiting task then kills the sandboxed tree at once), else the blocking
+    ``sandbox.run_command`` in a worker thread. ``on_output`` calls, which the sandbox
+    makes from its drain thread, are forwarded to the event loop's thread.
+    ``limits`` is a ``branching_core.sandbox.ResourceLimits`` (typed loosely here because the
+    sandbox layer is imported lazily), ``mount_at`` is passed through unchanged.
+    """
+
+    limits: Any = None
+    mount_at: Path | str | None = None
+
+    async def __call__(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float,
+        on_output: OutputCallback | None,
+    ) -> CommandOutcome:
+        from branching_core import sandbox  # lazy: the agent layer must load without it
+
+        run_async = getattr(sandbox, "run_command_async", None)
+        run_sync = getattr(sandbox, "run_command", None)
+        if run_async is None and run_sync is None:
+            raise ImportError("branching_core.sandbox provides no run_command")
+        loop = asyncio.get_running_loop()
+        forward: OutputCallback | None = None
+        if on_output is not None:
+            callback = on_output
+
+            def forward(stream: str, text: str) -> None:
+                loop.call_soon_threadsafe(callback, stream, text)
+
+        kwargs: dict[str, Any] = {
+            "timeout": timeout,
+            "limits": self.limits,
+            "on_output": forward,
+            "mount_at": self.mount_at,
+        }
+        if run_async is not None:
+            # preferred: cancelling the awaiting task (a terminated branch) kills the sandbox
+            result = await run_async(command, cwd, **kwargs)
+        else:
+            result = await asyncio.to_thread(run_sync, command, cwd, **kwargs)
+        return CommandOutcome(
+            exit_code=result.exit_code,
+            stdout=result.stdout,
+            stderr=result.stderr,
+            timed_out=bool(result.timed_out),
+            oom_killed=bool(getattr(result, "oom_killed", False)),
+            duration=float(getattr(result, "duration", 0.0) or 0.0),
+        )
+
+
+def sandbox_available() -> bool:
+    """Whether ``branching_core.sandbox`` can be imported here (it is written separately)."""
+    try:
+        from branching_core import sandbox
+    except ImportError:
+        return False
+    return hasattr(sandbox, "run_command")
+
+
+__all__ = [
+    "DEFAULT_CAPTURE_CHARS",
+    "CommandOutcome",
+    "CommandRunner",
+    "LocalCommandRunner",
+    "OutputCallback",
+    "SandboxCommandRunner",
+    "sandbox_available",
+    "truncate_middle",
+]

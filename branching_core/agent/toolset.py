@@ -1,0 +1,486 @@
+"""The workspace toolset: file and shell tools for a pydantic-ai agent, bound to one directory.
+
+Each fork branch gets its own toolset bound to its own branch view, so the agent's file
+edits and its shell commands act on the same copy-on-write tree.
+
+Error policy (one rule for every tool): a call that cannot be done -- a path outside the
+root, a missing file, an ambiguous edit, a bad regex, a sandbox that cannot start -- raises
+:class:`pydantic_ai.ToolFailed`. The model receives the message as a failed tool result
+(``outcome='failed'``) and can adapt; unlike ``ModelRetry`` it does not consume the tool's
+retry budget, so a model that tries a forbidden path twice does not crash the whole run,
+and the coordinator can count refusals from the history. A command that runs and exits
+non-zero is *not* a failure of the tool: its exit code is part of the normal result.
+
+Tool results are short plain text meant for a model: no JSON, bounded size, the middle of
+anything huge cut out with a marker that says so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import ToolFailed
+from pydantic_ai.toolsets import FunctionToolset
+
+from branching_core.agent.commands import (
+    CommandRunner,
+    OutputCallback,
+    SandboxCommandRunner,
+    truncate_middle,
+)
+from branching_core.agent.paths import (
+    HIDDEN_NAMES,
+    UnsafePathError,
+    relative_to_root,
+    resolve_in_root,
+)
+
+WALK_SKIP: frozenset[str] = HIDDEN_NAMES | {".git"}
+"""Directory names that ``glob`` and ``grep`` never descend into (``.git`` is noise for a model)."""
+
+MAX_READ_BYTES = 10 * 1024 * 1024
+MAX_GREP_FILE_BYTES = 5 * 1024 * 1024
+BINARY_SNIFF_BYTES = 8192
+MAX_GREP_MATCHES = 200
+MAX_GREP_LINE_CHARS = 300
+MAX_LISTED = 1000
+DEFAULT_READ_LINES = 2000
+
+INSTRUCTIONS = (
+    "You work in a workspace directory. File tools take paths relative to its root; "
+    "absolute paths, '..' above the root and symlinks leading outside are refused. "
+    "run_command runs a shell command with the workspace root as its working directory."
+)
+
+
+def _fail(message: str) -> ToolFailed:
+    return ToolFailed(message)
+
+
+def _is_binary(sample: bytes) -> bool:
+    return b"\x00" in sample[:BINARY_SNIFF_BYTES]
+
+
+def glob_to_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a glob to a regex over ``/``-separated relative paths.
+
+    ``*`` and ``?`` stay within one path component, ``**`` spans components (``a/**/b``
+    also matches ``a/b``), ``[...]`` is a character class. Python 3.11 has no
+    ``glob.translate``, hence this.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if pattern.startswith("**", i):
+                i += 2
+                if pattern.startswith("/", i):
+                    out.append("(?:.*/)?")
+                    i += 1
+                else:
+                    out.append(".*")
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 2 if pattern.startswith("[!", i) else i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+class WorkspaceToolset(FunctionToolset[Any]):
+    """A :class:`FunctionToolset` whose tools act on files under ``root`` only.
+
+    ``root`` may be any directory path, including a ``/proc/<pid>/root/...`` view; it is
+    never resolved and never becomes the current directory (a relative root is made
+    absolute once, here). ``command_runner`` defaults to the sandbox runner;
+    ``on_output`` receives each output line of ``run_command`` as it is produced.
+    """
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        command_runner: CommandRunner | None = None,
+        command_timeout: float = 60.0,
+        max_command_timeout: float | None = None,
+        on_output: OutputCallback | None = None,
+        max_output_chars: int = 20_000,
+        id: str | None = None,
+    ) -> None:
+        root_path = Path(os.path.abspath(os.fspath(root)))
+        if not root_path.is_dir():
+            raise NotADirectoryError(f"workspace root is not a directory: {root_path}")
+        super().__init__(id=id, instructions=INSTRUCTIONS, docstring_format="google")
+        self.root = root_path
+        self.command_runner: CommandRunner = command_runner or SandboxCommandRunner()
+        self.command_timeout = command_timeout
+        self.max_command_timeout = max_command_timeout or max(command_timeout, 600.0)
+        self.on_output = on_output
+        self.max_output_chars = max_output_chars
+        for func in (self.read_file, self.list_dir, self.glob, self.grep):
+            self.add_function(func, takes_ctx=False)
+        # Tools with side effects are barriers: when a model emits several calls in one
+        # response, they run alone and in the order they were emitted.
+        for func in (self.write_file, self.edit_file, self.delete_file, self.run_command):
+            self.add_function(func, takes_ctx=False, sequential=True)
+
+    # -- path handling -------------------------------------------------------------------
+
+    def resolve(self, path: str, *, follow_final: bool = True) -> Path:
+        """Resolve a model-supplied path; refusals become tool failures the model reads."""
+        try:
+            return resolve_in_root(self.root, path, follow_final=follow_final)
+        except UnsafePathError as exc:
+            raise _fail(f"refused: {exc}") from None
+
+    def _rel(self, path: Path) -> str:
+        return relative_to_root(self.root, path)
+
+    def _read_bytes(self, path: str) -> tuple[Path, bytes]:
+        target = self.resolve(path)
+        try:
+            st = os.stat(target)
+            if stat.S_ISDIR(st.st_mode):
+                raise _fail(f"{path} is a directory; use list_dir")
+            if st.st_size > MAX_READ_BYTES:
+                raise _fail(
+                    f"{path} is too large to read ({st.st_size} bytes); use grep, or "
+                    "run_command with head/sed"
+                )
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as fh:
+                return target, fh.read()
+        except FileNotFoundError:
+            raise _fail(f"{path} does not exist") from None
+        except OSError as exc:
+            raise _fail(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    def _write_bytes(self, target: Path, data: bytes, shown: str) -> None:
+        try:
+            if target.parent != target:
+                os.makedirs(target.parent, exist_ok=True)
+            if os.path.isdir(target):
+                raise _fail(f"{shown} is a directory")
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+        except FileExistsError:
+            raise _fail(f"cannot write {shown}: a parent path is a file") from None
+        except OSError as exc:
+            raise _fail(f"cannot write {shown}: {exc.strerror or exc}") from None
+
+    def _walk(self, start: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """Yield ``(relative path, entry)`` under ``start``, never following symlinked dirs."""
+        stack = [start]
+        while stack:
+            directory = stack.pop()
+            try:
+                with os.scandir(directory) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            subdirs: list[Path] = []
+            for entry in entries:
+                if entry.name in WALK_SKIP:
+                    continue
+                rel = self._rel(Path(entry.path))
+                yield rel, entry
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(Path(entry.path))
+            stack.extend(reversed(subdirs))
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def read_file(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LINES) -> str:
+        """Read a text file from the workspace.
+
+        Args:
+            path: File path relative to the workspace root.
+            offset: Number of lines to skip from the start.
+            limit: Maximum number of lines to return.
+        """
+        _, data = self._read_bytes(path)
+        if _is_binary(data):
+            raise _fail(f"{path} is a binary file ({len(data)} bytes)")
+        if not data:
+            return f"({path} is empty)"
+        lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
+        offset, limit = max(offset, 0), max(limit, 1)
+        chunk = "".join(lines[offset : offset + limit])
+        chunk = truncate_middle(chunk, self.max_output_chars)
+        end = min(offset + limit, len(lines))
+        if offset == 0 and end == len(lines):
+            return chunk
+        if offset >= len(lines):
+            return f"({path} has only {len(lines)} lines)"
+        note = f"[lines {offset + 1}-{end} of {len(lines)}"
+        if end < len(lines):
+            note += f"; call read_file with offset={end} for more"
+        return f"{chunk.rstrip(chr(10))}\n{note}]"
+
+    def write_file(self, path: str, content: str) -> str:
+        """Create or overwrite a file with the given content; parent directories are created.
+
+        Args:
+            path: File path relative to the workspace root.
+            content: The complete new content of the file.
+        """
+        target = self.resolve(path)
+        existed = os.path.lexists(target)
+        data = content.encode("utf-8")
+        self._write_bytes(target, data, path)
+        verb = "overwrote" if existed else "created"
+        return f"{verb} {self._rel(target)} ({len(data)} bytes)"
+
+    def edit_file(self, path: str, old: str, new: str, replace_all: bool = False) -> str:
+        """Replace an exact piece of text in a file.
+
+        Args:
+            path: File path relative to the workspace root.
+            old: The exact text to replace; it must occur exactly once unless replace_all is true.
+            new: The replacement text.
+            replace_all: Replace every occurrence instead of requiring a unique one.
+        """
+        if not old:
+            raise _fail("old must not be empty; use write_file to create or replace a whole file")
+        if old == new:
+            raise _fail("old and new are identical; nothing to change")
+        target, data = self._read_bytes(path)
+        if _is_binary(data):
+            raise _fail(f"{path} is a binary file; edit_file works on text only")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _fail(f"{path} is not valid UTF-8; edit it with run_command") from None
+        count = text.count(old)
+        if count == 0:
+            raise _fail(f"the old text was not found in {path}; read the file and copy it exactly")
+        if count > 1 and not replace_all:
+            raise _fail(
+                f"the old text occurs {count} times in {path}; include more context to make it "
+                "unique, or pass replace_all=true"
+            )
+        self._write_bytes(target, text.replace(old, new).encode("utf-8"), path)
+        return f"edited {self._rel(target)}: replaced {count} occurrence{'s' if count > 1 else ''}"
+
+    def list_dir(self, path: str = ".") -> str:
+        """List a directory: subdirectories end with '/', symlinks show their target.
+
+        Args:
+            path: Directory path relative to the workspace root.
+        """
+        target = self.resolve(path)
+        try:
+            with os.scandir(target) as it:
+                entries = sorted(
+                    (e for e in it if e.name not in HIDDEN_NAMES), key=lambda e: e.name
+                )
+        except FileNotFoundError:
+            raise _fail(f"{path} does not exist") from None
+        except NotADirectoryError:
+            raise _fail(f"{path} is a file, not a directory") from None
+        except OSError as exc:
+            raise _fail(f"cannot list {path}: {exc.strerror or exc}") from None
+        if not entries:
+            return f"({self._rel(target)} is empty)"
+        lines: list[str] = []
+        for entry in entries[:MAX_LISTED]:
+            try:
+                if entry.is_symlink():
+                    lines.append(f"{entry.name} -> {os.readlink(entry.path)}")
+                elif entry.is_dir(follow_symlinks=False):
+                    lines.append(f"{entry.name}/")
+                else:
+                    size = entry.stat(follow_symlinks=False).st_size
+                    lines.append(f"{entry.name}  ({size} bytes)")
+            except OSError:
+                lines.append(f"{entry.name}  (unreadable)")
+        if len(entries) > MAX_LISTED:
+            lines.append(f"... and {len(entries) - MAX_LISTED} more entries")
+        return "\n".join(lines)
+
+    def glob(self, pattern: str) -> str:
+        """Find files and directories whose path matches a glob pattern.
+
+        '*' matches within one path component and '**' across directories: 'src/**/*.py'
+        finds Python files anywhere under src, '*.py' only at the top level.
+
+        Args:
+            pattern: Glob pattern relative to the workspace root.
+        """
+        if pattern.startswith("/"):
+            raise _fail("the pattern must be relative to the workspace root")
+        if ".." in pattern.split("/"):
+            raise _fail("'..' is not allowed in a glob pattern")
+        if pattern.startswith("./"):
+            pattern = pattern[2:]
+        regex = glob_to_regex(pattern)
+        matches: list[str] = []
+        for rel, entry in self._walk(self._walk_start(pattern)):
+            if regex.match(rel):
+                matches.append(rel + "/" if entry.is_dir(follow_symlinks=False) else rel)
+        if not matches:
+            return f"no paths match {pattern!r}"
+        matches.sort()
+        shown = matches[:MAX_LISTED]
+        if len(matches) > MAX_LISTED:
+            shown.append(f"... and {len(matches) - MAX_LISTED} more")
+        return "\n".join(shown)
+
+    def _walk_start(self, pattern: str) -> Path:
+        """The deepest literal directory prefix of ``pattern`` (to avoid walking the whole tree)."""
+        literal: list[str] = []
+        for part in [p for p in pattern.split("/") if p not in ("", ".")][:-1]:
+            if any(ch in part for ch in "*?["):
+                break
+            literal.append(part)
+        if not literal:
+            return self.root
+        start = Path(self.root, *literal)
+        try:
+            # only a real directory reached without symlinks; otherwise walk from the root
+            if resolve_in_root(self.root, "/".join(literal)) == start and start.is_dir():
+                return start
+        except UnsafePathError:
+            pass
+        return self.root
+
+    def grep(self, pattern: str, path_glob: str | None = None) -> str:
+        """Search text files for a regular expression (binary files are skipped).
+
+        Args:
+            pattern: Python regular expression searched in each line.
+            path_glob: Only search files matching this glob; without '/', it matches file
+                names anywhere ('*.py'), with '/' the whole relative path ('src/**/*.py').
+        """
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise _fail(f"invalid regular expression {pattern!r}: {exc}") from None
+        path_regex = glob_to_regex(path_glob) if path_glob else None
+        by_name = bool(path_glob) and "/" not in (path_glob or "")
+        out: list[str] = []
+        total = 0
+        for rel, entry in self._walk(self.root):
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            if path_regex is not None and not path_regex.match(entry.name if by_name else rel):
+                continue
+            try:
+                if entry.stat(follow_symlinks=False).st_size > MAX_GREP_FILE_BYTES:
+                    continue
+                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            if _is_binary(data):
+                continue
+            for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+                if regex.search(line):
+                    total += 1
+                    if len(out) < MAX_GREP_MATCHES:
+                        if len(line) > MAX_GREP_LINE_CHARS:
+                            line = line[:MAX_GREP_LINE_CHARS] + "..."
+                        out.append(f"{rel}:{lineno}: {line}")
+        if not out:
+            return f"no matches for {pattern!r}"
+        if total > len(out):
+            out.append(f"... {total - len(out)} more matches not shown; narrow the pattern")
+        return "\n".join(out)
+
+    def delete_file(self, path: str) -> str:
+        """Delete a file (or a symlink itself, never its target).
+
+        Args:
+            path: File path relative to the workspace root.
+        """
+        target = self.resolve(path, follow_final=False)
+        if target == self.root:
+            raise _fail("refused: cannot delete the workspace root")
+        try:
+            st = os.lstat(target)
+            if stat.S_ISDIR(st.st_mode):
+                raise _fail(f"{path} is a directory; delete_file removes files only")
+            os.unlink(target)
+        except FileNotFoundError:
+            raise _fail(f"{path} does not exist") from None
+        except OSError as exc:
+            raise _fail(f"cannot delete {path}: {exc.strerror or exc}") from None
+        return f"deleted {self._rel(target)}"
+
+    async def run_command(self, command: str, timeout: float | None = None) -> str:
+        """Run a shell command in the workspace root (in the branch sandbox) and return its output.
+
+        Args:
+            command: The shell command line, run with /bin/sh.
+            timeout: Seconds before the command is killed; defaults to the workspace setting.
+        """
+        if not command.strip():
+            raise _fail("the command is empty")
+        limit = self.command_timeout if timeout is None or timeout <= 0 else timeout
+        limit = min(limit, self.max_command_timeout)
+        try:
+            outcome = await self.command_runner(
+                command, cwd=self.root, timeout=limit, on_output=self.on_output
+            )
+        except ImportError as exc:
+            raise _fail(
+                f"the sandbox is not available here ({exc}); the command did not run"
+            ) from None
+        except Exception as exc:  # the runner could not start the command at all
+            raise _fail(f"the command could not be started: {type(exc).__name__}: {exc}") from None
+        if outcome.timed_out:
+            head = f"timed out after {limit:g}s; the command was killed"
+        elif outcome.oom_killed:
+            head = f"killed: out of memory (exit code {outcome.exit_code})"
+        else:
+            head = f"exit code {outcome.exit_code}"
+        parts = [head]
+        budget = self.max_output_chars
+        if outcome.stdout:
+            parts.append("stdout:\n" + truncate_middle(outcome.stdout, budget).rstrip("\n"))
+        if outcome.stderr:
+            parts.append("stderr:\n" + truncate_middle(outcome.stderr, budget // 2).rstrip("\n"))
+        if not outcome.stdout and not outcome.stderr:
+            parts.append("(no output)")
+        return "\n".join(parts)
+
+
+def create_workspace_toolset(
+    root: Path | str,
+    *,
+    command_runner: CommandRunner | None = None,
+    command_timeout: float = 60.0,
+    on_output: OutputCallback | None = None,
+    id: str | None = None,
+) -> WorkspaceToolset:
+    """Build the workspace toolset for one branch directory (see :class:`WorkspaceToolset`)."""
+    return WorkspaceToolset(
+        root,
+        command_runner=command_runner,
+        command_timeout=command_timeout,
+        on_output=on_output,
+        id=id,
+    )
+
+
+__all__ = ["INSTRUCTIONS", "WorkspaceToolset", "create_workspace_toolset", "glob_to_regex"]
