@@ -52,6 +52,9 @@ def make_world_readable_root() -> Path:
             os.chmod(os.path.join(dirpath, name), 0o755)
         for name in filenames:
             os.chmod(os.path.join(dirpath, name), 0o644)
+    home = root / "home"  # the scenario's HOME: its cache holds the branch store
+    home.mkdir()
+    os.chown(home, NOBODY, NOBODY)
     return root
 
 
@@ -69,7 +72,7 @@ def run_as_nobody(
     script_path = root / "scenario.py"
     script_path.write_text(script)
     os.chmod(script_path, 0o644)
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root / "lib"), "HOME": str(root)}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root / "lib"), "HOME": str(root / "home")}
     return subprocess.run(
         [
             "setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
