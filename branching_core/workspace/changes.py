@@ -129,7 +129,9 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
                 conflicts.append(op.path)
             continue
         if st is None:
-            if op.kind == "put" and (op.existed or (op.copied_up and _dir_changed(target, created_ns))):
+            if op.kind == "put" and (
+                op.existed or (op.copied_up and _dir_changed(target, created_ns))
+            ):
                 conflicts.append(op.path)
             continue
         if stat.S_ISDIR(st.st_mode):

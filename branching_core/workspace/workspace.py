@@ -76,7 +76,9 @@ class Workspace(_Node):
             why = f"cannot create the branch store {self._store.root} ({exc.strerror})"
             reasons = {name: why for name in (AUTO_ORDER if backend == "auto" else (backend,))}
             detail = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
-            raise BackendUnavailableError(f"no backend can serve {self.path} ({detail})", reasons) from exc
+            raise BackendUnavailableError(
+                f"no backend can serve {self.path} ({detail})", reasons
+            ) from exc
         self.passed_over: dict[str, str] = {}
         self._backend = self._choose_backend(backend)
         self.fstype = self._backend.name

@@ -75,8 +75,15 @@ def run_as_nobody(
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root / "lib"), "HOME": str(root / "home")}
     return subprocess.run(
         [
-            "setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups",
-            str(SYSTEM_PYTHON), str(script_path), *(args or []),
+            "setpriv",
+            "--reuid",
+            str(NOBODY),
+            "--regid",
+            str(NOBODY),
+            "--clear-groups",
+            str(SYSTEM_PYTHON),
+            str(script_path),
+            *(args or []),
         ],
         cwd=root,
         env=env,
@@ -88,7 +95,9 @@ def run_as_nobody(
 
 
 def assert_scenario_ok(proc: subprocess.CompletedProcess[str]) -> str:
-    assert proc.returncode == 0, f"scenario failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, (
+        f"scenario failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    )
     return proc.stdout
 
 

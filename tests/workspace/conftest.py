@@ -32,9 +32,13 @@ def reflink_root() -> Iterator[Path | None]:
     with open(image, "wb") as fh:
         fh.truncate(300 * 1024 * 1024)
     made = subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], capture_output=True, check=False)
-    mounted = made.returncode == 0 and subprocess.run(
-        ["mount", "-o", "loop", str(image), str(mount_point)], capture_output=True, check=False
-    ).returncode == 0
+    mounted = (
+        made.returncode == 0
+        and subprocess.run(
+            ["mount", "-o", "loop", str(image), str(mount_point)], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
     try:
         yield mount_point if mounted else None
     finally:

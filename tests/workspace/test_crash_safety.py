@@ -31,11 +31,18 @@ def _seed(root: Path) -> None:
     (root / "gone" / "x.txt").write_text("x\n")
 
 
-def _run_child(*args: str, env_extra: dict[str, str] | None = None, **kw: object) -> subprocess.Popen[str]:
+def _run_child(
+    *args: str, env_extra: dict[str, str] | None = None, **kw: object
+) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env_extra or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "tests.workspace.scenario", *args],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw,  # type: ignore[call-overload]
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,  # type: ignore[call-overload]
     )
 
 
@@ -51,7 +58,9 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
 
 
 @pytest.mark.parametrize("crash_at", CRASH_POINTS)
-def test_sigkill_during_commit_is_all_or_nothing(fs_root: Path, backend: str, crash_at: str) -> None:
+def test_sigkill_during_commit_is_all_or_nothing(
+    fs_root: Path, backend: str, crash_at: str
+) -> None:
     ws_dir = fs_root / "ws"
     _seed(ws_dir)
     before = snapshot(ws_dir)
@@ -75,7 +84,9 @@ def test_sigkill_during_commit_is_all_or_nothing(fs_root: Path, backend: str, cr
     assert not (ws_dir / ".pydantic-deep" / "commit").exists()
 
 
-def test_normal_exit_and_crash_leave_nothing_but_durable_branches(fs_root: Path, backend: str) -> None:
+def test_normal_exit_and_crash_leave_nothing_but_durable_branches(
+    fs_root: Path, backend: str
+) -> None:
     ws_dir = fs_root / "ws"
     _seed(ws_dir)
     before = snapshot(ws_dir)

@@ -62,7 +62,9 @@ def test_exception_in_block_aborts(ws_dir: Path, backend: str) -> None:
     assert snapshot(ws_dir) == before
 
 
-def test_manual_control_without_decision_never_leaves_a_branch_open(ws_dir: Path, backend: str) -> None:
+def test_manual_control_without_decision_never_leaves_a_branch_open(
+    ws_dir: Path, backend: str
+) -> None:
     ws = Workspace(ws_dir, backend=backend)
     with ws.branch("manual", on_success=None, on_error=None) as b:
         (b.path / "a.txt").write_text("undecided")
@@ -98,7 +100,11 @@ def test_nesting_commits_into_the_immediate_parent_only(ws_dir: Path, backend: s
     b.commit()
     assert (a.path / "level3.txt").exists() and not (ws_dir / "level2.txt").exists()
     a.commit()
-    assert sorted(p.name for p in ws_dir.glob("level*.txt")) == ["level1.txt", "level2.txt", "level3.txt"]
+    assert sorted(p.name for p in ws_dir.glob("level*.txt")) == [
+        "level1.txt",
+        "level2.txt",
+        "level3.txt",
+    ]
     assert ws.open_branches() == []
 
 
@@ -198,7 +204,9 @@ def test_view_is_usable_from_threads_and_child_processes(ws_dir: Path, backend: 
     with ws.branch("shared") as b:
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda i: (b.path / f"t{i}.txt").write_text(str(i)), range(8)))
-        out = subprocess.run(["cat", str(b.path / "t3.txt")], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["cat", str(b.path / "t3.txt")], capture_output=True, text=True, check=True
+        )
         assert out.stdout == "3"
         subprocess.run(["sh", "-c", f"echo from-child > '{b.path}/child.txt'"], check=True)
     assert (ws_dir / "child.txt").read_text() == "from-child\n"

@@ -12,7 +12,7 @@ from tests.support.unprivileged import (
     run_as_nobody,
 )
 
-SCENARIO = r'''
+SCENARIO = r"""
 import os, shutil, subprocess, sys
 from pathlib import Path
 from branching_core import Workspace, ConflictError
@@ -44,7 +44,7 @@ z = ws.branch("z"); (z.path / "junk").write_text("j"); z.abort()
 assert not (ws_dir / "junk").exists()
 assert ws._store.branch_ids() == [], ws._store.branch_ids()
 print("ok", ws.fstype)
-'''
+"""
 
 
 @requires_unprivileged
