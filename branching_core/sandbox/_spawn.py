@@ -1,0 +1,513 @@
+"""Process machinery shared by the callable and the command form.
+
+Shape of a running branch::
+
+    caller ──fork──> keeper (outer pid ns) ──fork──> init (pid 1 of a new pid ns)
+                                                      └─ target / spawned command
+
+* The keeper joins the branch cgroups, enters/unshares the namespaces, forks the
+  init, then only waits. It watches a *lifeline* pipe whose write end only the
+  caller holds: when the caller closes it (abort, timeout) or dies (even by
+  SIGKILL), the keeper SIGKILLs the init, and the kernel kills everything in the
+  pid namespace, ``setsid``/double-forked/``nohup`` children included. A pipe is
+  used instead of PR_SET_PDEATHSIG on the keeper because PDEATHSIG fires when the
+  *thread* that forked exits, and callers fork from short-lived worker threads.
+* The init has PR_SET_PDEATHSIG=SIGKILL towards the single-threaded keeper.
+* The caller drains stdout, stderr, the result pipe and any extra fds in one
+  background thread per branch (no deadlock at any output volume), reaps the keeper
+  through a pidfd and removes the branch cgroups.
+
+Between fork and the target only ``os``, ``select``, ``signal`` and the ctypes
+syscalls run: the caller may be multi-threaded, so no lock may be touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import selectors
+import signal
+import struct
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from select import POLLHUP, POLLIN
+from select import poll as select_poll
+
+from branching_core.errors import ForkError, NamespaceError, ResourceLimitError
+from branching_core.sandbox import _syscalls as sc
+from branching_core.sandbox.cgroups import BranchCgroups
+from branching_core.sandbox.namespaces import (
+    SandboxPlan,
+    build_filesystem,
+    enter_namespaces,
+    finish_isolation,
+)
+
+# Parent-side fds of live branches: no child of ours (or of anyone's os.fork) needs
+# them, and a stray copy would hold a pipe open or keep a lifeline alive.
+_PARENT_FDS: set[int] = set()
+
+
+def _close_parent_fds_in_child() -> None:
+    for fd in tuple(_PARENT_FDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _PARENT_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_parent_fds_in_child)
+
+TAG_SETUP = b"S"  # setup failed: kind \0 message
+TAG_RESULT = b"R"  # callable finished: meta pickle + payload pickle
+TAG_EXIT = b"X"  # command finished: raw wait status of the command
+
+ChildMain = Callable[[SandboxPlan, int], int]
+"""Runs in the init after isolation; gets the plan and the result fd, returns the exit code."""
+
+
+def write_record(fd: int, tag: bytes, *parts: bytes) -> None:
+    """Write ``tag`` then each part length-prefixed; loops over partial writes."""
+    for chunk in (tag, *(struct.pack("<Q", len(p)) + p for p in parts)):
+        view = memoryview(chunk)
+        while view:
+            try:
+                n = os.write(fd, view)
+            except InterruptedError:
+                continue
+            view = view[n:]
+
+
+def write_large_record(fd: int, tag: bytes, *parts: bytes) -> None:
+    """Like ``write_record`` without building a joined copy of big payloads."""
+    write_record(fd, tag)
+    for part in parts:
+        for chunk in (struct.pack("<Q", len(part)), part):
+            view = memoryview(chunk)
+            while view:
+                try:
+                    n = os.write(fd, view)
+                except InterruptedError:
+                    continue
+                view = view[n:]
+
+
+def parse_record(data: bytes) -> tuple[bytes, list[bytes]]:
+    """Split a record into its tag and parts (raises ValueError when truncated)."""
+    if not data:
+        raise ValueError("empty")
+    tag, pos, parts = data[:1], 1, []
+    while pos < len(data):
+        if pos + 8 > len(data):
+            raise ValueError("truncated length")
+        (size,) = struct.unpack_from("<Q", data, pos)
+        pos += 8
+        if pos + size > len(data):
+            raise ValueError("truncated part")
+        parts.append(data[pos:pos + size])
+        pos += size
+    return tag, parts
+
+
+def _setup_failure(fd: int, kind: str, message: str) -> None:
+    with contextlib.suppress(OSError):
+        write_record(fd, TAG_SETUP, kind.encode(), message.encode("utf-8", "replace"))
+    os._exit(125)
+
+
+def _move_high(fd: int, floor: int) -> int:
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor)
+
+
+def _keeper(
+    plan: SandboxPlan,
+    cgroup_procs: list[str],
+    fd_map: dict[int, int],
+    result_w: int,
+    lifeline_r: int,
+    close_fds: bool,
+    child_main: ChildMain,
+) -> None:
+    """Body of the keeper process; never returns."""
+    try:
+        os.setsid()  # out of the caller's terminal job: a ^C is the caller's to decide
+        floor = max([10, *fd_map]) + 1
+        old_result_w, old_lifeline_r = result_w, lifeline_r
+        result_w = _move_high(result_w, floor)
+        lifeline_r = _move_high(lifeline_r, floor)
+        if plan.userns_fd is not None:
+            plan.userns_fd = _move_high(plan.userns_fd, floor)
+        if plan.mntns_fd is not None:
+            plan.mntns_fd = _move_high(plan.mntns_fd, floor)
+        moved = {target: _move_high(src, floor) for target, src in fd_map.items()}
+        originals = set(fd_map.values()) | {old_result_w, old_lifeline_r}
+        for target, src in moved.items():
+            os.dup2(src, target, inheritable=True)
+        keep = {result_w, lifeline_r, *plan.child_fds, *moved}
+        for fd in set(moved.values()) | (originals - keep):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if close_fds:
+            _close_all_but(keep)
+    except BaseException as exc:
+        _setup_failure(result_w, "namespace", f"preparing the child's fds failed: {exc}")
+    try:
+        for procs in cgroup_procs:
+            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        _setup_failure(result_w, "limits", f"joining cgroup {exc.filename}: {exc.strerror}")
+    try:
+        enter_namespaces(plan)
+    except OSError as exc:
+        _setup_failure(result_w, "namespace", f"creating namespaces failed: {exc.strerror or exc}")
+    plan.close_fds()
+    # No core dump when the keeper re-raises its init's fatal signal. Only now: a
+    # non-dumpable process cannot open its own /proc/self/uid_map.
+    sc.prctl(sc.PR_SET_DUMPABLE, 0)
+    try:
+        init_pid = os.fork()
+    except OSError as exc:
+        _setup_failure(result_w, "namespace", f"forking the sandbox init failed: {exc}")
+    if init_pid == 0:
+        _init(plan, result_w, lifeline_r, child_main)
+    os.close(result_w)
+    for fd in (0, 1, 2, *fd_map):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    pidfd = os.pidfd_open(init_pid)
+    poller = select_poll()
+    poller.register(pidfd, POLLIN)
+    poller.register(lifeline_r, POLLIN | POLLHUP)
+    killed = False
+    while True:
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        if any(fd == pidfd for fd, _ in events):
+            break
+        if not killed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(init_pid, signal.SIGKILL)
+            killed = True
+            poller.unregister(lifeline_r)
+    _, status = os.waitpid(init_pid, 0)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL cannot be reset (or caught)
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 126)
+
+
+def _close_all_but(keep: set[int]) -> None:
+    fds = sorted({0, 1, 2} | keep)
+    prev = 0
+    for fd in fds:
+        if fd > prev:  # os.closerange(n, n) would close everything (close_range(n, ~0))
+            os.closerange(prev, fd)
+        prev = fd + 1
+    os.closerange(prev, 1 << 20)
+
+
+def _init(plan: SandboxPlan, result_w: int, lifeline_r: int, child_main: ChildMain) -> None:
+    """Body of the pid-namespace init; never returns."""
+    try:
+        sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
+        sc.prctl(sc.PR_SET_DUMPABLE, 1)  # the keeper's setting: /proc/self must stay ours
+        os.close(lifeline_r)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        build_filesystem(plan)
+        finish_isolation(plan)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        _setup_failure(result_w, "namespace", f"sandbox setup failed: {exc.strerror or exc}{where}")
+    except BaseException as exc:
+        _setup_failure(result_w, "namespace", f"sandbox setup failed: {exc!r}")
+    try:
+        code = child_main(plan, result_w)
+    except BaseException:
+        code = 1
+    os._exit(code)
+
+
+@dataclass
+class ExitInfo:
+    """How the keeper ended, plus what the branch sent back."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+    record: bytes = b""
+    oom_killed: bool = False
+
+
+@dataclass
+class SpawnedBranch:
+    """Parent-side handle: pipes drained by one thread, keeper reaped through a pidfd."""
+
+    pid: int
+    pidfd: int
+    lifeline_w: int | None
+    cgroups: BranchCgroups
+    on_output: Callable[[str, str], None] | None
+    capture_fds: dict[int, int]  # child fd -> parent read end
+    stdout_r: int = -1
+    stderr_r: int = -1
+    result_r: int = -1
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    extra: dict[int, bytearray] = field(default_factory=dict)
+    info: ExitInfo = field(default_factory=ExitInfo)
+    done: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    output_errors: list[BaseException] = field(default_factory=list)
+
+    def start_drain(self) -> None:
+        self._thread = threading.Thread(
+            target=self._drain, name=f"forkdeck-sandbox-{self.pid}", daemon=True
+        )
+        self._thread.start()
+
+    def kill_tree(self) -> None:
+        """Close the lifeline: the keeper SIGKILLs the pid-namespace init."""
+        with self._lock:
+            fd, self.lifeline_w = self.lifeline_w, None
+        if fd is not None:
+            _PARENT_FDS.discard(fd)
+            os.close(fd)
+
+    def hard_kill(self) -> None:
+        """Kill the keeper itself (its init follows through PDEATHSIG) and the cgroups."""
+        if not self.done.is_set():
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        self.cgroups.kill()
+
+    def _emit_lines(self, name: str, buf: bytearray, start: int, final: bool) -> int:
+        if self.on_output is None:
+            return len(buf)
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            self._call_on_output(name, buf[start:nl].decode("utf-8", "replace"))
+            start = nl + 1
+        if final and start < len(buf):
+            self._call_on_output(name, buf[start:].decode("utf-8", "replace"))
+            start = len(buf)
+        return start
+
+    def _call_on_output(self, name: str, line: str) -> None:
+        assert self.on_output is not None
+        try:
+            self.on_output(name, line)
+        except Exception as exc:  # a broken callback must not stop the draining
+            self.output_errors.append(exc)
+
+    def _drain(self) -> None:
+        sel = selectors.DefaultSelector()
+        streams: dict[int, tuple[str, bytearray]] = {
+            self.stdout_r: ("stdout", self.stdout),
+            self.stderr_r: ("stderr", self.stderr),
+        }
+        record = bytearray()
+        streams[self.result_r] = ("result", record)
+        for child_fd, rfd in self.capture_fds.items():
+            buf = self.extra.setdefault(child_fd, bytearray())
+            streams[rfd] = (f"fd{child_fd}", buf)
+        line_pos = {"stdout": 0, "stderr": 0}
+        for fd in streams:
+            sel.register(fd, selectors.EVENT_READ)
+        sel.register(self.pidfd, selectors.EVENT_READ)
+        exited = False
+        status = 0
+
+        def read_some(fd: int) -> bool:
+            name, buf = streams[fd]
+            try:
+                data = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return False
+            except OSError:
+                data = b""
+            if not data:
+                sel.unregister(fd)
+                if name in line_pos:
+                    line_pos[name] = self._emit_lines(name, buf, line_pos[name], True)
+                return False
+            buf += data
+            if name in line_pos:
+                line_pos[name] = self._emit_lines(name, buf, line_pos[name], False)
+            return True
+
+        while True:
+            if exited:
+                # Every process of the branch is dead; a leaked copy of a write end in
+                # some unrelated fork must not keep us waiting for EOF.
+                for fd in list(streams):
+                    if fd in sel.get_map():
+                        os.set_blocking(fd, False)
+                        while fd in sel.get_map() and read_some(fd):
+                            pass
+                        if fd in sel.get_map():
+                            sel.unregister(fd)
+                            name, buf = streams[fd]
+                            if name in line_pos:
+                                line_pos[name] = self._emit_lines(name, buf, line_pos[name], True)
+                break
+            for key, _ in sel.select():
+                fd = key.fd
+                if fd == self.pidfd:
+                    sel.unregister(fd)
+                    _, status = os.waitpid(self.pid, 0)
+                    exited = True
+                else:
+                    read_some(fd)
+        sel.close()
+        for fd in streams:
+            _PARENT_FDS.discard(fd)
+            os.close(fd)
+        info = self.info
+        if os.WIFSIGNALED(status):
+            info.signal = os.WTERMSIG(status)
+        else:
+            info.exit_code = os.waitstatus_to_exitcode(status)
+        info.record = bytes(record)
+        info.oom_killed = self.cgroups.oom_killed()
+        self.kill_tree()
+        self.cgroups.remove()
+        _PARENT_FDS.discard(self.pidfd)
+        os.close(self.pidfd)
+        self.pidfd = -1
+        self.done.set()
+
+
+def spawn(
+    plan: SandboxPlan,
+    cgroups: BranchCgroups,
+    child_main: ChildMain,
+    *,
+    close_fds: bool,
+    on_output: Callable[[str, str], None] | None = None,
+    capture_fds: list[int] | None = None,
+    pass_fds: Mapping[int, int] | None = None,
+) -> SpawnedBranch:
+    """Fork the keeper and start draining; the caller owns ``cgroups`` until this returns."""
+    child_ends: list[int] = []
+    parent_ends: list[int] = []
+
+    def pipe() -> tuple[int, int]:
+        r, w = os.pipe2(os.O_CLOEXEC)
+        parent_ends.append(r)
+        child_ends.append(w)
+        return r, w
+
+    try:
+        out_r, out_w = pipe()
+        err_r, err_w = pipe()
+        res_r, res_w = pipe()
+        capture: dict[int, int] = {}
+        fd_map: dict[int, int] = {1: out_w, 2: err_w}
+        for child_fd in capture_fds or []:
+            r, w = pipe()
+            capture[child_fd] = r
+            fd_map[child_fd] = w
+        for child_fd, src in (pass_fds or {}).items():
+            fd_map[child_fd] = src
+        devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        child_ends.append(devnull)
+        fd_map[0] = devnull
+        life_r, life_w = os.pipe2(os.O_CLOEXEC)
+        child_ends.append(life_r)
+        parent_ends.append(life_w)
+    except OSError:
+        for fd in child_ends + parent_ends:
+            os.close(fd)
+        raise
+    _PARENT_FDS.update(parent_ends)
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        for fd in child_ends + parent_ends:
+            _PARENT_FDS.discard(fd)
+            os.close(fd)
+        raise ForkError(f"fork() failed: {exc.strerror}") from exc
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            _keeper(plan, cgroups.procs_files, fd_map, res_w, life_r, close_fds, child_main)
+        finally:
+            os._exit(127)
+    for fd in child_ends:
+        os.close(fd)
+    plan.close_fds()
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # pragma: no cover - kernels without pidfd are not supported
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    _PARENT_FDS.add(pidfd)
+    branch = SpawnedBranch(
+        pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
+        capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
+    )
+    branch.start_drain()
+    return branch
+
+
+def setup_error(info: ExitInfo) -> Exception | None:
+    """The NamespaceError/ResourceLimitError a setup record describes, if any."""
+    try:
+        tag, parts = parse_record(info.record)
+    except ValueError:
+        return None
+    if tag != TAG_SETUP or len(parts) != 2:
+        return None
+    kind, message = parts[0].decode(), parts[1].decode("utf-8", "replace")
+    if kind == "limits":
+        return ResourceLimitError(message, exit_code=info.exit_code)
+    return NamespaceError(message, exit_code=info.exit_code)
+
+
+def flush_std_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
+
+
+def fresh_std_streams() -> None:
+    """New stdout/stderr objects on fds 1 and 2 in the child.
+
+    The inherited objects may have been locked by another thread at fork time (a
+    deadlock waiting to happen) and may hold the caller's unflushed bytes.
+    """
+    sys.stdout = sys.__stdout__ = open(  # noqa: SIM115 - lives until os._exit
+        1, "w", encoding="utf-8", errors="backslashreplace", closefd=False
+    )
+    sys.stderr = sys.__stderr__ = open(  # noqa: SIM115
+        2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
+    )
+
+
+__all__ = [
+    "TAG_EXIT",
+    "TAG_RESULT",
+    "TAG_SETUP",
+    "ExitInfo",
+    "SpawnedBranch",
+    "flush_std_streams",
+    "fresh_std_streams",
+    "parse_record",
+    "setup_error",
+    "spawn",
+    "write_large_record",
+    "write_record",
+]

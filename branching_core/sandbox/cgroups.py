@@ -1,0 +1,307 @@
+"""Per-branch cgroups: a v2 driver and a v1 driver behind one small interface.
+
+Each controller a limit needs is placed on cgroup v2 when our own v2 cgroup
+delegates it to children (``cgroup.subtree_control``), else on its v1 hierarchy
+(hybrid hosts such as this one keep memory, cpu and pids on v1). Branch cgroups
+live in ``<our cgroup>/forkdeck/<branch>`` so they are accounted inside whatever
+the caller is already confined to, and are removed when the branch ends.
+
+Nothing is ever silently skipped: a limit that cannot be written and read back
+raises ``ResourceLimitError`` naming the controller, the path and the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from branching_core.errors import ResourceLimitError
+from branching_core.sandbox.limits import ResourceLimits
+
+PARENT_NAME = "forkdeck"
+CPU_PERIOD_US = 100_000
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class CgroupMounts:
+    """Where this process's cgroups are: the v2 directory and each v1 controller's."""
+
+    v2_dir: Path | None
+    v1_dirs: dict[str, Path]
+
+    @classmethod
+    def discover(cls) -> CgroupMounts:
+        v2_mount: Path | None = None
+        v1_mounts: dict[str, Path] = {}
+        with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                fields = left.split()
+                rfields = right.split()
+                if len(fields) < 5 or len(rfields) < 3:
+                    continue
+                mount_point = Path(fields[4].replace("\\040", " "))
+                fstype, options = rfields[0], rfields[2].split(",")
+                if fstype == "cgroup2" and v2_mount is None:
+                    v2_mount = mount_point
+                elif fstype == "cgroup":
+                    for opt in options:
+                        if opt in {"memory", "cpu", "cpuacct", "pids", "cpuset", "freezer"}:
+                            v1_mounts.setdefault(opt, mount_point)
+        v2_dir: Path | None = None
+        v1_dirs: dict[str, Path] = {}
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            for line in fh:
+                hid, controllers, path = line.rstrip("\n").split(":", 2)
+                rel = path.lstrip("/")
+                if hid == "0" and controllers == "":
+                    if v2_mount is not None:
+                        v2_dir = v2_mount / rel
+                    continue
+                for ctrl in controllers.split(","):
+                    if ctrl in v1_mounts:
+                        v1_dirs[ctrl] = v1_mounts[ctrl] / rel
+        return cls(v2_dir, v1_dirs)
+
+    def v2_delegated(self) -> set[str]:
+        """Controllers our v2 cgroup hands down to new child cgroups."""
+        if self.v2_dir is None:
+            return set()
+        try:
+            return set((self.v2_dir / "cgroup.subtree_control").read_text().split())
+        except OSError:
+            return set()
+
+
+@dataclass
+class _Placement:
+    controller: str
+    version: int
+    path: Path
+
+
+@dataclass
+class BranchCgroups:
+    """The cgroups of one branch; the child joins ``procs_files`` before it runs anything."""
+
+    placements: list[_Placement] = field(default_factory=list)
+    removed: bool = False
+
+    @property
+    def procs_files(self) -> list[str]:
+        seen: list[str] = []
+        for p in self.placements:
+            name = str(p.path / "cgroup.procs")
+            if name not in seen:
+                seen.append(name)
+        return seen
+
+    @property
+    def paths(self) -> list[Path]:
+        out: list[Path] = []
+        for p in self.placements:
+            if p.path not in out:
+                out.append(p.path)
+        return out
+
+    def describe(self) -> str:
+        return ", ".join(f"{p.controller}: v{p.version} {p.path}" for p in self.placements)
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer killed something in the branch's memory cgroup."""
+        for p in self.placements:
+            if p.controller != "memory":
+                continue
+            name = "memory.events" if p.version == 2 else "memory.oom_control"
+            try:
+                for line in (p.path / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and int(value) > 0:
+                        return True
+            except (OSError, ValueError):
+                continue
+        return False
+
+    def kill(self) -> None:
+        """Kill every task in the branch's cgroups (v2 ``cgroup.kill``; v1 via the task list)."""
+        for path in self.paths:
+            kill_file = path / "cgroup.kill"
+            if kill_file.exists():
+                with contextlib.suppress(OSError):
+                    kill_file.write_text("1")
+                continue
+            with contextlib.suppress(OSError):
+                for pid in (path / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), 9)
+
+    def remove(self, timeout: float = 2.0) -> None:
+        """Remove the branch cgroups, waiting briefly for exiting tasks to leave them."""
+        if self.removed:
+            return
+        deadline = time.monotonic() + timeout
+        for path in self.paths:
+            while True:
+                try:
+                    os.rmdir(path)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                        break
+                    self.kill()
+                    time.sleep(0.005)
+            with contextlib.suppress(OSError):
+                os.rmdir(path.parent)  # the shared forkdeck parent, once no branch uses it
+        self.removed = True
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(value)
+
+
+def _make_dir(parent: Path, name: str, *, v2_enable: list[str] | None = None) -> Path:
+    """Create ``parent/forkdeck/name``; retries when a concurrent branch removed the parent."""
+    for _ in range(5):
+        try:
+            base = parent / PARENT_NAME
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(base)
+            if v2_enable:
+                _write(base / "cgroup.subtree_control", " ".join(f"+{c}" for c in v2_enable))
+            path = base / name
+            os.mkdir(path)
+            return path
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(errno.ENOENT, "cgroup parent keeps disappearing", str(parent))
+
+
+def _apply_v1(ctrl: str, path: Path, limits: ResourceLimits) -> None:
+    if ctrl == "memory":
+        limit = limits.memory_bytes
+        assert limit is not None
+        _write(path / "memory.limit_in_bytes", str(limit))
+        memsw = path / "memory.memsw.limit_in_bytes"
+        if memsw.exists():  # swap accounting on: close the swap loophole as well
+            _write(memsw, str(limit))
+        got = int((path / "memory.limit_in_bytes").read_text())
+        if got > limit + 4096 * 4:
+            raise OSError(errno.EINVAL, f"kernel kept memory.limit_in_bytes at {got}", str(path))
+    elif ctrl == "cpu":
+        assert limits.cpu is not None
+        _write(path / "cpu.cfs_period_us", str(CPU_PERIOD_US))
+        quota = max(1000, int(limits.cpu * CPU_PERIOD_US))
+        _write(path / "cpu.cfs_quota_us", str(quota))
+        got = int((path / "cpu.cfs_quota_us").read_text())
+        if got != quota:
+            raise OSError(errno.EINVAL, f"kernel kept cpu.cfs_quota_us at {got}", str(path))
+    elif ctrl == "pids":
+        assert limits.pids is not None
+        _write(path / "pids.max", str(limits.pids))
+        if (path / "pids.max").read_text().strip() != str(limits.pids):
+            raise OSError(errno.EINVAL, "kernel did not keep pids.max", str(path))
+
+
+def _apply_v2(ctrl: str, path: Path, limits: ResourceLimits) -> None:
+    if ctrl == "memory":
+        limit = limits.memory_bytes
+        assert limit is not None
+        _write(path / "memory.max", str(limit))
+        swap = path / "memory.swap.max"
+        if swap.exists():
+            _write(swap, "0")
+        got = (path / "memory.max").read_text().strip()
+        if got == "max" or int(got) > limit + 4096 * 4:
+            raise OSError(errno.EINVAL, f"kernel kept memory.max at {got}", str(path))
+    elif ctrl == "cpu":
+        assert limits.cpu is not None
+        quota = max(1000, int(limits.cpu * CPU_PERIOD_US))
+        _write(path / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+    elif ctrl == "pids":
+        assert limits.pids is not None
+        _write(path / "pids.max", str(limits.pids))
+
+
+def create_branch_cgroups(
+    limits: ResourceLimits, mounts: CgroupMounts | None = None
+) -> BranchCgroups:
+    """Create and configure the cgroups ``limits`` need, or raise ``ResourceLimitError``."""
+    cgroups = BranchCgroups()
+    wanted = limits.controllers()
+    if not wanted:
+        return cgroups
+    mounts = mounts or CgroupMounts.discover()
+    name = f"b{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
+    delegated = mounts.v2_delegated()
+    v2_ctrls = [c for c in wanted if c in delegated]
+    try:
+        if v2_ctrls:
+            assert mounts.v2_dir is not None
+            path = _make_dir(mounts.v2_dir, name, v2_enable=v2_ctrls)
+            for ctrl in v2_ctrls:
+                cgroups.placements.append(_Placement(ctrl, 2, path))
+                _apply_v2(ctrl, path, limits)
+        for ctrl in wanted:
+            if ctrl in v2_ctrls:
+                continue
+            v1_dir = mounts.v1_dirs.get(ctrl)
+            if v1_dir is None:
+                v2_note = (
+                    "cgroup v2 is not mounted" if mounts.v2_dir is None
+                    else f"cgroup v2 at {mounts.v2_dir} does not delegate it"
+                    f" (subtree_control: {' '.join(sorted(delegated)) or 'empty'})"
+                )
+                raise ResourceLimitError(
+                    f"cannot enforce the {ctrl} limit: {v2_note} and no cgroup v1 {ctrl}"
+                    " hierarchy is mounted"
+                )
+            try:
+                path = _make_dir(v1_dir, name)
+            except PermissionError as exc:
+                raise ResourceLimitError(
+                    f"cannot enforce the {ctrl} limit: creating a cgroup under {v1_dir} was"
+                    f" denied ({exc.strerror}) for uid {os.geteuid()}: the cgroup v1 {ctrl}"
+                    " hierarchy is not delegated to this user, and cgroup v2 has no"
+                    f" {ctrl} controller here"
+                ) from exc
+            cgroups.placements.append(_Placement(ctrl, 1, path))
+            _apply_v1(ctrl, path, limits)
+    except ResourceLimitError:
+        cgroups.remove()
+        raise
+    except OSError as exc:
+        cgroups.remove()
+        raise ResourceLimitError(
+            f"cannot enforce limits {wanted}: {exc.strerror or exc} ({exc.filename or ''})"
+        ) from exc
+    return cgroups
+
+
+def leftover_branch_cgroups(mounts: CgroupMounts | None = None) -> list[Path]:
+    """Branch cgroups still present under every ``forkdeck`` parent (for leak checks)."""
+    mounts = mounts or CgroupMounts.discover()
+    roots = list(mounts.v1_dirs.values()) + ([mounts.v2_dir] if mounts.v2_dir else [])
+    found: list[Path] = []
+    for root in roots:
+        base = root / PARENT_NAME
+        if base.is_dir():
+            found.extend(p for p in base.iterdir() if p.is_dir())
+    return found
+
+
+__all__ = [
+    "BranchCgroups",
+    "CgroupMounts",
+    "create_branch_cgroups",
+    "leftover_branch_cgroups",
+]

@@ -1,0 +1,264 @@
+"""``CommandBranch`` and ``run_command``: a command line in a sandboxed branch.
+
+Used by the CLI (``forkdeck run -- make test``) and by the agent's shell tool. The
+command runs as a child of the sandbox's pid-1 init, which reaps orphans and
+reports the command's wait status; output is streamed line by line to
+``on_output`` as it arrives and accumulated. ``extra_fds=[3]`` gives the command a
+writable fd 3 whose bytes the caller reads back (``echo 0.95 >&3`` for scores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import signal
+import struct
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from branching_core.sandbox import _spawn
+from branching_core.sandbox.cgroups import create_branch_cgroups
+from branching_core.sandbox.limits import ResourceLimits
+from branching_core.sandbox.namespaces import SandboxPlan, plan_sandbox
+
+OutputCallback = Callable[[str, str], None]
+
+
+def _argv(command: str | Sequence[str]) -> list[str]:
+    if isinstance(command, str):
+        return ["/bin/sh", "-c", command]
+    argv = [os.fspath(a) for a in command]
+    if not argv:
+        raise ValueError("empty command")
+    return argv
+
+
+def _command_main(argv: list[str], env: dict[str, str]) -> _spawn.ChildMain:
+    def main(plan: SandboxPlan, result_fd: int) -> int:
+        env["PWD"] = plan.target
+        try:
+            child = os.posix_spawnp(
+                argv[0], argv, env,
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT),
+            )
+        except OSError as exc:
+            msg = f"{argv[0]}: {exc.strerror}\n".encode()
+            os.write(2, msg)
+            status = (127 if exc.errno == 2 else 126) << 8
+        else:
+            while True:  # pid 1 duty: reap every orphan until the command itself ends
+                try:
+                    pid, status = os.waitpid(-1, 0)
+                except ChildProcessError:
+                    status = 0
+                    break
+                if pid == child:
+                    break
+        _spawn.write_record(result_fd, _spawn.TAG_EXIT, struct.pack("<i", status))
+        return 0
+
+    return main
+
+
+@dataclass
+class CommandResult:
+    """What ``run_command`` returns; ``exit_code`` is negative for a killing signal."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    oom_killed: bool = False
+    duration: float = 0.0
+    extra: dict[int, bytes] = field(default_factory=dict)
+
+
+class CommandBranch:
+    """A command running in its own sandbox; starts on construction."""
+
+    def __init__(
+        self,
+        command: str | Sequence[str],
+        workspace: str | os.PathLike[str],
+        *,
+        limits: ResourceLimits | None = None,
+        network: bool = False,
+        env: Mapping[str, str] | None = None,
+        mount_at: str | os.PathLike[str] | None = None,
+        on_output: OutputCallback | None = None,
+        extra_fds: Iterable[int] | Mapping[int, int] | None = None,
+    ) -> None:
+        self.argv = _argv(command)
+        self.limits = limits or ResourceLimits()
+        self.started = time.monotonic()
+        self.timed_out = False
+        capture: list[int] = []
+        passed: dict[int, int] = {}
+        if isinstance(extra_fds, Mapping):
+            passed = {int(k): int(v) for k, v in extra_fds.items()}
+        elif extra_fds is not None:
+            capture = [int(fd) for fd in extra_fds]
+        for fd in [*capture, *passed]:
+            if fd < 3:
+                raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
+        plan = plan_sandbox(workspace, network=network, mount_at=mount_at)
+        try:
+            cgroups = create_branch_cgroups(self.limits)
+        except BaseException:
+            plan.close_fds()
+            raise
+        main = _command_main(self.argv, dict(os.environ if env is None else env))
+        try:
+            self._b = _spawn.spawn(
+                plan, cgroups, main, close_fds=True, on_output=on_output,
+                capture_fds=capture, pass_fds=passed,
+            )
+        except BaseException:
+            plan.close_fds()
+            cgroups.remove()
+            raise
+        self.view_path = plan.target
+
+    @property
+    def pid(self) -> int:
+        return self._b.pid
+
+    @property
+    def alive(self) -> bool:
+        return not self._b.done.is_set()
+
+    @property
+    def stdout(self) -> str:
+        return self._b.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return self._b.stderr.decode("utf-8", "replace")
+
+    @property
+    def oom_killed(self) -> bool:
+        return self._b.done.is_set() and self._b.info.oom_killed
+
+    def fd_output(self, child_fd: int) -> bytes:
+        """What the command wrote to a captured extra fd (complete once it has ended)."""
+        return bytes(self._b.extra.get(child_fd, b""))
+
+    @property
+    def exit_code(self) -> int | None:
+        """The command's exit code (negative: killed by that signal); None while running."""
+        if not self._b.done.is_set():
+            return None
+        info = self._b.info
+        try:
+            tag, parts = _spawn.parse_record(info.record)
+        except ValueError:
+            tag, parts = b"", []
+        if tag == _spawn.TAG_EXIT and len(parts) == 1:
+            return os.waitstatus_to_exitcode(struct.unpack("<i", parts[0])[0])
+        return -info.signal if info.signal is not None else info.exit_code
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; on timeout kill the whole tree and raise ``TimeoutError``.
+
+        Raises ``NamespaceError``/``ResourceLimitError`` if the sandbox could not
+        be set up (the command never ran).
+        """
+        if not self._b.done.wait(timeout):
+            self.timed_out = True
+            self.abort()
+            raise TimeoutError(f"command {shlex.join(self.argv)!r} timed out after {timeout} s")
+        error = _spawn.setup_error(self._b.info)
+        if error is not None:
+            raise error
+        code = self.exit_code
+        assert code is not None
+        return code
+
+    def abort(self, timeout: float = 5.0) -> None:
+        """Kill the command and every descendant; wait up to ``timeout`` for cleanup."""
+        b = self._b
+        if b.done.is_set():
+            return
+        b.kill_tree()
+        if not b.done.wait(timeout):
+            b.hard_kill()
+            b.done.wait(timeout)
+
+    @property
+    def duration(self) -> float:
+        return time.monotonic() - self.started
+
+    def __enter__(self) -> CommandBranch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.abort()
+
+
+def run_command(
+    command: str | Sequence[str],
+    workspace: str | os.PathLike[str],
+    *,
+    timeout: float | None = None,
+    limits: ResourceLimits | None = None,
+    network: bool = False,
+    env: Mapping[str, str] | None = None,
+    mount_at: str | os.PathLike[str] | None = None,
+    on_output: OutputCallback | None = None,
+    extra_fds: Iterable[int] | Mapping[int, int] | None = None,
+) -> CommandResult:
+    """Run ``command`` sandboxed in ``workspace`` and collect everything it produced."""
+    branch = CommandBranch(
+        command, workspace, limits=limits, network=network, env=env, mount_at=mount_at,
+        on_output=on_output, extra_fds=extra_fds,
+    )
+    with branch:
+        try:
+            code = branch.wait(timeout)
+        except TimeoutError:
+            code = branch.exit_code if branch.exit_code is not None else -signal.SIGKILL
+        extra = {fd: bytes(buf) for fd, buf in branch._b.extra.items()}
+        return CommandResult(
+            exit_code=code, stdout=branch.stdout, stderr=branch.stderr,
+            timed_out=branch.timed_out, oom_killed=branch.oom_killed,
+            duration=branch.duration, extra=extra,
+        )
+
+
+async def run_command_async(
+    command: str | Sequence[str],
+    workspace: str | os.PathLike[str],
+    **kwargs: object,
+) -> CommandResult:
+    """``run_command`` for asyncio callers; cancelling the task kills the sandbox.
+
+    Forking happens in the event loop's thread (the child is isolated right away);
+    only the waiting runs in a worker thread, so a cancelled task aborts the tree.
+    """
+    timeout = kwargs.pop("timeout", None)
+    branch = CommandBranch(command, workspace, **kwargs)  # type: ignore[arg-type]
+    try:
+        try:
+            code = await asyncio.to_thread(branch.wait, timeout)  # type: ignore[arg-type]
+        except TimeoutError:
+            code = branch.exit_code if branch.exit_code is not None else -signal.SIGKILL
+    except BaseException:
+        branch.abort()
+        raise
+    branch.abort()
+    return CommandResult(
+        exit_code=code, stdout=branch.stdout, stderr=branch.stderr,
+        timed_out=branch.timed_out, oom_killed=branch.oom_killed, duration=branch.duration,
+        extra={fd: bytes(buf) for fd, buf in branch._b.extra.items()},
+    )
+
+
+__all__ = ["CommandBranch", "CommandResult", "run_command", "run_command_async"]

@@ -1,0 +1,226 @@
+"""The sandbox's namespaces and mounts: planned in the parent, applied in the child.
+
+``SandboxPlan`` is computed in the caller (path checks, namespace fds of a workspace
+helper). ``enter_namespaces`` runs in the forked keeper (before the pid-namespace
+init exists) and ``build_filesystem`` in that init. Both use only ``os`` and the
+ctypes syscalls: the parent may be multi-threaded, so the child must not touch
+locks, logging or anything that could have been mid-update at fork time.
+
+Filesystem inside a sandbox: everything inherited is read-only, nosuid, nodev (one
+recursive ``mount_setattr``); the branch view is the only writable host path; ``/tmp``
+is a private tmpfs; ``/dev`` is a tmpfs with null, zero, full, random, urandom, tty
+and a private ``/dev/shm`` (so raw disks are unreachable even for uid 0); ``/proc`` is
+the new pid namespace's, with ``/proc/sys`` and ``/proc/sysrq-trigger`` read-only;
+without network ``/run`` is a private tmpfs too, hiding host unix sockets
+(D-Bus, docker, ...). All capabilities are dropped and no_new_privs is set last.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import socket
+import struct
+from dataclasses import dataclass
+
+from branching_core.errors import NamespaceError, WorkspaceError
+from branching_core.sandbox import _syscalls as sc
+
+_VIEW_RE = re.compile(r"^/proc/(\d+)/root(/.*)?$")
+_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP_LOOPBACK_RUNNING = 0x1 | 0x8 | 0x40
+
+
+def parse_view_path(path: str | os.PathLike[str]) -> tuple[int | None, str]:
+    """Split ``/proc/<pid>/root/<inner>`` into ``(pid, "/<inner>")``; else ``(None, path)``.
+
+    The overlay workspace backend hands out such paths: the view is mounted inside a
+    helper process's private mount namespace and reached through its root.
+    """
+    text = os.fspath(path)
+    match = _VIEW_RE.match(os.path.normpath(text))
+    if match is None:
+        return None, text
+    return int(match.group(1)), match.group(2) or "/"
+
+
+@dataclass
+class SandboxPlan:
+    """Everything the child needs, decided in the parent before forking."""
+
+    view: str  # the branch view's path in the namespace the child will set up from
+    target: str  # where the view appears inside the sandbox (and the cwd)
+    network: bool
+    new_userns: bool
+    uid: int
+    gid: int
+    helper_pid: int | None = None
+    userns_fd: int | None = None  # join the helper's user namespace first (if it differs)
+    mntns_fd: int | None = None  # then its mount namespace
+
+    @property
+    def child_fds(self) -> list[int]:
+        return [fd for fd in (self.userns_fd, self.mntns_fd) if fd is not None]
+
+    def close_fds(self) -> None:
+        for fd in self.child_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.userns_fd = self.mntns_fd = None
+
+
+def plan_sandbox(
+    workspace: str | os.PathLike[str], *, network: bool, mount_at: str | os.PathLike[str] | None
+) -> SandboxPlan:
+    """Check the workspace and open the namespace fds of a view helper, if any."""
+    raw = os.fspath(workspace)
+    helper, inner = parse_view_path(raw)
+    if not os.path.isdir(raw):
+        raise WorkspaceError(f"workspace {raw!r} is not an existing directory")
+    euid = os.geteuid()
+    plan = SandboxPlan(
+        view=inner if helper is not None else os.path.realpath(raw),
+        target="",
+        network=network,
+        new_userns=euid != 0,
+        uid=euid,
+        gid=os.getegid(),
+        helper_pid=helper,
+    )
+    if plan.view == "/":
+        raise WorkspaceError("refusing to sandbox with '/' as the writable branch directory")
+    if mount_at is not None:
+        target = os.path.normpath(os.path.join("/", os.fspath(mount_at)))
+        if target == "/":
+            raise WorkspaceError("mount_at must not be '/'")
+        plan.target = target
+    else:
+        plan.target = plan.view
+    if helper is not None:
+        try:
+            mine = os.stat("/proc/self/ns/user").st_ino
+            theirs = os.stat(f"/proc/{helper}/ns/user").st_ino
+            if mine != theirs:
+                plan.userns_fd = os.open(f"/proc/{helper}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+                plan.new_userns = False  # the helper's user namespace already gives us caps
+            plan.mntns_fd = os.open(f"/proc/{helper}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            plan.close_fds()
+            raise NamespaceError(
+                f"cannot open the namespaces of view helper {helper}: {exc.strerror}"
+            ) from exc
+    return plan
+
+
+def enter_namespaces(plan: SandboxPlan) -> None:
+    """In the keeper: join the view helper's namespaces, then unshare fresh ones.
+
+    Children forked afterwards are in the new pid namespace (the first becomes its
+    init); the keeper itself stays outside it, so it can report the init's fate.
+    """
+    if plan.userns_fd is not None:
+        sc.setns(plan.userns_fd, sc.CLONE_NEWUSER)
+    if plan.mntns_fd is not None:
+        sc.setns(plan.mntns_fd, sc.CLONE_NEWNS)
+    flags = sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
+    if not plan.network:
+        flags |= sc.CLONE_NEWNET
+    if plan.new_userns:
+        flags |= sc.CLONE_NEWUSER
+    sc.unshare(flags)
+    if plan.new_userns:
+        _write_file("/proc/self/setgroups", b"deny")
+        _write_file("/proc/self/uid_map", f"{plan.uid} {plan.uid} 1".encode())
+        _write_file("/proc/self/gid_map", f"{plan.gid} {plan.gid} 1".encode())
+
+
+def _write_file(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _ensure_dir(path: str) -> None:
+    if not os.path.isdir(path):
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise OSError(exc.errno, f"mount point {path} does not exist and cannot be created"
+                          f" on the read-only host ({exc.strerror})", path) from exc
+
+
+def build_filesystem(plan: SandboxPlan) -> None:
+    """In the pid-namespace init: make the read-only world with one writable view."""
+    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+    sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
+    # Grab the view before anything covers it (it may live under /tmp or /run).
+    view_fd = sc.open_tree_clone(plan.view, recursive=True)
+    try:
+        sc.mount_setattr("/", set_=ro, recursive=True)
+        sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
+        _build_dev()
+        if not plan.network and os.path.isdir("/run") and not os.path.islink("/run"):
+            sc.mount("tmpfs", "/run", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=755")
+        sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
+        for path in ("/proc/sys", "/proc/sysrq-trigger"):
+            if os.path.exists(path):
+                sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
+                sc.mount_setattr(path, set_=ro, recursive=True)
+        _ensure_dir(plan.target)
+        sc.mount_setattr(
+            "", dirfd=view_fd, empty_path=True, recursive=True,
+            set_=sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV,
+        )
+        sc.move_mount_fd(view_fd, plan.target)
+    finally:
+        os.close(view_fd)
+    os.chdir(plan.target)
+
+
+def _build_dev() -> None:
+    stage = "/tmp/.forkdeck-dev"
+    os.mkdir(stage, 0o755)
+    sc.mount("tmpfs", stage, "tmpfs", sc.MS_NOSUID | sc.MS_NOEXEC, "mode=755,size=64k")
+    for name in _DEVICES:
+        host = f"/dev/{name}"
+        if os.path.exists(host):
+            os.close(os.open(f"{stage}/{name}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
+            sc.mount(host, f"{stage}/{name}", None, sc.MS_BIND)
+    # The device binds inherited nodev from the recursive read-only pass; allow them.
+    sc.mount_setattr(stage, clear=sc.MOUNT_ATTR_NODEV, recursive=True)
+    for name, dest in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(dest, f"{stage}/{name}")
+    os.mkdir(f"{stage}/shm", 0o1777)
+    sc.mount("tmpfs", f"{stage}/shm", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
+    sc.mount(stage, "/dev", None, sc.MS_MOVE)
+    os.rmdir(stage)
+
+
+def finish_isolation(plan: SandboxPlan) -> None:
+    """Last steps in the init: hostname, loopback, then drop every capability."""
+    sc.sethostname(b"forkdeck")
+    if not plan.network:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            ifreq = struct.pack("16sH14x", b"lo", _IFF_UP_LOOPBACK_RUNNING)
+            fcntl.ioctl(sock, _SIOCSIFFLAGS, ifreq)
+        finally:
+            sock.close()
+    sc.drop_all_capabilities()
+
+
+__all__ = [
+    "SandboxPlan",
+    "build_filesystem",
+    "enter_namespaces",
+    "finish_isolation",
+    "parse_view_path",
+    "plan_sandbox",
+]

@@ -1,0 +1,128 @@
+"""Fixtures for the sandbox tests: real namespaces, and a check that nothing leaks.
+
+Every test is followed by a leak check: no branch cgroup, no process carrying the
+test's marker, and no new mount in the host's mount table.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from branching_core.sandbox import leftover_branch_cgroups, sandbox_available
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (our own process excluded)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def wait_until_gone(marker: str, timeout: float = 5.0) -> list[int]:
+    """Poll until no process carries ``marker``; returns what is left (empty = gone)."""
+    deadline = time.monotonic() + timeout
+    left = processes_with(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)
+        left = processes_with(marker)
+    return left
+
+
+SANDBOX_MOUNT_POINTS = ("/tmp", "/dev", "/run", "/proc")
+
+
+def host_mounts() -> set[str]:
+    """Mount points in the host's mount table (other sessions may add unrelated ones)."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        return {line.split()[4] for line in fh}
+
+
+def leaked_mounts(before: set[str], tmp_path: Path) -> list[str]:
+    """New host mounts where a sandbox mounts things (propagation gone wrong)."""
+    return sorted(
+        m for m in host_mounts() - before
+        if m in SANDBOX_MOUNT_POINTS
+        or m.startswith(("/dev/", "/proc/", "/tmp/.forkdeck-dev", f"{tmp_path}/"))
+    )
+
+
+@pytest.fixture(scope="session")
+def sandbox_ok() -> None:
+    ok, why = sandbox_available()
+    if not ok:
+        pytest.skip(f"sandbox unavailable here: {why}")
+
+
+@pytest.fixture
+def marker() -> str:
+    """A unique sleep duration: ``sleep <marker>`` processes are findable on the host."""
+    return f"{9000 + secrets.randbelow(900)}.{secrets.randbelow(10**6):06d}"
+
+
+@pytest.fixture
+def ws(tmp_path: Path, sandbox_ok: None) -> Iterator[Path]:
+    """A workspace directory, and the leak check around the test."""
+    mounts_before = host_mounts()
+    cgroups_before = set(leftover_branch_cgroups())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    yield workspace
+    assert set(leftover_branch_cgroups()) - cgroups_before == set(), "leaked branch cgroup"
+    assert leaked_mounts(mounts_before, tmp_path) == [], "leaked mount on the host"
+
+
+@pytest.fixture
+def no_leftover(marker: str) -> Iterator[str]:
+    yield marker
+    left = wait_until_gone(marker, timeout=2.0)
+    for pid in left:
+        os.kill(pid, 9)
+    assert left == [], f"processes with marker {marker} survived: {left}"
+
+
+def cgroup_limits_unavailable() -> str | None:
+    """Why cgroup limits cannot be tested here, or None."""
+    from branching_core.errors import ResourceLimitError
+    from branching_core.sandbox.cgroups import create_branch_cgroups
+    from branching_core.sandbox.limits import ResourceLimits
+
+    try:
+        create_branch_cgroups(ResourceLimits(memory="64M", cpu=0.5, pids=64)).remove()
+    except ResourceLimitError as exc:
+        return str(exc)
+    return None
+
+
+def start_view_helper(directory: Path) -> subprocess.Popen[str]:
+    """A process with a private mount namespace holding a tmpfs at ``directory``.
+
+    It reproduces the overlay backend's ``/proc/<pid>/root/<inner>`` views.
+    """
+    if os.geteuid() == 0:
+        argv = ["/usr/bin/unshare", "-m", "--propagation", "private"]
+    else:
+        argv = ["/usr/bin/unshare", "-Urm"]
+    script = f"mount -t tmpfs tmpfs {directory} && echo ready && exec sleep 600"
+    proc = subprocess.Popen([*argv, "/bin/sh", "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != "ready":
+        proc.kill()
+        proc.wait()
+        pytest.skip("cannot create a private mount namespace with a tmpfs for the view test")
+    return proc

@@ -1,0 +1,81 @@
+"""The command form: streaming, exit codes, fd 3, timeouts, asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from branching_core.sandbox import CommandBranch, run_command, run_command_async
+
+from .conftest import wait_until_gone
+
+
+def test_lines_stream_as_they_come(ws: Path) -> None:
+    seen: list[tuple[str, str]] = []
+    first_line = threading.Event()
+
+    def on_output(stream: str, line: str) -> None:
+        seen.append((stream, line))
+        first_line.set()
+
+    # The command blocks until the parent has seen its first line: proof of streaming.
+    gate = ws / "gate"
+    script = f"echo one; while [ ! -e {gate} ]; do sleep 0.01; done; echo two >&2; printf tail"
+    with CommandBranch(script, ws, on_output=on_output) as branch:
+        assert first_line.wait(timeout=30)
+        assert seen == [("stdout", "one")]
+        gate.touch()
+        assert branch.wait(timeout=30) == 0
+    assert seen == [("stdout", "one"), ("stderr", "two"), ("stdout", "tail")]
+    assert branch.stdout == "one\ntail" and branch.stderr == "two\n"
+
+
+def test_exit_code_signal_and_missing_program(ws: Path) -> None:
+    assert run_command("exit 3", ws).exit_code == 3
+    assert run_command("kill -TERM $$", ws).exit_code == -15
+    missing = run_command(["/nonexistent/prog"], ws)
+    assert missing.exit_code == 127 and "nonexistent" in missing.stderr
+
+
+def test_fd3_score_channel(ws: Path) -> None:
+    result = run_command("echo 0.95 >&3; echo done", ws, extra_fds=[3])
+    assert result.exit_code == 0
+    assert result.extra[3] == b"0.95\n"
+    assert result.stdout == "done\n"
+
+
+def test_timeout_kills_the_tree(ws: Path, no_leftover: str) -> None:
+    marker = no_leftover
+    result = run_command(f"setsid sleep {marker} & nohup sleep {marker} & sleep {marker}",
+                         ws, timeout=0.5)
+    assert result.timed_out and result.exit_code < 0
+    assert wait_until_gone(marker) == []
+
+
+def test_env_and_cwd(ws: Path) -> None:
+    result = run_command(["sh", "-c", 'echo "$GREETING $PWD"; pwd'], ws, env={"GREETING": "hi",
+                         "PATH": "/usr/bin:/bin"})
+    assert result.stdout == f"hi {ws}\n{ws}\n"
+
+
+def test_loopback_works_without_network(ws: Path) -> None:
+    code = (
+        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen();"
+        "c = socket.create_connection(s.getsockname()); print('loopback ok')"
+    )
+    result = run_command(["/usr/bin/python3", "-c", code], ws)
+    assert result.stdout == "loopback ok\n", result.stderr
+
+
+async def test_async_wrapper_and_cancellation(ws: Path, no_leftover: str) -> None:
+    result = await run_command_async("echo async", ws)
+    assert result.stdout == "async\n"
+    task = asyncio.create_task(run_command_async(f"sleep {no_leftover}", ws))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert wait_until_gone(no_leftover) == []
