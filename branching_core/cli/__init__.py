@@ -1,0 +1,72 @@
+"""The headless ``forkdeck``/``branching`` commands.
+
+``main(argv) -> int`` parses, runs one subcommand and returns the exit status:
+0 only when something was committed (``status``: 0 when the workspace opened),
+1 when nothing was committed or the command failed, 2 for bad usage (one line on
+stderr; ``{"error": ...}`` with ``--json``), 130 after Ctrl-C (every branch aborted).
+``CMD`` is everything after the first ``--``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from branching_core.cli import patterns, run, status
+from branching_core.cli._common import UsageError, add_common, error
+from branching_core.errors import BranchingError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    add_common(common)
+    parser = _Parser(
+        prog="forkdeck",
+        description="Run commands in copy-on-write branches of a directory; commit the winner.",
+        epilog="Exit status: 0 only if something was committed; 1 nothing committed or "
+               "failed; 2 bad usage; 130 interrupted (every branch aborted).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    run.add_parser(sub, common)
+    patterns.add_parsers(sub, common)
+    status.add_parser(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    cmd: list[str] = []
+    if "--" in args_list:
+        cut = args_list.index("--")
+        args_list, cmd = args_list[:cut], args_list[cut + 1:]
+    json_mode = "--json" in args_list
+    parser = build_parser()
+    try:
+        if not args_list:
+            parser.print_help(sys.stderr)
+            return 2
+        args = parser.parse_args(args_list)
+        if args.command is None:
+            raise UsageError("no command given")
+        args.cmd = cmd
+        if cmd and args.command in ("speculate", "status"):
+            raise UsageError(f"{args.command} takes no -- CMD")
+        return int(args.handler(args))
+    except UsageError as exc:
+        error(json_mode, str(exc))
+        return 2
+    except KeyboardInterrupt:
+        error(json_mode, "interrupted: every branch was aborted, nothing committed")
+        return 130
+    except (BranchingError, OSError, ValueError, RuntimeError) as exc:
+        error(json_mode, f"{type(exc).__name__}: {exc}")
+        return 1
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,273 @@
+"""The pattern subcommands: speculate, best-of-n, reflexion, tournament, cascade.
+
+Each builds command candidates (``_command``), runs the library pattern with a live
+view on a terminal, and prints seed 000's summary (``--json``: one object).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from branching_core.cli._command import CommandCandidate, CommandTask, warn_stderr
+from branching_core.cli._common import (
+    UsageError,
+    emit,
+    limits_from,
+    open_workspace,
+    require_cmd,
+)
+from branching_core.cli._live import LiveView
+from branching_core.patterns import (
+    BestOfN,
+    Cascaded,
+    Reflexion,
+    Speculate,
+    SpeculationOutcome,
+    Tournament,
+)
+
+
+def _positive(value: float | None, flag: str) -> None:
+    if value is not None and value <= 0:
+        raise UsageError(f"{flag} must be positive, got {value:g}")
+
+
+def _summary(outcome: SpeculationOutcome) -> list[dict[str, Any]]:
+    out = []
+    for r in outcome.all_results:
+        entry = r.to_dict()
+        rv = r.return_value
+        if rv is not None and hasattr(rv, "exit_code"):
+            entry["exit_code"] = rv.exit_code
+        out.append(entry)
+    return out
+
+
+def _text(outcome: SpeculationOutcome, what: str, labels: dict[int, str]) -> str:
+    lines = []
+    if outcome.winner is not None:
+        w = outcome.winner
+        lines.append(f"winner: {what} {w.branch_index} (score {w.score:.2f}), committed")
+    else:
+        lines.append(f"no {what} succeeded; nothing committed")
+    for r in outcome.all_results:
+        err = f"  ({type(r.exception).__name__}: {r.exception})" if r.exception else ""
+        label = f"  {labels[r.branch_index]}" if r.branch_index in labels else ""
+        lines.append(f"  [{r.branch_index}] {r.status:<10} score {r.score:.2f} "
+                     f"{r.duration:6.2f}s{label}{err}")
+    return "\n".join(lines)
+
+
+def _execute(args: argparse.Namespace, pattern: Any, ws: Any,
+             labels: dict[int, str]) -> SpeculationOutcome:
+    live = sys.stderr.isatty() and not args.json
+    if not live:
+        return pattern(ws)  # type: ignore[no-any-return]
+    with LiveView(labels) as view:
+        pattern.progress = view.update
+        return pattern(ws)  # type: ignore[no-any-return]
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    _positive(getattr(args, "timeout", None), "--timeout")
+    _positive(getattr(args, "overall_timeout", None), "--overall-timeout")
+    return {"timeout": getattr(args, "timeout", None),
+            "overall_timeout": getattr(args, "overall_timeout", None)}
+
+
+def _candidate_options(args: argparse.Namespace, ws: Any, limits: Any) -> dict[str, Any]:
+    return {"workspace_path": str(ws.path), "limits": limits, "warn": warn_stderr}
+
+
+def cmd_speculate(args: argparse.Namespace) -> int:
+    if not args.candidates:
+        raise UsageError("speculate: give at least one -c CMD")
+    opts, limits = _options(args), limits_from(args)
+    ws = open_workspace(args)
+    cands = [
+        CommandCandidate(c, label=f"candidate {i}", **_candidate_options(args, ws, limits))
+        for i, c in enumerate(args.candidates)
+    ]
+    labels = dict(enumerate(args.candidates))
+    outcome = _execute(args, Speculate(cands, **opts), ws, labels)
+    data = {
+        "command": "speculate",
+        "committed": outcome.committed,
+        "winner": outcome.winner.branch_index if outcome.winner else None,
+        "candidates": len(args.candidates),
+        "results": _summary(outcome),
+    }
+    emit(args, data, _text(outcome, "candidate", labels))
+    return 0 if outcome.committed else 1
+
+
+def cmd_best_of_n(args: argparse.Namespace) -> int:
+    cmd = require_cmd(args)
+    if args.n < 1:
+        raise UsageError(f"best-of-n: -n must be at least 1, got {args.n}")
+    opts, limits = _options(args), limits_from(args)
+    ws = open_workspace(args)
+    task = CommandTask(cmd, score_fd=True, **_candidate_options(args, ws, limits))
+    outcome = _execute(args, BestOfN(task, n=args.n, **opts), ws, {})
+    data = {
+        "command": "best-of-n",
+        "n": args.n,
+        "committed": outcome.committed,
+        "winner": {"index": outcome.winner.branch_index, "score": outcome.winner.score}
+        if outcome.winner else None,
+        "results": _summary(outcome),
+    }
+    emit(args, data, _text(outcome, "attempt", {}))
+    return 0 if outcome.committed else 1
+
+
+def _critique(command: str, ws: Any, limits: Any) -> Callable[[Path], str]:
+    def critique(path: Path) -> str:
+        from branching_core.sandbox import run_command
+
+        result = run_command(command, path, limits=limits, mount_at=str(ws.path))
+        return result.stdout.strip()
+
+    return critique
+
+
+def cmd_reflexion(args: argparse.Namespace) -> int:
+    cmd = require_cmd(args)
+    if args.retries < 1:
+        raise UsageError(f"reflexion: --retries must be at least 1, got {args.retries}")
+    opts, limits = _options(args), limits_from(args)
+    ws = open_workspace(args)
+    task = CommandTask(cmd, **_candidate_options(args, ws, limits))
+    critique = _critique(args.critique, ws, limits) if args.critique else None
+    outcome = _execute(args, Reflexion(task, max_retries=args.retries, critique=critique,
+                                       **opts), ws, {})
+    data = {
+        "command": "reflexion",
+        "committed": outcome.committed,
+        "attempts": len(outcome.all_results),
+        "winner": outcome.winner.branch_index if outcome.winner else None,
+        "results": _summary(outcome),
+    }
+    emit(args, data, _text(outcome, "attempt", {}))
+    return 0 if outcome.committed else 1
+
+
+def _judge(command: str, ws: Any) -> Callable[[Path, Path], int]:
+    """The judge runs as a plain subprocess in the workspace: it must see both views."""
+
+    def judge(a: Path, b: Path) -> int:
+        env = {**os.environ, "BRANCHING_A": str(a), "BRANCHING_B": str(b)}
+        proc = subprocess.run(command, shell=True, cwd=ws.path, env=env,
+                              capture_output=True, text=True, check=False)
+        words = proc.stdout.split()
+        answer = words[0].lower() if words else ""
+        if answer in ("0", "a"):
+            return 0
+        if answer in ("1", "b"):
+            return 1
+        raise RuntimeError(f"judge {command!r} printed {proc.stdout.strip()[:40]!r} "
+                           f"(exit {proc.returncode}); expected 0/a or 1/b")
+
+    return judge
+
+
+def cmd_tournament(args: argparse.Namespace) -> int:
+    cmd = require_cmd(args)
+    if args.n < 1:
+        raise UsageError(f"tournament: -n must be at least 1, got {args.n}")
+    opts, limits = _options(args), limits_from(args)
+    ws = open_workspace(args)
+    task = CommandTask(cmd, **_candidate_options(args, ws, limits))
+    pattern = Tournament(task, n=args.n, judge=_judge(args.judge, ws), **opts)
+    outcome = _execute(args, pattern, ws, {})
+    data = {
+        "command": "tournament",
+        "n": args.n,
+        "committed": outcome.committed,
+        "winner": outcome.winner.branch_index if outcome.winner else None,
+        "rounds": [[{"a": a, "b": b, "winner": w} for a, b, w in rnd]
+                   for rnd in pattern.rounds],
+        "results": _summary(outcome),
+    }
+    emit(args, data, _text(outcome, "candidate", {}))
+    return 0 if outcome.committed else 1
+
+
+def _fan_out(text: str) -> list[int]:
+    try:
+        widths = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"cascade: --fan-out must look like 1,2,4, got {text!r}") from None
+    if not widths or any(w < 1 for w in widths):
+        raise UsageError(f"cascade: --fan-out must be positive integers, got {text!r}")
+    return widths
+
+
+def cmd_cascade(args: argparse.Namespace) -> int:
+    cmd = require_cmd(args)
+    widths = _fan_out(args.fan_out)
+    opts, limits = _options(args), limits_from(args)
+    ws = open_workspace(args)
+    task = CommandTask(cmd, **_candidate_options(args, ws, limits))
+    pattern = Cascaded(task, fan_out=widths, **opts)
+    outcome = _execute(args, pattern, ws, {})
+    data = {
+        "command": "cascade",
+        "fan_out": widths,
+        "committed": outcome.committed,
+        "winner": outcome.winner.branch_index if outcome.winner else None,
+        "waves": pattern.waves,
+        "results": _summary(outcome),
+    }
+    emit(args, data, _text(outcome, "attempt", {}))
+    return 0 if outcome.committed else 1
+
+
+def _timeouts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="each candidate's wall clock in seconds (killed when it passes)")
+    p.add_argument("--overall-timeout", type=float, metavar="S",
+                   help="bound on the whole command in seconds")
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("speculate", parents=[common], help="race commands; first success wins")
+    p.add_argument("-c", "--candidate", action="append", dest="candidates", metavar="CMD",
+                   default=[], help="a shell command (repeat for each candidate)")
+    _timeouts(p)
+    p.set_defaults(handler=cmd_speculate)
+
+    p = sub.add_parser("best-of-n", parents=[common],
+                       help="run CMD N times, commit the best score (written to fd 3)")
+    p.add_argument("-n", type=int, default=3, help="number of attempts (default 3)")
+    _timeouts(p)
+    p.set_defaults(handler=cmd_best_of_n)
+
+    p = sub.add_parser("reflexion", parents=[common],
+                       help="retry CMD with critique feedback in BRANCHING_FEEDBACK")
+    p.add_argument("--retries", type=int, default=3, help="total attempts (default 3)")
+    p.add_argument("--critique", metavar="CMD",
+                   help="shell command run in a failed attempt's branch; its stdout is feedback")
+    _timeouts(p)
+    p.set_defaults(handler=cmd_reflexion)
+
+    p = sub.add_parser("tournament", parents=[common],
+                       help="run CMD N times, pick a winner by pairwise --judge")
+    p.add_argument("-n", type=int, default=4, help="number of candidates (default 4)")
+    p.add_argument("--judge", required=True, metavar="CMD",
+                   help="prints 0/a or 1/b; gets BRANCHING_A and BRANCHING_B (branch paths)")
+    _timeouts(p)
+    p.set_defaults(handler=cmd_tournament)
+
+    p = sub.add_parser("cascade", parents=[common],
+                       help="waves of CMD with widening fan-out and error feedback")
+    p.add_argument("--fan-out", default="1,2,4", metavar="K,K,...",
+                   help="candidates per wave (default 1,2,4)")
+    _timeouts(p)
+    p.set_defaults(handler=cmd_cascade)
