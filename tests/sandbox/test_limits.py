@@ -85,6 +85,8 @@ def test_cpu_cap_halves_a_busy_loop(ws: Path, tmp_path: Path) -> None:
     free = BranchContext(_busy_share, other)
     with capped, free:
         capped_share, free_share = capped.wait(timeout=60), free.wait(timeout=60)
-    assert free_share > 0.5, f"uncapped loop only got {free_share:.2f} of a CPU"
-    assert capped_share < 0.75 * free_share, (capped_share, free_share)
-    assert capped_share > 0.2
+    # The cap holds whatever else the machine is doing: a 50% quota never yields much
+    # more than half a CPU. Halving is only measurable when the free loop got most of one.
+    assert 0.2 < capped_share < 0.6, (capped_share, free_share)
+    if free_share > 0.8:
+        assert capped_share < 0.75 * free_share, (capped_share, free_share)
