@@ -1,0 +1,101 @@
+"""Live run forking for pydantic-ai agents.
+
+``ForkCoordinator`` runs the branches of one fork (asyncio tasks driving ``agent.iter()``,
+each with a copied history, its own copy-on-write workspace branch, steering queue, model
+and budget) and merges the winner; ``LiveForkCapability`` gives an agent the forking tools
+and a fresh coordinator per run. Fork state is persisted under
+``<workspace>/.pydantic-deep/forks/<fork_id>/`` and can be recovered after a restart.
+"""
+
+from __future__ import annotations
+
+from branching_core.fork.budget import BranchMeter, PriceFn, default_price
+from branching_core.fork.capability import LiveForkCapability
+from branching_core.fork.checkpoints import Checkpoint, CheckpointStore
+from branching_core.fork.coordinator import (
+    BranchRunContext,
+    BranchRuntime,
+    ForkCoordinator,
+    current_branch,
+    list_open_forks,
+)
+from branching_core.fork.events import (
+    BranchCostUpdated,
+    BranchStateChanged,
+    BranchSteered,
+    BranchTextDelta,
+    BranchToolCall,
+    BranchToolResult,
+    ForkCreated,
+    ForkEvent,
+    ForkResolved,
+)
+from branching_core.fork.history import (
+    copy_history,
+    dump_history,
+    load_history,
+    trim_unanswered_tool_calls,
+)
+from branching_core.fork.steering import SteeringQueue
+from branching_core.fork.store import ForkStore
+from branching_core.fork.tools import create_fork_toolset
+from branching_core.fork.types import (
+    BranchCost,
+    BranchIsolation,
+    BranchSpec,
+    BranchState,
+    BranchStatus,
+    FileChange,
+    FlushError,
+    FlushReport,
+    ForkBranchLimitError,
+    ForkCostSummary,
+    ForkDepthLimitError,
+    ForkHandle,
+    MergeResult,
+    MergeStrategy,
+)
+
+__all__ = [
+    "BranchCost",
+    "BranchCostUpdated",
+    "BranchIsolation",
+    "BranchMeter",
+    "BranchRunContext",
+    "BranchRuntime",
+    "BranchSpec",
+    "BranchState",
+    "BranchStateChanged",
+    "BranchStatus",
+    "BranchSteered",
+    "BranchTextDelta",
+    "BranchToolCall",
+    "BranchToolResult",
+    "Checkpoint",
+    "CheckpointStore",
+    "FileChange",
+    "FlushError",
+    "FlushReport",
+    "ForkBranchLimitError",
+    "ForkCoordinator",
+    "ForkCostSummary",
+    "ForkCreated",
+    "ForkDepthLimitError",
+    "ForkEvent",
+    "ForkHandle",
+    "ForkResolved",
+    "ForkStore",
+    "LiveForkCapability",
+    "MergeResult",
+    "MergeStrategy",
+    "PriceFn",
+    "SteeringQueue",
+    "copy_history",
+    "create_fork_toolset",
+    "current_branch",
+    "default_price",
+    "dump_history",
+    "list_open_forks",
+    "load_history",
+    "trim_unanswered_tool_calls",
+]

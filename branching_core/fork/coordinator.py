@@ -1,0 +1,1251 @@
+"""``ForkCoordinator``: runs the branches of one fork of one parent run, and resolves it.
+
+Each branch is an ``asyncio`` task driving ``agent.iter()`` with
+
+* the parent's history copied at the fork point (unanswered tool calls trimmed),
+* its own durable copy-on-write workspace branch (a nested fork branches the branch),
+  to which its file tools and shell commands are bound,
+* its own steering queue (delivered to its very next model request),
+* its own model when ``BranchSpec.model`` names one, its own ``extra_instructions``,
+* its own budget, checked after every model response (before that response's tool calls
+  run); the fork-wide ``aggregate_budget_usd`` is checked at the same moment.
+
+The coordinator never imports a UI; front ends poll :meth:`inspect_branches` or subscribe
+to its events (:meth:`subscribe`, :meth:`add_listener`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+
+from branching_core.errors import ConflictError
+from branching_core.fork import events as ev
+from branching_core.fork.budget import BranchMeter, PriceFn, aggregate_over, default_price
+from branching_core.fork.checkpoints import CheckpointStore
+from branching_core.fork.diffs import diff_report
+from branching_core.fork.history import (
+    copy_history,
+    dumps_history,
+    load_history,
+    trim_unanswered_tool_calls,
+)
+from branching_core.fork.steering import SteeringQueue
+from branching_core.fork.store import ForkStore
+from branching_core.fork.types import (
+    FINAL_STATES,
+    BranchCost,
+    BranchIsolation,
+    BranchResolution,
+    BranchSpec,
+    BranchState,
+    BranchStatus,
+    FileChange,
+    FlushError,
+    FlushReport,
+    ForkBranchLimitError,
+    ForkCostSummary,
+    ForkDepthLimitError,
+    ForkHandle,
+    MergeResult,
+    MergeStrategy,
+)
+from branching_core.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = "interrupted: the process running this branch exited"
+
+
+@dataclass
+class BranchRunContext:
+    """What a branch's agent run knows about itself (set in the branch task's context)."""
+
+    coordinator: ForkCoordinator
+    runtime: BranchRuntime
+
+
+_BRANCH_CTX: contextvars.ContextVar[BranchRunContext | None] = contextvars.ContextVar(
+    "forkdeck_branch", default=None
+)
+
+
+def current_branch() -> BranchRunContext | None:
+    """The branch the calling code runs in (``None`` in a parent run)."""
+    return _BRANCH_CTX.get()
+
+
+@dataclass(eq=False)
+class BranchRuntime:
+    """Live state of one branch (owned by its coordinator; read it, don't write it)."""
+
+    branch_id: str
+    label: str
+    spec: BranchSpec
+    index: int
+    depth: int
+    ws_branch: Any = None
+    """The ``branching_core.workspace.Branch``; ``None`` once merged or discarded."""
+    workspace_branch_id: str | None = None
+    path: Path | None = None
+    state: BranchState = "running"
+    resolution: BranchResolution | None = None
+    task: asyncio.Task[None] | None = None
+    history: list[ModelMessage] = field(default_factory=list)
+    """Latest snapshot of the branch's messages (partial while running or when stopped)."""
+    seed_history: list[ModelMessage] = field(default_factory=list)
+    meter: BranchMeter = field(default_factory=BranchMeter)
+    queue: SteeringQueue = field(default_factory=SteeringQueue)
+    error: str | None = None
+    output: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    tool_calls: int = 0
+    turns: int = 1
+    child: ForkCoordinator | None = None
+    _done: asyncio.Event | None = None
+
+    @property
+    def overlay(self) -> Any:
+        """Seed-004 name for the branch's isolated file state (here: the workspace branch)."""
+        return self.ws_branch
+
+    @property
+    def partial_history(self) -> list[ModelMessage]:
+        return trim_unanswered_tool_calls(self.history)
+
+    def status(self) -> BranchStatus:
+        return BranchStatus(
+            branch_id=self.branch_id,
+            label=self.label,
+            state=self.state,
+            model=self.spec.model,
+            depth=self.depth,
+            workspace_branch_id=self.workspace_branch_id,
+            path=str(self.path) if self.path is not None else None,
+            cost_usd=self.meter.cumulative_usd,
+            budget_usd=self.spec.budget_usd,
+            requests=self.meter.requests,
+            tool_calls=self.tool_calls,
+            messages=len(self.history),
+            error=self.error,
+            output=self.output,
+            resolution=self.resolution,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+        )
+
+
+class _StateWriter:
+    """Writes per-step fork state off the event loop, coalescing bursts.
+
+    Branch steps submit the latest manifest / history payloads; one drain task writes them
+    in a worker thread. If a branch produces several snapshots before the previous write
+    finished, only the newest is written (each write is still atomic). ``flush()`` waits
+    until everything submitted so far is on disk.
+    """
+
+    def __init__(self, store: ForkStore) -> None:
+        self.store = store
+        self.pending: dict[tuple[str, str], Any] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    def submit(self, fork_id: str, name: str, payload: Any) -> None:
+        self.pending[(fork_id, name)] = payload
+        if self.task is None or self.task.done():
+            try:
+                self.task = asyncio.get_running_loop().create_task(self._drain())
+            except RuntimeError:  # no loop: write now
+                self._write_all()
+
+    def _write_all(self) -> None:
+        while self.pending:
+            (fork_id, name), payload = self.pending.popitem()
+            self._write(fork_id, name, payload)
+
+    def _write(self, fork_id: str, name: str, payload: Any) -> None:
+        try:
+            if name == "manifest":
+                self.store.write_manifest(payload)
+            else:
+                self.store.write_history(fork_id, name, payload)
+        except OSError as exc:
+            log.warning("cannot save fork state %s/%s: %s", fork_id, name, exc)
+
+    async def _drain(self) -> None:
+        while self.pending:
+            key = next(iter(self.pending))
+            payload = self.pending.pop(key)
+            await asyncio.to_thread(self._write, key[0], key[1], payload)
+
+    async def flush(self) -> None:
+        while self.task is not None and not self.task.done():
+            await asyncio.shield(self.task)
+
+
+def _ws_name(label: str, fork_id: str, index: int) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip(".-")[:40] or "branch"
+    return f"fork-{fork_id}-{index}-{safe}"
+
+
+def _as_workspace(workspace: Workspace | str | os.PathLike[str]) -> Workspace:
+    return workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+
+
+ModelResolver = Callable[[str], Any]
+_COMMIT_LOCKS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+DepsFactory = Callable[[Any, BranchRuntime], Any]
+
+
+class ForkCoordinator:
+    """Owns the branches of one fork of one parent run (see the module docstring).
+
+    ``agent`` is the pydantic-ai ``Agent`` the branches run (the parent's own agent when
+    used through :class:`LiveForkCapability`). ``workspace`` is the project directory;
+    ``parent_node`` is what branches are taken from (the workspace itself, or the outer
+    branch's ``Branch`` for a nested fork). ``model_resolver`` turns ``BranchSpec.model``
+    into a model (default: ``branching_core.agent.resolve_model``); ``price_fn`` prices one
+    response in USD (default: genai-prices). ``provide_workspace_tools`` gives each branch
+    run a workspace toolset bound to its branch path (the capability turns it off because
+    it contributes the same toolset itself).
+    """
+
+    def __init__(
+        self,
+        agent: Any = None,
+        parent_deps: Any = None,
+        *,
+        workspace: Workspace | str | os.PathLike[str],
+        parent_node: Any = None,
+        max_branches: int = 10,
+        max_depth: int = 2,
+        depth: int = 0,
+        store: ForkStore | None = None,
+        checkpoint_store: CheckpointStore | None = None,
+        model_resolver: ModelResolver | None = None,
+        price_fn: PriceFn | None = None,
+        default_model: Any = None,
+        command_runner: Any = None,
+        provide_workspace_tools: bool = True,
+        deps_factory: DepsFactory | None = None,
+        stream_text: bool = False,
+        usage_limits: Any = None,
+        parent_runtime: BranchRuntime | None = None,
+        parent_coordinator: ForkCoordinator | None = None,
+    ) -> None:
+        self.agent = agent
+        self.parent_deps = parent_deps
+        self.workspace = _as_workspace(workspace)
+        self.parent_node = parent_node if parent_node is not None else self.workspace
+        self._max_branches = max_branches
+        self._max_depth = max_depth
+        self.depth = depth
+        self.store = store or ForkStore(self.workspace.path)
+        self.checkpoints = checkpoint_store or CheckpointStore(self.store)
+        self.model_resolver = model_resolver
+        self.price_fn: PriceFn = price_fn or default_price
+        self.default_model = default_model
+        self.command_runner = command_runner
+        self.provide_workspace_tools = provide_workspace_tools
+        self.deps_factory = deps_factory
+        self.stream_text = stream_text
+        self.usage_limits = usage_limits
+        self.parent_runtime = parent_runtime
+        self.parent_coordinator = parent_coordinator
+        self._handle: ForkHandle | None = None
+        self._branches: dict[str, BranchRuntime] = {}
+        self._resolved = False
+        self._resolution: str | None = None
+        self._post_checkpoint: str | None = None
+        self._lock = asyncio.Lock()
+        self._queues: list[asyncio.Queue[ev.ForkEvent]] = []
+        self._listeners: list[Callable[[ev.ForkEvent], None]] = []
+        self.recovery_errors: list[str] = []
+        self._writer = _StateWriter(self.store)
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- properties (seed 004) -------------------------------------------------------------
+    @property
+    def fork_id(self) -> str | None:
+        return self._handle.fork_id if self._handle else None
+
+    @property
+    def handle(self) -> ForkHandle | None:
+        return self._handle
+
+    @property
+    def max_branches(self) -> int:
+        return self._max_branches
+
+    @property
+    def max_depth(self) -> int:
+        return self._max_depth
+
+    @property
+    def is_resolved(self) -> bool:
+        """True when no live branch state is owned: never forked, merged, or aborted."""
+        return self._handle is None or self._resolved
+
+    @property
+    def branches(self) -> dict[str, BranchRuntime]:
+        return dict(self._branches)
+
+    @property
+    def parent_path(self) -> Path:
+        return Path(self.parent_node.path)
+
+    # -- events ----------------------------------------------------------------------------
+    def subscribe(self, maxsize: int = 0) -> asyncio.Queue[ev.ForkEvent]:
+        """A queue receiving every event from now on (state changes, text, tool calls...)."""
+        queue: asyncio.Queue[ev.ForkEvent] = asyncio.Queue(maxsize)
+        self._queues.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[ev.ForkEvent]) -> None:
+        with contextlib.suppress(ValueError):
+            self._queues.remove(queue)
+
+    def add_listener(self, callback: Callable[[ev.ForkEvent], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event; returns a function that removes it."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _publish(self, event: ev.ForkEvent) -> None:
+        for queue in list(self._queues):
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(event)
+        for callback in list(self._listeners):
+            try:
+                callback(event)
+            except Exception:  # a broken listener must not break a branch
+                log.exception("fork event listener failed")
+
+    # -- lookup ------------------------------------------------------------------------------
+    def _require_handle(self) -> ForkHandle:
+        if self._handle is None:
+            raise RuntimeError("no fork yet: call fork() (or the fork_run tool) first")
+        return self._handle
+
+    def get_branch(self, key: str) -> BranchRuntime:
+        """A branch by id or by label."""
+        rt = self._branches.get(key)
+        if rt is not None:
+            return rt
+        matches = [r for r in self._branches.values() if r.label == key]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            known = ", ".join(f"{r.label} ({r.branch_id})" for r in self._branches.values())
+            raise ValueError(f"no branch {key!r}; branches: {known or 'none'}")
+        raise ValueError(f"label {key!r} is ambiguous; use a branch id")
+
+    # -- fork --------------------------------------------------------------------------------
+    async def fork(
+        self,
+        specs: Sequence[BranchSpec | dict[str, Any]],
+        *,
+        parent_history: Sequence[ModelMessage],
+        isolation: BranchIsolation | None = None,
+        strategy: MergeStrategy | None = None,
+        aggregate_budget_usd: float | None = None,
+    ) -> ForkHandle:
+        """Create one workspace branch and start one task per spec; returns at once."""
+        async with self._lock:
+            if self._handle is not None and not self._resolved:
+                raise RuntimeError(f"fork {self.fork_id} is still open: merge or abort it first")
+            if self.agent is None:
+                raise RuntimeError("this coordinator has no agent to run branches with")
+            spec_list = [
+                s if isinstance(s, BranchSpec) else BranchSpec.from_json(dict(s)) for s in specs
+            ]
+            if not spec_list:
+                raise ValueError("a fork needs at least one branch spec")
+            if len(spec_list) > self._max_branches:
+                raise ForkBranchLimitError(
+                    f"{len(spec_list)} branches requested; max_branches is {self._max_branches}"
+                )
+            if self.depth + 1 > self._max_depth:
+                raise ForkDepthLimitError(
+                    f"a fork here would be {self.depth + 1} levels deep; "
+                    f"max_depth is {self._max_depth}"
+                )
+            labels = [s.label.strip() for s in spec_list]
+            if any(not label for label in labels) or len(set(labels)) != len(labels):
+                raise ValueError(f"branch labels must be non-empty and unique: {labels}")
+            for spec in spec_list:
+                if spec.budget_usd is not None and spec.budget_usd < 0:
+                    raise ValueError(f"budget_usd of {spec.label!r} is negative")
+
+            fork_id = uuid.uuid4().hex[:12]
+            seed = copy_history(parent_history)
+            seed_json = dumps_history(seed)
+            runtimes: list[BranchRuntime] = []
+            try:
+                for index, spec in enumerate(spec_list):
+                    ws_branch = self.parent_node.branch(
+                        _ws_name(spec.label, fork_id, index),
+                        on_success=None,
+                        on_error=None,
+                        durable=True,
+                    )
+                    runtimes.append(
+                        BranchRuntime(
+                            branch_id=f"{fork_id[:6]}-{index}-{uuid.uuid4().hex[:4]}",
+                            label=spec.label.strip(),
+                            spec=spec,
+                            index=index,
+                            depth=self.depth + 1,
+                            ws_branch=ws_branch,
+                            workspace_branch_id=ws_branch.id,
+                            path=Path(ws_branch.path),
+                            seed_history=seed,
+                            history=list(seed),
+                        )
+                    )
+            except BaseException:
+                for rt in runtimes:
+                    with contextlib.suppress(Exception):
+                        rt.ws_branch.abort()
+                raise
+
+            self._branches = {rt.branch_id: rt for rt in runtimes}
+            self._resolved = False
+            self._resolution = None
+            self._post_checkpoint = None
+            parent_ws_id = (
+                getattr(self.parent_node, "id", None)
+                if self.parent_node is not self.workspace
+                else None
+            )
+            checkpoint_id = self.checkpoints.save(
+                fork_id, "fork", seed_json, parent_workspace_branch_id=parent_ws_id
+            )
+            self._handle = ForkHandle(
+                fork_id=fork_id,
+                branches=[rt.branch_id for rt in runtimes],
+                labels={rt.branch_id: rt.label for rt in runtimes},
+                depth=self.depth + 1,
+                parent_checkpoint_id=checkpoint_id,
+                merge_strategy=strategy or MergeStrategy(),
+                isolation=isolation or BranchIsolation(),
+                aggregate_budget_usd=aggregate_budget_usd,
+                parent_branch_id=self.parent_runtime.branch_id if self.parent_runtime else None,
+                created_at=time.time(),
+            )
+            self.store.write_history(fork_id, "parent", seed_json)
+            # Not fsync'ed: the rename is atomic against a killed process, and fork() must stay
+            # cheap (the workspace branches themselves are durable).
+            self._persist(now=True)
+            self._publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(self._handle.branches)))
+            for rt in runtimes:
+                self._start(rt, rt.spec.steer, seed)
+            return self._handle
+
+    # -- running a branch ----------------------------------------------------------------------
+    def _start(
+        self, rt: BranchRuntime, prompt: str, history: list[ModelMessage]
+    ) -> asyncio.Task[None]:
+        rt.state = "running"
+        rt.error = None
+        rt.started_at = time.time()
+        rt.finished_at = None
+        rt._done = asyncio.Event()
+        rt.task = asyncio.create_task(
+            self._run_branch(rt, prompt, history), name=f"fork-{self.fork_id}-{rt.label}"
+        )
+        self._publish(
+            ev.BranchStateChanged(
+                fork_id=self.fork_id or "", branch_id=rt.branch_id, label=rt.label, state="running"
+            )
+        )
+        return rt.task
+
+    def model_for(self, rt: BranchRuntime) -> Any:
+        """The model a branch runs with: its spec's model, else the parent run's."""
+        if rt.spec.model:
+            if self.model_resolver is not None:
+                return self.model_resolver(rt.spec.model)
+            from branching_core.agent import resolve_model
+
+            return resolve_model(rt.spec.model)
+        return self.default_model
+
+    def _run_kwargs(self, rt: BranchRuntime, history: list[ModelMessage]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"message_history": history}
+        deps = self.deps_factory(self.parent_deps, rt) if self.deps_factory else self.parent_deps
+        if deps is not None:
+            kwargs["deps"] = deps
+        model = self.model_for(rt)
+        if model is not None:
+            kwargs["model"] = model
+        if rt.spec.extra_instructions:
+            kwargs["instructions"] = rt.spec.extra_instructions
+        if self.provide_workspace_tools:
+            from branching_core.agent import create_workspace_toolset
+
+            kwargs["toolsets"] = [
+                create_workspace_toolset(rt.path, command_runner=self.command_runner)
+            ]
+        if self.usage_limits is not None:
+            kwargs["usage_limits"] = self.usage_limits
+        return kwargs
+
+    async def _run_branch(
+        self, rt: BranchRuntime, prompt: str, history: list[ModelMessage]
+    ) -> None:
+        token = _BRANCH_CTX.set(BranchRunContext(self, rt))
+        run: Any = None
+        fid = self.fork_id or ""
+        try:
+            async with self.agent.iter(prompt, **self._run_kwargs(rt, history)) as run:
+                rt.queue.attach(run)
+                async for node in run:
+                    rt.history = list(run.all_messages())
+                    if Agent.is_call_tools_node(node):
+                        response: ModelResponse = node.model_response
+                        stop = self._account(rt, response)
+                        for part in response.parts:
+                            if isinstance(part, TextPart) and part.content and not self.stream_text:
+                                self._publish(
+                                    ev.BranchTextDelta(
+                                        fork_id=fid,
+                                        branch_id=rt.branch_id,
+                                        label=rt.label,
+                                        text=part.content,
+                                    )
+                                )
+                        self._save_history(rt)
+                        if stop:
+                            return
+                        async with node.stream(run.ctx) as stream:
+                            async for event in stream:
+                                self._on_tool_event(rt, event)
+                    elif self.stream_text and Agent.is_model_request_node(node):
+                        async with node.stream(run.ctx) as stream:
+                            async for event in stream:
+                                self._on_stream_event(rt, event)
+                result = run.result
+            assert result is not None
+            rt.history = list(result.all_messages())
+            rt.output = result.output if isinstance(result.output, str) else repr(result.output)
+            if rt.state == "running":
+                self._set_state(rt, "done", persist=False)
+        except asyncio.CancelledError:
+            if run is not None:
+                rt.history = list(run.all_messages())
+            if rt.state == "running":
+                self._set_state(rt, "terminated", persist=False)
+        except Exception as exc:
+            if run is not None:
+                rt.history = list(run.all_messages())
+            rt.error = f"{type(exc).__name__}: {exc}"
+            if rt.state == "running":
+                self._set_state(rt, "failed", persist=False)
+        finally:
+            rt.queue.detach()
+            _BRANCH_CTX.reset(token)
+            rt.finished_at = time.time()
+            with contextlib.suppress(Exception):
+                self._save_history(rt)
+                self._persist()
+            if rt._done is not None:
+                rt._done.set()
+
+    def _on_tool_event(self, rt: BranchRuntime, event: Any) -> None:
+        kind = getattr(event, "event_kind", "")
+        part = getattr(event, "part", None)
+        fid = self.fork_id or ""
+        if kind == "function_tool_call" and part is not None:
+            rt.tool_calls += 1
+            self._publish(
+                ev.BranchToolCall(
+                    fork_id=fid,
+                    branch_id=rt.branch_id,
+                    label=rt.label,
+                    tool_name=part.tool_name,
+                    args=part.args,
+                    tool_call_id=part.tool_call_id,
+                )
+            )
+        elif kind == "function_tool_result" and part is not None:
+            content = getattr(part, "content", "")
+            self._publish(
+                ev.BranchToolResult(
+                    fork_id=fid,
+                    branch_id=rt.branch_id,
+                    label=rt.label,
+                    tool_name=getattr(part, "tool_name", ""),
+                    content=content if isinstance(content, str) else repr(content),
+                    tool_call_id=getattr(part, "tool_call_id", ""),
+                )
+            )
+
+    def _on_stream_event(self, rt: BranchRuntime, event: Any) -> None:
+        text = None
+        if getattr(event, "event_kind", "") == "part_start" and isinstance(event.part, TextPart):
+            text = event.part.content
+        elif getattr(event, "event_kind", "") == "part_delta":
+            text = getattr(event.delta, "content_delta", None)
+        if text:
+            self._publish(
+                ev.BranchTextDelta(
+                    fork_id=self.fork_id or "", branch_id=rt.branch_id, label=rt.label, text=text
+                )
+            )
+
+    def _set_state(self, rt: BranchRuntime, state: BranchState, *, persist: bool = True) -> None:
+        rt.state = state
+        self._publish(
+            ev.BranchStateChanged(
+                fork_id=self.fork_id or "",
+                branch_id=rt.branch_id,
+                label=rt.label,
+                state=state,
+                error=rt.error,
+            )
+        )
+        if persist:
+            with contextlib.suppress(Exception):
+                self._persist()
+
+    # -- budgets ---------------------------------------------------------------------------
+    def _account(self, rt: BranchRuntime, response: ModelResponse) -> bool:
+        """Price one response; True when this branch must stop now."""
+        rt.meter.add(response, self.price_fn)
+        self._publish(
+            ev.BranchCostUpdated(
+                fork_id=self.fork_id or "",
+                branch_id=rt.branch_id,
+                label=rt.label,
+                cumulative_usd=rt.meter.cumulative_usd,
+            )
+        )
+        if rt.state != "running":
+            return True
+        if rt.meter.over(rt.spec.budget_usd):
+            rt.error = f"budget ${rt.spec.budget_usd:g} exhausted (spent ${rt.meter.cost_usd:.6f})"
+            self._set_state(rt, "budget_exhausted")
+            return True
+        cap = self._handle.aggregate_budget_usd if self._handle else None
+        if aggregate_over([r.meter for r in self._branches.values()], cap):
+            total = sum(r.meter.cost_usd for r in self._branches.values())
+            for other in self._branches.values():
+                if other.state != "running":
+                    continue
+                other.error = f"aggregate budget ${cap:g} exhausted (fork spent ${total:.6f})"
+                self._set_state(other, "aggregate_budget_exhausted")
+                if other is not rt and other.task is not None and not other.task.done():
+                    other.task.cancel()
+            return True
+        return False
+
+    def capture_partial_history(self, branch_id: str, messages: Sequence[ModelMessage]) -> None:
+        """Record a branch's latest message snapshot (ignored for unknown branches)."""
+        rt = self._branches.get(branch_id)
+        if rt is not None:
+            rt.history = list(messages)
+
+    # -- steering ----------------------------------------------------------------------------
+    def steer(self, key: str, message: str) -> bool:
+        """Send ``message`` to the branch with this label or id: it becomes part of that
+        branch's very next model request (no other branch sees it).
+
+        Returns True when it was handed to the live run, False when it is held until the
+        branch's run starts. Raises ``RuntimeError`` for a branch that is not running (use
+        :meth:`run_on_branch` to start a new turn on a finished one).
+        """
+        rt = self.get_branch(key)
+        if rt.state != "running":
+            raise RuntimeError(f"branch {rt.label} is {rt.state}; use run_on_branch to continue it")
+        delivered = rt.queue.put(message)
+        self._publish(
+            ev.BranchSteered(
+                fork_id=self.fork_id or "", branch_id=rt.branch_id, label=rt.label, message=message
+            )
+        )
+        return delivered
+
+    async def run_on_branch(self, branch_id: str, user_message: str) -> asyncio.Task[None]:
+        """Start a new turn on a finished branch; returns the branch's new task."""
+        rt = self.get_branch(branch_id)
+        if rt.state == "running":
+            raise RuntimeError(f"branch {rt.label} is still running; steer it instead")
+        if rt.ws_branch is None:
+            raise RuntimeError(f"branch {rt.label} was already {rt.resolution or 'released'}")
+        history = rt.partial_history or list(rt.seed_history)
+        rt.turns += 1
+        return self._start(rt, user_message, history)
+
+    # -- inspection ----------------------------------------------------------------------------
+    def inspect_branches(self) -> list[BranchStatus]:
+        return [rt.status() for rt in self._branches.values()]
+
+    async def wait(
+        self, timeout: float | None = None, branch_ids: Sequence[str] | None = None
+    ) -> list[BranchStatus]:
+        """Wait until the branches (all, or ``branch_ids``) are no longer running, or ``timeout``.
+
+        Waits on the branch tasks themselves (no polling); returns the statuses either way.
+        """
+        selected = (
+            [self.get_branch(k) for k in branch_ids]
+            if branch_ids
+            else list(self._branches.values())
+        )
+        me = asyncio.current_task()
+        tasks = [
+            rt.task
+            for rt in selected
+            if rt.task is not None and not rt.task.done() and rt.task is not me
+        ]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        return self.inspect_branches()
+
+    wait_branches = wait
+
+    def fork_cost(self) -> ForkCostSummary:
+        handle = self._require_handle()
+        costs = [
+            BranchCost(
+                branch_id=rt.branch_id,
+                label=rt.label,
+                model=rt.spec.model,
+                cumulative_usd=rt.meter.cumulative_usd,
+                budget_usd=rt.spec.budget_usd,
+                requests=rt.meter.requests,
+                input_tokens=rt.meter.input_tokens,
+                output_tokens=rt.meter.output_tokens,
+            )
+            for rt in self._branches.values()
+        ]
+        known = [c.cumulative_usd for c in costs if c.cumulative_usd is not None]
+        return ForkCostSummary(
+            fork_id=handle.fork_id,
+            branches=costs,
+            aggregate_usd=sum(known) if known else None,
+            aggregate_budget_usd=handle.aggregate_budget_usd,
+        )
+
+    def file_changes(self, key: str) -> list[FileChange]:
+        """What a branch changed so far (tool writes and shell commands alike)."""
+        rt = self.get_branch(key)
+        if rt.ws_branch is None:
+            return []
+        changes = rt.ws_branch.changes()
+        now = time.time()
+        out = [
+            FileChange(p, "write", now, rt.branch_id)
+            for p in sorted({*changes.created, *changes.modified})
+        ]
+        out += [FileChange(p, "delete", now, rt.branch_id) for p in changes.deleted]
+        return out
+
+    def diff(self, paths: list[str] | None = None) -> dict[str, Any]:
+        """A small cross-branch diff report (see ``branching_core.fork.diffs``)."""
+        handle = self._require_handle()
+        rows = [
+            (rt.branch_id, rt.label, Path(rt.ws_branch.path), rt.ws_branch.changes())
+            for rt in self._branches.values()
+            if rt.ws_branch is not None
+        ]
+        return diff_report(handle.fork_id, self.parent_path, rows, paths=paths)
+
+    # -- nesting -----------------------------------------------------------------------------
+    def nested(self, key: str | BranchRuntime) -> ForkCoordinator:
+        """The coordinator for forks started from inside a branch (created on first use)."""
+        rt = key if isinstance(key, BranchRuntime) else self.get_branch(key)
+        if rt.child is None:
+            rt.child = ForkCoordinator(
+                self.agent,
+                self.parent_deps,
+                workspace=self.workspace,
+                parent_node=rt.ws_branch,
+                max_branches=self._max_branches,
+                max_depth=self._max_depth,
+                depth=self.depth + 1,
+                store=self.store,
+                checkpoint_store=self.checkpoints,
+                model_resolver=self.model_resolver,
+                price_fn=self.price_fn,
+                default_model=self.model_for(rt),
+                command_runner=self.command_runner,
+                provide_workspace_tools=self.provide_workspace_tools,
+                deps_factory=self.deps_factory,
+                stream_text=self.stream_text,
+                usage_limits=self.usage_limits,
+                parent_runtime=rt,
+                parent_coordinator=self,
+            )
+        return rt.child
+
+    # -- termination ---------------------------------------------------------------------------
+    async def terminate_branch(
+        self, branch_id: str, *, reason: BranchState | None = None
+    ) -> BranchStatus:
+        """Cancel a running branch (state ``terminated``, or ``reason``); idempotent."""
+        rt = self.get_branch(branch_id)
+        task = rt.task
+        if rt.state == "running" and task is not None and not task.done():
+            self._set_state(rt, reason or "terminated")
+            task.cancel()
+            if task is not asyncio.current_task():
+                await asyncio.wait([task])
+        return rt.status()
+
+    async def _discard(self, rt: BranchRuntime) -> None:
+        await self.terminate_branch(rt.branch_id)
+        if rt.child is not None and not rt.child.is_resolved:
+            await rt.child.abort_fork()
+        if rt.ws_branch is not None:
+            if rt.ws_branch.is_open:
+                await asyncio.to_thread(rt.ws_branch.abort)
+            rt.ws_branch = None
+        rt.resolution = "discarded"
+
+    async def abort_fork(self) -> list[str]:
+        """Discard every branch (tasks cancelled, workspace branches aborted); returns their ids."""
+        async with self._lock:
+            if self._handle is None or self._resolved:
+                return []
+            ids = []
+            for rt in self._branches.values():
+                await self._discard(rt)
+                ids.append(rt.branch_id)
+            self._resolved = True
+            self._resolution = "abort"
+            await self._writer.flush()
+            self._persist(durable=True)
+            self._publish(
+                ev.ForkResolved(fork_id=self._handle.fork_id, action="abort", discarded=tuple(ids))
+            )
+            return ids
+
+    async def aclose(self) -> None:
+        """Cancel everything and release the workspace branches (safe to call twice)."""
+        if not self.is_resolved:
+            await self.abort_fork()
+        for rt in self._branches.values():
+            if rt.task is not None and not rt.task.done():
+                rt.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait([rt.task])
+
+    # -- merge ---------------------------------------------------------------------------------
+    async def merge_or_select(self, action: str) -> MergeResult:
+        """``"pick:<label or id>"`` merges that branch; ``"abort"`` discards them all.
+
+        The winner (awaited if still running) is committed into the parent: conflicting paths
+        (changed in the parent since the fork) are reported and left alone, the rest applied.
+        Losers are cancelled and their workspace branches aborted. A budget-stopped or
+        terminated winner merges its files and its partial history.
+        """
+        handle = self._require_handle()
+        action = action.strip()
+        if action == "abort":
+            ids = await self.abort_fork()
+            return MergeResult(
+                fork_id=handle.fork_id,
+                action="abort",
+                discarded_branch_ids=ids,
+                pre_fork_checkpoint_id=handle.parent_checkpoint_id,
+            )
+        if not action.startswith("pick:"):
+            raise ValueError(
+                f"unknown action {action!r}: use 'pick:<label or id>' or 'abort' "
+                "(judge-based 'auto' resolution lives in branching_core.review)"
+            )
+        async with self._lock:
+            if self._resolved:
+                raise RuntimeError(
+                    f"fork {handle.fork_id} is already resolved ({self._resolution})"
+                )
+            winner = self.get_branch(action[5:].strip())
+            if winner.ws_branch is None:
+                raise RuntimeError(f"branch {winner.label} has no workspace branch left to merge")
+            if winner.task is not None and not winner.task.done():
+                if winner.task is asyncio.current_task():
+                    raise RuntimeError("a branch cannot merge itself")
+                await asyncio.wait([winner.task])
+            if winner.child is not None and not winner.child.is_resolved:
+                await winner.child.abort_fork()
+            discarded = []
+            for rt in self._branches.values():
+                if rt is not winner:
+                    await self._discard(rt)
+                    discarded.append(rt.branch_id)
+            report = await self._apply(winner)
+            history = winner.partial_history or list(winner.seed_history)
+            history_json = dumps_history(history)
+            post_id = self.checkpoints.save(
+                handle.fork_id,
+                "post-fork",
+                history_json,
+                parent_workspace_branch_id=self._parent_ws_id(),
+            )
+            winner.resolution = "merged"
+            winner.ws_branch = None
+            self._resolved = True
+            self._resolution = f"pick:{winner.branch_id}"
+            self._post_checkpoint = post_id
+            await self._writer.flush()
+            self._persist(durable=True)
+            self._publish(
+                ev.ForkResolved(
+                    fork_id=handle.fork_id,
+                    action=self._resolution,
+                    winner_branch_id=winner.branch_id,
+                    discarded=tuple(discarded),
+                )
+            )
+            return MergeResult(
+                fork_id=handle.fork_id,
+                action=action,
+                winner_branch_id=winner.branch_id,
+                winner_label=winner.label,
+                winner_state=winner.state,
+                applied_paths=report.applied_paths,
+                applied_changes=report.applied_changes,
+                deleted_paths=report.deleted_paths,
+                conflicts=report.conflicts,
+                errors=report.errors,
+                history_after_merge=history,
+                discarded_branch_ids=discarded,
+                partial=winner.state != "done",
+                pre_fork_checkpoint_id=handle.parent_checkpoint_id,
+                post_fork_checkpoint_id=post_id,
+            )
+
+    def _parent_ws_id(self) -> str | None:
+        return None if self.parent_node is self.workspace else getattr(self.parent_node, "id", None)
+
+    async def _apply(self, rt: BranchRuntime) -> FlushReport:
+        """Commit ``rt``'s workspace branch into the parent; fall back to per-path on conflict."""
+        key = (str(self.workspace.path), getattr(self.parent_node, "node_id", "root"))
+        locks = _COMMIT_LOCKS.setdefault(asyncio.get_running_loop(), {})
+        lock = locks.setdefault(key, asyncio.Lock())
+        async with lock:  # forks of one parent merge one at a time (stale check + commit)
+            return await self._apply_locked(rt)
+
+    async def _apply_locked(self, rt: BranchRuntime) -> FlushReport:
+        branch = rt.ws_branch
+        fork_id = self._require_handle().fork_id
+        parent_dir = self.parent_path
+        branch_dir = Path(branch.path)
+        changes = branch.changes()
+        touched = changes.all_paths
+        is_dir = {
+            p
+            for p in (*changes.created, *changes.modified)
+            if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
+        }
+        self.checkpoints.record_files(fork_id, "fork", parent_dir, touched)
+        report = FlushReport()
+        if branch.is_stale:
+            # Another fork of the same parent committed first (the workspace's first-winner
+            # rule would abort this branch on commit): apply path by path instead, with the
+            # same conflict rule, so the winner's work is never thrown away.
+            conflicts = self._changed_since(changes, parent_dir, branch.created_ns)
+            report.conflicts = conflicts
+            self._apply_paths(branch_dir, parent_dir, changes, set(conflicts), is_dir, report)
+            await asyncio.to_thread(branch.abort)
+            report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
+            self._record_post_fork(fork_id, parent_dir, touched)
+            return report
+        try:
+            await asyncio.to_thread(branch.commit)
+            report.applied_paths = sorted(
+                p for p in {*changes.created, *changes.modified} if p not in is_dir
+            )
+            report.deleted_paths = list(changes.deleted)
+        except ConflictError as exc:
+            if exc.stale:
+                report.errors.append(FlushError("*", str(exc)))
+            else:
+                report.conflicts = sorted(exc.paths)
+                self._apply_paths(branch_dir, parent_dir, changes, set(exc.paths), is_dir, report)
+                if branch.is_open:
+                    await asyncio.to_thread(branch.abort)
+        report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
+        self._record_post_fork(fork_id, parent_dir, touched)
+        return report
+
+    def _record_post_fork(self, fork_id: str, parent_dir: Path, touched: list[str]) -> None:
+        """Record the merged files for ``post-fork:<id>`` in a worker thread (``flush()`` waits)."""
+        record = self.checkpoints.record_files
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(record, fork_id, "post-fork", parent_dir, touched)
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    def _changed_since(changes: Any, parent_dir: Path, created_ns: int) -> list[str]:
+        """Paths the branch changed that the parent changed (or lost) after ``created_ns``."""
+        out = []
+        for rel in changes.all_paths:
+            try:
+                st = os.lstat(parent_dir / rel)
+            except FileNotFoundError:
+                if rel in changes.modified or rel in changes.deleted:
+                    out.append(rel)
+                continue
+            if st.st_ctime_ns > created_ns and not (parent_dir / rel).is_dir():
+                out.append(rel)
+        return sorted(out)
+
+    @staticmethod
+    def _apply_paths(
+        src_root: Path,
+        dst_root: Path,
+        changes: Any,
+        conflicts: set[str],
+        is_dir: set[str],
+        report: FlushReport,
+    ) -> None:
+        def blocked(rel: str) -> bool:
+            return any(
+                rel == c or rel.startswith(c + "/") or c.startswith(rel + "/") for c in conflicts
+            )
+
+        for rel in sorted({*changes.created, *changes.modified}, key=lambda p: p.count("/")):
+            if blocked(rel):
+                continue
+            src, dst = src_root / rel, dst_root / rel
+            try:
+                if rel in is_dir:
+                    dst.mkdir(parents=True, exist_ok=True)
+                    continue
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                if os.path.lexists(dst) and dst.is_dir() and not dst.is_symlink():
+                    shutil.rmtree(dst)
+                tmp = dst.with_name(f".{dst.name}.merge-{os.getpid()}")
+                if src.is_symlink():
+                    os.symlink(os.readlink(src), tmp)
+                else:
+                    shutil.copy2(src, tmp)
+                os.replace(tmp, dst)
+                report.applied_paths.append(rel)
+            except OSError as exc:
+                report.errors.append(FlushError(rel, f"{type(exc).__name__}: {exc}"))
+        for rel in sorted(changes.deleted, key=lambda p: -p.count("/")):
+            if blocked(rel):
+                continue
+            dst = dst_root / rel
+            try:
+                if dst.is_dir() and not dst.is_symlink():
+                    shutil.rmtree(dst)
+                elif os.path.lexists(dst):
+                    dst.unlink()
+                report.deleted_paths.append(rel)
+            except OSError as exc:
+                report.errors.append(FlushError(rel, f"{type(exc).__name__}: {exc}"))
+
+    # -- persistence ---------------------------------------------------------------------------
+    def _manifest(self) -> dict[str, Any]:
+        handle = self._require_handle()
+        return {
+            "fork_id": handle.fork_id,
+            "created_at": handle.created_at,
+            "depth": handle.depth,
+            "parent_workspace_branch_id": self._parent_ws_id(),
+            "parent_branch_id": handle.parent_branch_id,
+            "parent_fork_id": self.parent_coordinator.fork_id if self.parent_coordinator else None,
+            "resolved": self._resolved,
+            "resolution": self._resolution,
+            "aggregate_budget_usd": handle.aggregate_budget_usd,
+            "isolation": asdict(handle.isolation),
+            "strategy": asdict(handle.merge_strategy),
+            "max_branches": self._max_branches,
+            "max_depth": self._max_depth,
+            "pre_fork_checkpoint_id": handle.parent_checkpoint_id,
+            "post_fork_checkpoint_id": self._post_checkpoint,
+            "pid": os.getpid(),
+            "branches": [
+                {
+                    "branch_id": rt.branch_id,
+                    "label": rt.label,
+                    "index": rt.index,
+                    "spec": rt.spec.to_json(),
+                    "state": rt.state,
+                    "resolution": rt.resolution,
+                    "workspace_branch_id": rt.workspace_branch_id,
+                    "error": rt.error,
+                    "output": rt.output,
+                    "meter": rt.meter.to_json(),
+                    "tool_calls": rt.tool_calls,
+                    "turns": rt.turns,
+                    "started_at": rt.started_at,
+                    "finished_at": rt.finished_at,
+                    "history": f"history/{rt.branch_id}.json",
+                }
+                for rt in self._branches.values()
+            ],
+        }
+
+    def _persist(self, *, durable: bool = False, now: bool = False) -> None:
+        """Save the manifest: at once (``now``/``durable``) or through the background writer."""
+        if self._handle is None:
+            return
+        if now or durable:
+            self._writer.pending.pop((self._handle.fork_id, "manifest"), None)
+            self.store.write_manifest(self._manifest(), durable=durable)
+        else:
+            self._writer.submit(self._handle.fork_id, "manifest", self._manifest())
+
+    def _save_history(self, rt: BranchRuntime) -> None:
+        if self._handle is not None:
+            self._writer.submit(self._handle.fork_id, rt.branch_id, dumps_history(rt.history))
+
+    async def rewind_to_checkpoint(self, checkpoint_id: str) -> list[ModelMessage]:
+        """Restore ``fork:<id>`` / ``post-fork:<id>`` (files + history) into the parent."""
+        await self.flush()
+        return await asyncio.to_thread(self.checkpoints.rewind, checkpoint_id, self.parent_path)
+
+    async def flush(self) -> None:
+        """Wait until every state change (and post-fork checkpoint) so far is on disk."""
+        await self._writer.flush()
+        while self._background:
+            await asyncio.wait(list(self._background))
+
+    # -- recovery ------------------------------------------------------------------------------
+    @classmethod
+    def recover(
+        cls,
+        workspace: Workspace | str | os.PathLike[str],
+        agent: Any = None,
+        **kwargs: Any,
+    ) -> list[ForkCoordinator]:
+        """Rebuild a coordinator for every fork left open under ``workspace`` (e.g. after a crash).
+
+        Branches that were running when their process died become ``terminated`` (their
+        error says why); every branch keeps its partial history and its durable workspace
+        branch, so the fork can be inspected, continued (:meth:`run_on_branch`), merged or
+        aborted. Outer forks are recovered before the forks nested in their branches.
+        """
+        ws = _as_workspace(workspace)
+        store = ForkStore(ws.path)
+        by_branch: dict[str, tuple[ForkCoordinator, BranchRuntime]] = {}
+        out: list[ForkCoordinator] = []
+        for manifest in store.list_open():
+            try:
+                parent_ws_id = manifest.get("parent_workspace_branch_id")
+                parent_node = ws if not parent_ws_id else ws.open_branch(parent_ws_id)
+                owner = by_branch.get(manifest.get("parent_branch_id") or "")
+                coord = cls(
+                    agent,
+                    workspace=ws,
+                    parent_node=parent_node,
+                    max_branches=int(manifest.get("max_branches", 10)),
+                    max_depth=int(manifest.get("max_depth", 2)),
+                    depth=int(manifest.get("depth", 1)) - 1,
+                    store=store,
+                    parent_runtime=owner[1] if owner else None,
+                    parent_coordinator=owner[0] if owner else None,
+                    **kwargs,
+                )
+                coord._restore(manifest)
+            except Exception as exc:  # one broken fork must not hide the others
+                log.warning("cannot recover fork %s: %s", manifest.get("fork_id"), exc)
+                continue
+            if owner is not None:
+                owner[1].child = coord
+            for rt in coord._branches.values():
+                by_branch[rt.branch_id] = (coord, rt)
+            out.append(coord)
+        return out
+
+    def _restore(self, manifest: dict[str, Any]) -> None:
+        fork_id = manifest["fork_id"]
+        parent_json = self.store.read_history(fork_id, "parent")
+        seed = load_history(parent_json) if parent_json else []
+        runtimes = []
+        for data in manifest["branches"]:
+            spec = BranchSpec.from_json(data["spec"])
+            state = data["state"]
+            error = data.get("error")
+            if state == "running":
+                state, error = "terminated", INTERRUPTED
+            ws_branch = None
+            if data.get("resolution") is None and data.get("workspace_branch_id"):
+                try:
+                    ws_branch = self.workspace.open_branch(data["workspace_branch_id"])
+                except Exception as exc:
+                    self.recovery_errors.append(f"{data['label']}: workspace branch lost ({exc})")
+            raw = self.store.read_history(fork_id, data["branch_id"])
+            rt = BranchRuntime(
+                branch_id=data["branch_id"],
+                label=data["label"],
+                spec=spec,
+                index=int(data.get("index", len(runtimes))),
+                depth=int(manifest.get("depth", 1)),
+                ws_branch=ws_branch,
+                workspace_branch_id=data.get("workspace_branch_id"),
+                path=Path(ws_branch.path) if ws_branch is not None else None,
+                state=state,
+                resolution=data.get("resolution"),
+                history=load_history(raw) if raw else list(seed),
+                seed_history=seed,
+                meter=BranchMeter.from_json(data.get("meter")),
+                error=error,
+                output=data.get("output"),
+                started_at=data.get("started_at"),
+                finished_at=data.get("finished_at"),
+                tool_calls=int(data.get("tool_calls", 0)),
+                turns=int(data.get("turns", 1)),
+            )
+            runtimes.append(rt)
+        self._branches = {rt.branch_id: rt for rt in runtimes}
+        self._handle = ForkHandle(
+            fork_id=fork_id,
+            branches=[rt.branch_id for rt in runtimes],
+            labels={rt.branch_id: rt.label for rt in runtimes},
+            depth=int(manifest.get("depth", 1)),
+            parent_checkpoint_id=manifest.get("pre_fork_checkpoint_id"),
+            merge_strategy=MergeStrategy(**manifest.get("strategy", {})),
+            isolation=BranchIsolation(**manifest.get("isolation", {})),
+            aggregate_budget_usd=manifest.get("aggregate_budget_usd"),
+            parent_branch_id=manifest.get("parent_branch_id"),
+            created_at=float(manifest.get("created_at", 0.0)),
+        )
+        self._resolved = bool(manifest.get("resolved"))
+        self._resolution = manifest.get("resolution")
+        self._persist(durable=True)
+
+
+def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The manifests of forks not yet merged or aborted (no coordinator is built)."""
+    root = workspace.path if isinstance(workspace, Workspace) else Path(workspace)
+    return ForkStore(root).list_open()
+
+
+def states_final(statuses: Sequence[BranchStatus]) -> bool:
+    return all(s.state in FINAL_STATES for s in statuses)
+
+
+__all__ = [
+    "INTERRUPTED",
+    "BranchRunContext",
+    "BranchRuntime",
+    "ForkCoordinator",
+    "current_branch",
+    "list_open_forks",
+    "states_final",
+]

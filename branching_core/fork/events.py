@@ -1,0 +1,87 @@
+"""Events a coordinator publishes, for any front end (the coordinator knows no UI).
+
+Subscribe with ``coordinator.subscribe()`` (an ``asyncio.Queue`` per subscriber) or
+``coordinator.add_listener(callback)`` (called synchronously, on the event loop thread).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ForkEvent:
+    fork_id: str
+
+
+@dataclass(frozen=True)
+class ForkCreated(ForkEvent):
+    branch_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BranchStateChanged(ForkEvent):
+    branch_id: str = ""
+    label: str = ""
+    state: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class BranchTextDelta(ForkEvent):
+    branch_id: str = ""
+    label: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class BranchToolCall(ForkEvent):
+    branch_id: str = ""
+    label: str = ""
+    tool_name: str = ""
+    args: Any = None
+    tool_call_id: str = ""
+
+
+@dataclass(frozen=True)
+class BranchToolResult(ForkEvent):
+    branch_id: str = ""
+    label: str = ""
+    tool_name: str = ""
+    content: str = ""
+    tool_call_id: str = ""
+
+
+@dataclass(frozen=True)
+class BranchSteered(ForkEvent):
+    branch_id: str = ""
+    label: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class BranchCostUpdated(ForkEvent):
+    branch_id: str = ""
+    label: str = ""
+    cumulative_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class ForkResolved(ForkEvent):
+    action: str = ""
+    winner_branch_id: str | None = None
+    discarded: tuple[str, ...] = field(default_factory=tuple)
+
+
+__all__ = [
+    "BranchCostUpdated",
+    "BranchStateChanged",
+    "BranchSteered",
+    "BranchTextDelta",
+    "BranchToolCall",
+    "BranchToolResult",
+    "ForkCreated",
+    "ForkEvent",
+    "ForkResolved",
+]

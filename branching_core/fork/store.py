@@ -1,0 +1,110 @@
+"""Fork state on disk: ``<workspace>/.pydantic-deep/forks/<fork_id>/``.
+
+Layout::
+
+    manifest.json              fork-level state + every branch's state, spec, cost, ids
+    history/<branch_id>.json   the branch's latest (possibly partial) message history
+    history/parent.json        the parent's history at the fork point (trimmed)
+    checkpoints/...            see checkpoints.py
+
+Every file is written atomically (temporary file + ``os.replace``), so a process killed at
+any moment leaves the previous or the new version, never a torn one. Fork creation and
+resolution is also fsync'ed; creation and the frequent per-step updates are not (a killed
+process loses nothing the kernel already has; a power cut loses at most recent steps, never
+consistency).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+PROJECT_STATE_DIR = ".pydantic-deep"
+MANIFEST_VERSION = 1
+
+
+def _atomic_write(path: Path, payload: bytes, *, durable: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+class ForkStore:
+    """Reads and writes fork state under ``root/.pydantic-deep/forks``."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.forks_dir = self.root / PROJECT_STATE_DIR / "forks"
+
+    def fork_dir(self, fork_id: str) -> Path:
+        return self.forks_dir / fork_id
+
+    def manifest_path(self, fork_id: str) -> Path:
+        return self.fork_dir(fork_id) / "manifest.json"
+
+    def history_path(self, fork_id: str, name: str) -> Path:
+        return self.fork_dir(fork_id) / "history" / f"{name}.json"
+
+    # -- writing -------------------------------------------------------------------------
+    def write_manifest(self, manifest: dict[str, Any], *, durable: bool = False) -> None:
+        manifest = {**manifest, "version": MANIFEST_VERSION}
+        payload = json.dumps(manifest, sort_keys=True, indent=1).encode()
+        _atomic_write(self.manifest_path(manifest["fork_id"]), payload, durable=durable)
+
+    def write_history(
+        self, fork_id: str, name: str, payload: bytes, *, durable: bool = False
+    ) -> None:
+        """``payload`` is pydantic-ai's JSON of a message list (``ModelMessagesTypeAdapter``)."""
+        _atomic_write(self.history_path(fork_id, name), payload, durable=durable)
+
+    # -- reading -------------------------------------------------------------------------
+    def read_manifest(self, fork_id: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.manifest_path(fork_id).read_bytes())
+        except (OSError, ValueError):
+            return None
+
+    def read_history(self, fork_id: str, name: str) -> bytes | None:
+        try:
+            return self.history_path(fork_id, name).read_bytes()
+        except OSError:
+            return None
+
+    def list_forks(self) -> list[dict[str, Any]]:
+        """Every readable manifest, oldest first."""
+        if not self.forks_dir.is_dir():
+            return []
+        out = []
+        for entry in self.forks_dir.iterdir():
+            manifest = self.read_manifest(entry.name)
+            if manifest is not None:
+                out.append(manifest)
+        return sorted(out, key=lambda m: (m.get("depth", 1), m.get("created_at", 0.0)))
+
+    def list_open(self) -> list[dict[str, Any]]:
+        """Forks not yet merged or aborted (what a restarted app must offer to resolve)."""
+        return [m for m in self.list_forks() if not m.get("resolved")]
+
+    def remove(self, fork_id: str) -> None:
+        shutil.rmtree(self.fork_dir(fork_id), ignore_errors=True)
+
+
+__all__ = ["PROJECT_STATE_DIR", "ForkStore"]

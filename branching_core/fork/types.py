@@ -1,0 +1,249 @@
+"""The forking types (names and fields follow the forking API reference, seed 004).
+
+Plain dataclasses and Literals: no pydantic-ai import, so a UI can import them cheaply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+BranchState = Literal[
+    "running",
+    "done",
+    "failed",
+    "terminated",
+    "budget_exhausted",
+    "aggregate_budget_exhausted",
+]
+"""Lifecycle of one branch. Every state but ``running`` is final for the current turn;
+``budget_exhausted`` / ``aggregate_budget_exhausted`` / ``terminated`` branches stay
+mergeable (their partial history and their files)."""
+
+FINAL_STATES: frozenset[str] = frozenset(
+    {"done", "failed", "terminated", "budget_exhausted", "aggregate_budget_exhausted"}
+)
+
+BranchResolution = Literal["merged", "discarded"]
+MergeKind = Literal["manual", "auto", "auto_with_fallback", "vote"]
+IsolationMode = Literal["copy", "share", "share_readonly", "isolated", "shared"]
+
+
+class ForkBranchLimitError(ValueError):
+    """A ``fork`` asked for more branches than ``max_branches``."""
+
+
+class ForkDepthLimitError(RuntimeError):
+    """A fork from inside a branch would nest deeper than ``max_depth``."""
+
+
+@dataclass
+class BranchSpec:
+    """One branch of a fork.
+
+    ``steer`` is the first user message the branch receives (what makes it differ from its
+    siblings); ``model`` overrides the model for this branch (a name the coordinator's model
+    resolver understands, e.g. ``anthropic:claude-sonnet-4-6`` or ``offline``);
+    ``budget_usd`` caps this branch's spend; ``extra_instructions`` is appended to the
+    branch's instructions.
+    """
+
+    label: str
+    steer: str
+    model: str | None = None
+    budget_usd: float | None = None
+    extra_instructions: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "steer": self.steer,
+            "model": self.model,
+            "budget_usd": self.budget_usd,
+            "extra_instructions": self.extra_instructions,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BranchSpec:
+        return cls(
+            label=str(data["label"]),
+            steer=str(data.get("steer", "")),
+            model=data.get("model"),
+            budget_usd=data.get("budget_usd"),
+            extra_instructions=data.get("extra_instructions"),
+        )
+
+
+@dataclass
+class BranchIsolation:
+    """What a branch shares with its parent.
+
+    Enforced here: ``history`` is always copied; ``backend="copy"`` means the branch gets
+    its own copy-on-write workspace branch; ``message_queue="isolated"`` means a steering
+    queue of its own. The other flags are accepted and recorded for forward compatibility.
+    """
+
+    history: Literal["copy"] = "copy"
+    backend: IsolationMode = "copy"
+    memory: IsolationMode = "copy"
+    todos: IsolationMode = "copy"
+    message_queue: IsolationMode = "isolated"
+    team_bus: IsolationMode = "shared"
+
+
+@dataclass
+class MergeStrategy:
+    """How the fork is resolved. Only ``manual`` is implemented in this package: the judge
+    (``auto``, ``auto_with_fallback``, ``vote``) belongs to ``branching_core.review``."""
+
+    kind: MergeKind = "manual"
+    judge_model: str | None = None
+    confidence_threshold: float = 0.8
+
+
+@dataclass
+class BranchStatus:
+    """A snapshot of one branch, as ``inspect_branches`` returns it."""
+
+    branch_id: str
+    label: str
+    state: BranchState
+    model: str | None = None
+    depth: int = 1
+    workspace_branch_id: str | None = None
+    path: str | None = None
+    cost_usd: float | None = 0.0
+    budget_usd: float | None = None
+    requests: int = 0
+    tool_calls: int = 0
+    messages: int = 0
+    error: str | None = None
+    output: str | None = None
+    resolution: BranchResolution | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+@dataclass
+class ForkHandle:
+    """Identifies a live fork: returned by ``ForkCoordinator.fork``."""
+
+    fork_id: str
+    branches: list[str]
+    labels: dict[str, str]
+    depth: int = 1
+    parent_checkpoint_id: str | None = None
+    merge_strategy: MergeStrategy = field(default_factory=MergeStrategy)
+    isolation: BranchIsolation = field(default_factory=BranchIsolation)
+    aggregate_budget_usd: float | None = None
+    parent_branch_id: str | None = None
+    created_at: float = 0.0
+
+
+@dataclass
+class FileChange:
+    """One change a branch made to a path (event-level record).
+
+    ``op`` is ``write`` (created or modified) or ``delete``; derived from the branch's
+    copy-on-write view, so changes made by shell commands count as well as tool writes.
+    """
+
+    path: str
+    op: Literal["write", "edit", "delete"]
+    timestamp: float = 0.0
+    branch_id: str | None = None
+
+
+@dataclass
+class FlushError:
+    """A path that could not be applied to the parent during a merge."""
+
+    path: str
+    error: str
+
+
+@dataclass
+class FlushReport:
+    """What applying one branch onto its parent did."""
+
+    applied_paths: list[str] = field(default_factory=list)
+    applied_changes: int = 0
+    deleted_paths: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    errors: list[FlushError] = field(default_factory=list)
+
+
+@dataclass
+class MergeResult:
+    """Result of ``ForkCoordinator.merge_or_select``.
+
+    ``applied_paths`` were written into the parent (created or modified), ``deleted_paths``
+    removed from it, ``conflicts`` were changed in the parent after the fork *and* by the
+    winner (left as the parent has them), ``errors`` failed to apply. ``history_after_merge``
+    is the winner's conversation (partial for a stopped branch; unanswered tool calls
+    trimmed) to adopt as the parent's history.
+    """
+
+    fork_id: str
+    action: str
+    winner_branch_id: str | None = None
+    winner_label: str | None = None
+    winner_state: BranchState | None = None
+    applied_paths: list[str] = field(default_factory=list)
+    applied_changes: int = 0
+    deleted_paths: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    errors: list[FlushError] = field(default_factory=list)
+    history_after_merge: list[Any] = field(default_factory=list)
+    discarded_branch_ids: list[str] = field(default_factory=list)
+    partial: bool = False
+    pre_fork_checkpoint_id: str | None = None
+    post_fork_checkpoint_id: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self.winner_branch_id is None
+
+
+@dataclass
+class BranchCost:
+    """One branch's spend. ``cumulative_usd`` is ``None`` when the model has no known price."""
+
+    branch_id: str
+    label: str
+    model: str | None
+    cumulative_usd: float | None
+    budget_usd: float | None
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class ForkCostSummary:
+    """Per-branch and aggregate cost of a fork (``aggregate_usd`` sums the known costs)."""
+
+    fork_id: str
+    branches: list[BranchCost]
+    aggregate_usd: float | None
+    aggregate_budget_usd: float | None = None
+
+
+__all__ = [
+    "FINAL_STATES",
+    "BranchCost",
+    "BranchIsolation",
+    "BranchResolution",
+    "BranchSpec",
+    "BranchState",
+    "BranchStatus",
+    "FileChange",
+    "FlushError",
+    "FlushReport",
+    "ForkBranchLimitError",
+    "ForkCostSummary",
+    "ForkDepthLimitError",
+    "ForkHandle",
+    "MergeResult",
+    "MergeStrategy",
+]

@@ -1,0 +1,103 @@
+# ruff: noqa: E501
+"""Kill the process mid-fork, restart: the fork is recovered and merging it works."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from pydantic_ai import Agent
+
+from branching_core.fork import ForkCoordinator, list_open_forks
+from branching_core.fork.coordinator import INTERRUPTED
+
+from .helpers import Scripted, user_prompts
+
+REPO = Path(__file__).resolve().parents[2]
+
+CHILD = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+    from branching_core.agent import LocalCommandRunner
+    from branching_core.fork import BranchSpec, ForkCoordinator
+    from branching_core.workspace import Workspace
+    from tests.fork.helpers import Scripted, call
+
+    async def main():
+        s = Scripted({
+            "A": [call("write_file", path="a.txt", content="from a"), call("run_command", command="echo sh > a-shell.txt"), call("hang")],
+            "B": [call("write_file", path="b.txt", content="from b"), call("hang")],
+        })
+        agent = Agent(s.model)
+
+        @agent.tool_plain
+        async def hang() -> str:
+            await asyncio.Event().wait()
+            return "never"
+
+        coord = ForkCoordinator(agent, workspace=Workspace(sys.argv[1]), command_runner=LocalCommandRunner())
+        await coord.fork([BranchSpec("a", "A", budget_usd=5.0), BranchSpec("b", "B")],
+                         parent_history=[ModelRequest(parts=[UserPromptPart("parent")])])
+        while sum(rt.tool_calls for rt in coord.branches.values()) < 5:
+            await asyncio.sleep(0.01)
+        await coord.flush()
+        print("READY", coord.fork_id, flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_killed_process_fork_is_recovered_and_merged(project: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(project)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("READY"), line + proc.stderr.read()
+        fork_id = line.split()[1]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+
+    open_forks = list_open_forks(project)
+    assert [m["fork_id"] for m in open_forks] == [fork_id]
+
+    s = Scripted({})
+    [coord] = ForkCoordinator.recover(project, Agent(s.model))
+    assert coord.fork_id == fork_id and not coord.is_resolved
+    statuses = {st.label: st for st in coord.inspect_branches()}
+    assert {k: v.state for k, v in statuses.items()} == {"a": "terminated", "b": "terminated"}
+    assert statuses["a"].error == INTERRUPTED and statuses["a"].budget_usd == 5.0
+    a = coord.get_branch("a")
+    assert (a.path / "a.txt").read_text() == "from a" and (a.path / "a-shell.txt").exists()
+    assert user_prompts(a.history) == ["parent", "A"] and len(a.partial_history) >= 5
+    assert not (project / "a.txt").exists()
+
+    import asyncio
+
+    result = asyncio.run(coord.merge_or_select("pick:a"))
+    assert result.partial and sorted(result.applied_paths) == ["a-shell.txt", "a.txt"]
+    assert (project / "a.txt").read_text() == "from a" and not (project / "b.txt").exists()
+    tools = [
+        p.tool_name
+        for m in result.history_after_merge
+        for p in m.parts
+        if p.part_kind == "tool-call"
+    ]
+    assert tools == ["write_file", "run_command"]  # the hanging call was never answered: trimmed
+    assert list_open_forks(project) == []
+    assert ForkCoordinator.recover(project, Agent(s.model)) == []
