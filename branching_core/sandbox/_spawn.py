@@ -290,6 +290,20 @@ class SpawnedBranch:
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
         self.cgroups.kill()
 
+    def terminate(self, timeout: float) -> bool:
+        """Kill the whole tree and wait for cleanup; escalate if the keeper lingers.
+
+        Returns False when the branch had already ended (nothing was killed).
+        """
+        if self.done.is_set():
+            return False
+        self.kill_tree()
+        if not self.done.wait(timeout):
+            self.hard_kill()
+            self.done.wait(timeout)
+        return True
+
+
     def _emit_lines(self, name: str, buf: bytearray, start: int, final: bool) -> int:
         if self.on_output is None:
             return len(buf)
@@ -387,6 +401,36 @@ class SpawnedBranch:
         os.close(self.pidfd)
         self.pidfd = -1
         self.done.set()
+
+
+class SpawnedProcessView:
+    """What every sandboxed branch exposes about its process, whatever it runs.
+
+    Subclasses provide ``_b``, the ``SpawnedBranch`` they drive.
+    """
+
+    _b: SpawnedBranch
+
+    @property
+    def pid(self) -> int:
+        """The keeper's pid (killing it kills the whole sandbox)."""
+        return self._b.pid
+
+    @property
+    def alive(self) -> bool:
+        return not self._b.done.is_set()
+
+    @property
+    def stdout(self) -> str:
+        return self._b.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return self._b.stderr.decode("utf-8", "replace")
+
+    @property
+    def oom_killed(self) -> bool:
+        return self._b.done.is_set() and self._b.info.oom_killed
 
 
 def spawn(

@@ -76,7 +76,7 @@ class CommandResult:
     extra: dict[int, bytes] = field(default_factory=dict)
 
 
-class CommandBranch:
+class CommandBranch(_spawn.SpawnedProcessView):
     """A command running in its own sandbox; starts on construction."""
 
     def __init__(
@@ -122,26 +122,6 @@ class CommandBranch:
             raise
         self.view_path = plan.target
 
-    @property
-    def pid(self) -> int:
-        return self._b.pid
-
-    @property
-    def alive(self) -> bool:
-        return not self._b.done.is_set()
-
-    @property
-    def stdout(self) -> str:
-        return self._b.stdout.decode("utf-8", "replace")
-
-    @property
-    def stderr(self) -> str:
-        return self._b.stderr.decode("utf-8", "replace")
-
-    @property
-    def oom_killed(self) -> bool:
-        return self._b.done.is_set() and self._b.info.oom_killed
-
     def fd_output(self, child_fd: int) -> bytes:
         """What the command wrote to a captured extra fd (complete once it has ended)."""
         return bytes(self._b.extra.get(child_fd, b""))
@@ -179,13 +159,7 @@ class CommandBranch:
 
     def abort(self, timeout: float = 5.0) -> None:
         """Kill the command and every descendant; wait up to ``timeout`` for cleanup."""
-        b = self._b
-        if b.done.is_set():
-            return
-        b.kill_tree()
-        if not b.done.wait(timeout):
-            b.hard_kill()
-            b.done.wait(timeout)
+        self._b.terminate(timeout)
 
     @property
     def duration(self) -> float:

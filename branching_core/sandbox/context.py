@@ -52,7 +52,7 @@ def _callable_main(target: Target) -> _spawn.ChildMain:
     return main
 
 
-class BranchContext:
+class BranchContext(_spawn.SpawnedProcessView):
     """A callable running in its own sandbox; starts on construction.
 
     ``target(path)`` gets the branch view's path as seen inside the sandbox (the
@@ -107,33 +107,12 @@ class BranchContext:
         return self._branch
 
     @property
-    def pid(self) -> int:
-        """The keeper's pid (killing it kills the whole sandbox)."""
-        return self._b.pid
-
-    @property
-    def alive(self) -> bool:
-        return not self._b.done.is_set()
-
-    @property
-    def stdout(self) -> str:
-        return self._b.stdout.decode("utf-8", "replace")
-
-    @property
-    def stderr(self) -> str:
-        return self._b.stderr.decode("utf-8", "replace")
-
-    @property
     def exit_code(self) -> int | None:
         """The exit status once finished: a negative number is the killing signal."""
         if not self._b.done.is_set():
             return None
         info = self._b.info
         return -info.signal if info.signal is not None else info.exit_code
-
-    @property
-    def oom_killed(self) -> bool:
-        return self._b.done.is_set() and self._b.info.oom_killed
 
     @property
     def result(self) -> Any:
@@ -156,14 +135,8 @@ class BranchContext:
 
     def abort(self, timeout: float = 5.0) -> None:
         """Kill the child and every descendant, and wait (up to ``timeout``) for cleanup."""
-        b = self._b
-        if b.done.is_set():
-            return
-        b.kill_tree()
-        if not b.done.wait(timeout):
-            b.hard_kill()
-            b.done.wait(timeout)
-        self._aborted = True
+        if self._b.terminate(timeout):
+            self._aborted = True
 
     def _finish(self) -> Any:
         if self._error is not None:
