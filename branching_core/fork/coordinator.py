@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 
 from branching_core.errors import ConflictError
@@ -48,7 +48,7 @@ from branching_core.fork.history import (
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
 from branching_core.fork.types import (
-    FINAL_STATES,
+    SETTLED_STATES,
     BranchCost,
     BranchIsolation,
     BranchResolution,
@@ -118,6 +118,8 @@ class BranchRuntime:
     tool_calls: int = 0
     turns: int = 1
     child: ForkCoordinator | None = None
+    pending_approvals: list[ev.ApprovalCall] = field(default_factory=list)
+    """Tool calls waiting for :meth:`ForkCoordinator.approve` (state ``awaiting_approval``)."""
     _done: asyncio.Event | None = None
 
     @property
@@ -198,6 +200,31 @@ class _StateWriter:
             await asyncio.shield(self.task)
 
 
+ApprovalPolicy = Callable[[str, dict[str, Any]], bool] | Sequence[str] | bool
+"""Which workspace tool calls need a person's approval: a predicate over (tool name, args),
+a collection of tool names, or True for all of them."""
+
+
+def _approval_predicate(
+    policy: ApprovalPolicy | None,
+) -> Callable[[str, dict[str, Any]], bool] | None:
+    if policy is None or policy is False:
+        return None
+    if policy is True:
+        return lambda _name, _args: True
+    if callable(policy):
+        return policy
+    names = frozenset(policy)
+    return lambda name, _args: name in names
+
+
+def _with_deferred_output(output_type: Any) -> list[Any]:
+    """The agent's output type plus ``DeferredToolRequests``, so a branch run that hits a
+    tool needing approval ends with the pending calls instead of raising."""
+    base = list(output_type) if isinstance(output_type, list | tuple) else [output_type]
+    return base if DeferredToolRequests in base else [*base, DeferredToolRequests]
+
+
 def _ws_name(label: str, fork_id: str, index: int) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip(".-")[:40] or "branch"
     return f"fork-{fork_id}-{index}-{safe}"
@@ -249,6 +276,7 @@ class ForkCoordinator:
         usage_limits: Any = None,
         parent_runtime: BranchRuntime | None = None,
         parent_coordinator: ForkCoordinator | None = None,
+        approval_required: ApprovalPolicy | None = None,
     ) -> None:
         self.agent = agent
         self.parent_deps = parent_deps
@@ -269,6 +297,7 @@ class ForkCoordinator:
         self.usage_limits = usage_limits
         self.parent_runtime = parent_runtime
         self.parent_coordinator = parent_coordinator
+        self.approval_required = _approval_predicate(approval_required)
         self._handle: ForkHandle | None = None
         self._branches: dict[str, BranchRuntime] = {}
         self._resolved = False
@@ -460,15 +489,21 @@ class ForkCoordinator:
 
     # -- running a branch ----------------------------------------------------------------------
     def _start(
-        self, rt: BranchRuntime, prompt: str, history: list[ModelMessage]
+        self,
+        rt: BranchRuntime,
+        prompt: str | None,
+        history: list[ModelMessage],
+        deferred: DeferredToolResults | None = None,
     ) -> asyncio.Task[None]:
         rt.state = "running"
         rt.error = None
+        rt.pending_approvals = []
         rt.started_at = time.time()
         rt.finished_at = None
         rt._done = asyncio.Event()
         rt.task = asyncio.create_task(
-            self._run_branch(rt, prompt, history), name=f"fork-{self.fork_id}-{rt.label}"
+            self._run_branch(rt, prompt, history, deferred),
+            name=f"fork-{self.fork_id}-{rt.label}",
         )
         self._publish(
             ev.BranchStateChanged(
@@ -500,21 +535,33 @@ class ForkCoordinator:
         if self.provide_workspace_tools:
             from branching_core.agent import create_workspace_toolset
 
-            kwargs["toolsets"] = [
-                create_workspace_toolset(rt.path, command_runner=self.command_runner)
-            ]
+            toolset: Any = create_workspace_toolset(rt.path, command_runner=self.command_runner)
+            if self.approval_required is not None:
+                needs = self.approval_required
+                toolset = toolset.approval_required(
+                    lambda _ctx, tool_def, args: needs(tool_def.name, args)
+                )
+            kwargs["toolsets"] = [toolset]
+        kwargs["output_type"] = _with_deferred_output(self.agent.output_type)
         if self.usage_limits is not None:
             kwargs["usage_limits"] = self.usage_limits
         return kwargs
 
     async def _run_branch(
-        self, rt: BranchRuntime, prompt: str, history: list[ModelMessage]
+        self,
+        rt: BranchRuntime,
+        prompt: str | None,
+        history: list[ModelMessage],
+        deferred: DeferredToolResults | None = None,
     ) -> None:
         token = _BRANCH_CTX.set(BranchRunContext(self, rt))
         run: Any = None
         fid = self.fork_id or ""
+        kwargs = self._run_kwargs(rt, history)
+        if deferred is not None:
+            kwargs["deferred_tool_results"] = deferred
         try:
-            async with self.agent.iter(prompt, **self._run_kwargs(rt, history)) as run:
+            async with self.agent.iter(prompt, **kwargs) as run:
                 rt.queue.attach(run)
                 async for node in run:
                     rt.history = list(run.all_messages())
@@ -544,9 +591,14 @@ class ForkCoordinator:
                 result = run.result
             assert result is not None
             rt.history = list(result.all_messages())
-            rt.output = result.output if isinstance(result.output, str) else repr(result.output)
-            if rt.state == "running":
-                self._set_state(rt, "done", persist=False)
+            if isinstance(result.output, DeferredToolRequests):
+                self._await_approval(rt, result.output)
+            else:
+                rt.output = (
+                    result.output if isinstance(result.output, str) else repr(result.output)
+                )
+                if rt.state == "running":
+                    self._set_state(rt, "done", persist=False)
         except asyncio.CancelledError:
             if run is not None:
                 rt.history = list(run.all_messages())
@@ -687,11 +739,67 @@ class ForkCoordinator:
         rt = self.get_branch(branch_id)
         if rt.state == "running":
             raise RuntimeError(f"branch {rt.label} is still running; steer it instead")
+        if rt.state == "awaiting_approval":
+            raise RuntimeError(f"branch {rt.label} waits for a tool approval; answer it first")
         if rt.ws_branch is None:
             raise RuntimeError(f"branch {rt.label} was already {rt.resolution or 'released'}")
         history = rt.partial_history or list(rt.seed_history)
         rt.turns += 1
         return self._start(rt, user_message, history)
+
+    # -- tool approvals ------------------------------------------------------------------------
+    def _await_approval(self, rt: BranchRuntime, requests: DeferredToolRequests) -> None:
+        if requests.calls:
+            names = ", ".join(sorted({c.tool_name for c in requests.calls}))
+            rt.error = f"tools run outside the agent are not supported in a branch: {names}"
+            if rt.state == "running":
+                self._set_state(rt, "failed", persist=False)
+            return
+        calls = [
+            ev.ApprovalCall(tool_call_id=c.tool_call_id, tool_name=c.tool_name, args=c.args)
+            for c in requests.approvals
+        ]
+        rt.pending_approvals = calls
+        if rt.state != "running":
+            return
+        self._set_state(rt, "awaiting_approval", persist=False)
+        self._publish(
+            ev.BranchApprovalRequested(
+                fork_id=self.fork_id or "",
+                branch_id=rt.branch_id,
+                label=rt.label,
+                calls=tuple(calls),
+            )
+        )
+
+    def pending_approvals(self, key: str) -> list[ev.ApprovalCall]:
+        """The tool calls the branch with this label or id waits on (empty if none)."""
+        return list(self.get_branch(key).pending_approvals)
+
+    async def approve(
+        self, key: str, decisions: dict[str, bool | str]
+    ) -> asyncio.Task[None]:
+        """Answer a paused branch's pending tool calls and resume it.
+
+        ``decisions`` maps each pending ``tool_call_id`` to True (run it), False (deny), or a
+        string (deny, with that message for the model). Calls left out are denied: a branch
+        never runs a tool nobody approved.
+        """
+        rt = self.get_branch(key)
+        if rt.state != "awaiting_approval" or not rt.pending_approvals:
+            raise RuntimeError(f"branch {rt.label} is {rt.state}; it waits on no approval")
+        unknown = set(decisions) - {c.tool_call_id for c in rt.pending_approvals}
+        if unknown:
+            raise ValueError(f"no pending tool call with id {sorted(unknown)[0]!r}")
+        answers: dict[str, bool | ToolDenied] = {}
+        for call in rt.pending_approvals:
+            answer = decisions.get(call.tool_call_id, False)
+            if answer is True:
+                answers[call.tool_call_id] = True
+            else:
+                reason = answer if isinstance(answer, str) else "The user denied this tool call."
+                answers[call.tool_call_id] = ToolDenied(reason)
+        return self._start(rt, None, list(rt.history), DeferredToolResults(approvals=answers))
 
     # -- inspection ----------------------------------------------------------------------------
     def inspect_branches(self) -> list[BranchStatus]:
@@ -1229,6 +1337,21 @@ class ForkCoordinator:
         self._resolution = manifest.get("resolution")
         self._persist(durable=True)
 
+    # -- review (branching_core.review; imported lazily) ----------------------------------
+    def diff_report(self, paths: list[str] | None = None) -> Any:
+        """The typed cross-branch ``BranchDiffReport`` (see ``review.build_diff_report``)."""
+        from branching_core.review.diff_report import build_diff_report
+
+        handle = self._require_handle()
+        runtimes = list(self._branches.values())
+        return build_diff_report(handle.fork_id, runtimes, paths, parent_path=self.parent_path)
+
+    async def resolve(self, strategy: MergeStrategy | None = None, **kwargs: Any) -> Any:
+        """Resolve with a judge per ``strategy`` (default: the fork's); see ``review.resolve``."""
+        from branching_core.review.resolve import resolve
+
+        return await resolve(self, strategy, **kwargs)
+
 
 def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The manifests of forks not yet merged or aborted (no coordinator is built)."""
@@ -1237,7 +1360,8 @@ def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[
 
 
 def states_final(statuses: Sequence[BranchStatus]) -> bool:
-    return all(s.state in FINAL_STATES for s in statuses)
+    """True when no branch is running (paused-for-approval branches count as settled)."""
+    return all(s.state in SETTLED_STATES for s in statuses)
 
 
 __all__ = [

@@ -68,6 +68,22 @@ class BranchCostUpdated(ForkEvent):
 
 
 @dataclass(frozen=True)
+class ApprovalCall:
+    """One tool call a branch made that waits for a person's yes or no."""
+
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+
+
+@dataclass(frozen=True)
+class BranchApprovalRequested(ForkEvent):
+    branch_id: str = ""
+    label: str = ""
+    calls: tuple[ApprovalCall, ...] = ()
+
+
+@dataclass(frozen=True)
 class ForkResolved(ForkEvent):
     action: str = ""
     winner_branch_id: str | None = None
@@ -75,6 +91,8 @@ class ForkResolved(ForkEvent):
 
 
 __all__ = [
+    "ApprovalCall",
+    "BranchApprovalRequested",
     "BranchCostUpdated",
     "BranchStateChanged",
     "BranchSteered",

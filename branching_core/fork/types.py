@@ -15,14 +15,20 @@ BranchState = Literal[
     "terminated",
     "budget_exhausted",
     "aggregate_budget_exhausted",
+    "awaiting_approval",
 ]
-"""Lifecycle of one branch. Every state but ``running`` is final for the current turn;
-``budget_exhausted`` / ``aggregate_budget_exhausted`` / ``terminated`` branches stay
+"""Lifecycle of one branch. ``awaiting_approval`` is a pause: the branch's run ended on tool
+calls that need a person's approval (:meth:`ForkCoordinator.approve` resumes it). Every
+other state but ``running`` is final for the current turn; ``budget_exhausted`` /
+``aggregate_budget_exhausted`` / ``terminated`` branches stay
 mergeable (their partial history and their files)."""
 
 FINAL_STATES: frozenset[str] = frozenset(
     {"done", "failed", "terminated", "budget_exhausted", "aggregate_budget_exhausted"}
 )
+
+SETTLED_STATES: frozenset[str] = FINAL_STATES | {"awaiting_approval"}
+"""States in which a branch does nothing until someone acts (``wait`` returns on these)."""
 
 BranchResolution = Literal["merged", "discarded"]
 MergeKind = Literal["manual", "auto", "auto_with_fallback", "vote"]
@@ -231,6 +237,7 @@ class ForkCostSummary:
 
 __all__ = [
     "FINAL_STATES",
+    "SETTLED_STATES",
     "BranchCost",
     "BranchIsolation",
     "BranchResolution",
