@@ -5,6 +5,7 @@ it must only use the standard library and must not import branching_core. It tal
 JSON lines over the socket it receives as fd 0:
 
     {"op": "mount", "lower": [...], "upper": "...", "work": "...", "target": "..."}
+    {"op": "mount_many", "mounts": [{"lower": ..., "upper": ..., "work": ..., "target": ...}]}
     {"op": "umount", "target": "..."}
     {"op": "ping"}
 
@@ -64,6 +65,21 @@ def _mount(req):
     _check(libc.mount(b"overlay", req["target"].encode(), b"overlay", 0, data), "mount overlay")
 
 
+def _mount_many(req):
+    done = []
+    try:
+        for one in req["mounts"]:
+            _mount(one)
+            done.append(one)
+    except OSError:
+        for one in done:
+            try:
+                _umount(one)
+            except OSError:
+                pass
+        raise
+
+
 def _umount(req):
     _check(libc.umount2(req["target"].encode(), MNT_DETACH), "umount")
 
@@ -81,7 +97,12 @@ def main():
         )
         return 1
     out.write((json.dumps({"ok": True, "pid": os.getpid()}) + "\n").encode())
-    handlers = {"mount": _mount, "umount": _umount, "ping": lambda req: None}
+    handlers = {
+        "mount": _mount,
+        "mount_many": _mount_many,
+        "umount": _umount,
+        "ping": lambda req: None,
+    }
     buffer = b""
     while True:
         chunk = sock.read(65536)

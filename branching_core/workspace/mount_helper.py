@@ -79,6 +79,24 @@ class MountHelper:
             }
         )
 
+    def mount_overlays(self, mounts: list[tuple[list[Path], Path, Path, Path]]) -> None:
+        """Mount several overlays (lower, upper, work, target) in one round trip; all or
+        none (the helper unmounts the ones it made when a later one fails)."""
+        self._request(
+            {
+                "op": "mount_many",
+                "mounts": [
+                    {
+                        "lower": [str(p) for p in lower],
+                        "upper": str(upper),
+                        "work": str(work),
+                        "target": str(target),
+                    }
+                    for lower, upper, work, target in mounts
+                ],
+            }
+        )
+
     def umount(self, target: Path) -> None:
         self._request({"op": "umount", "target": str(target)})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,20 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def create(self, branch_id: str, parent: ParentView) -> BranchLayout:
         """Make the branch's view; must not depend on the size of the tree where avoidable."""
+
+    def create_many(self, branch_ids: list[str], parent: ParentView) -> list[BranchLayout]:
+        """Several sibling views at once (a fork of N). Backends with a per-call fixed cost
+        override this to pay it once; all are made or none (made ones are destroyed)."""
+        layouts: list[BranchLayout] = []
+        try:
+            for branch_id in branch_ids:
+                layouts.append(self.create(branch_id, parent))
+        except BaseException:
+            for layout in layouts:
+                with contextlib.suppress(Exception):
+                    self.destroy(layout)
+            raise
+        return layouts
 
     @abc.abstractmethod
     def collect(self, layout: BranchLayout, parent: ParentView) -> list[Op]:

@@ -63,16 +63,48 @@ class OverlayBackend(Backend):
         return shared_helper()
 
     def create(self, branch_id: str, parent: ParentView) -> BranchLayout:
-        store_dir = self.store_root / branch_id
-        upper, work, view = store_dir / "upper", store_dir / "work", store_dir / "view"
-        for path in (upper, work, view):
-            path.mkdir(parents=True)
-        os.mknod(upper / PROJECT_STATE_DIR, WHITEOUT_MODE, os.makedev(0, 0))
-        layout = BranchLayout(
-            branch_id=branch_id, store_dir=store_dir, layers=[upper, *parent.layers]
-        )
+        layout = self._prepare(branch_id, parent)
         self._mount(layout, parent)
         return layout
+
+    def create_many(self, branch_ids: list[str], parent: ParentView) -> list[BranchLayout]:
+        """Prepare every store directory, then mount all views in one helper round trip."""
+        layouts: list[BranchLayout] = []
+        try:
+            for branch_id in branch_ids:
+                layouts.append(self._prepare(branch_id, parent))
+            helper = self.helper
+            helper.mount_overlays(
+                [
+                    (
+                        parent.layers,
+                        lay.store_dir / "upper",
+                        lay.store_dir / "work",
+                        lay.store_dir / "view",
+                    )
+                    for lay in layouts
+                ]
+            )
+        except BaseException:
+            for layout in layouts:
+                rmtree(layout.store_dir)
+            raise
+        for layout in layouts:
+            layout.view = helper.view_path(layout.store_dir / "view")
+            layout.extra["helper_pid"] = helper.pid
+            layout.mounted = True
+        return layouts
+
+    def _prepare(self, branch_id: str, parent: ParentView) -> BranchLayout:
+        store_dir = self.store_root / branch_id
+        upper, work, view = store_dir / "upper", store_dir / "work", store_dir / "view"
+        store_dir.mkdir(parents=True)
+        for path in (upper, work, view):
+            path.mkdir()
+        os.mknod(upper / PROJECT_STATE_DIR, WHITEOUT_MODE, os.makedev(0, 0))
+        return BranchLayout(
+            branch_id=branch_id, store_dir=store_dir, layers=[upper, *parent.layers]
+        )
 
     def _mount(self, layout: BranchLayout, parent: ParentView) -> None:
         helper = self.helper

@@ -1,0 +1,76 @@
+"""``branch_many``: N sibling branches in one call (what a fork of N uses), all or none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from branching_core import InvalidBranchNameError, Workspace
+from branching_core.errors import MountError
+from branching_core.workspace import mount_helper
+from tests.workspace.treeutil import snapshot
+
+
+def test_siblings_are_isolated_and_first_winner_commits(ws_dir: Path, backend: str) -> None:
+    ws = Workspace(ws_dir, backend=backend)
+    a, b, c = ws.branch_many(["a", "b", "c"], on_success=None, on_error=None)
+    assert [x.branch_path for x in (a, b, c)] == ["/main/a", "/main/b", "/main/c"]
+    for br in (a, b, c):
+        (br.path / "a.txt").write_text(f"{br.name}\n")
+    assert (ws_dir / "a.txt").read_text() == "a\n"
+    assert (b.path / "a.txt").read_text() == "b\n"
+    b.commit()
+    assert (ws_dir / "a.txt").read_text() == "b\n"
+    a.abort()
+    c.abort()
+    assert ws.open_branches() == []
+
+
+def test_nested_batch_sees_its_parent_branch(ws_dir: Path, backend: str) -> None:
+    ws = Workspace(ws_dir, backend=backend)
+    with ws.branch("outer") as outer:
+        (outer.path / "outer.txt").write_text("o\n")
+        kids = outer.branch_many(["x", "y"], on_success=None, on_error=None)
+        assert all((k.path / "outer.txt").read_text() == "o\n" for k in kids)
+        (kids[0].path / "x.txt").write_text("x\n")
+        kids[0].commit()
+        kids[1].abort()
+    assert (ws_dir / "x.txt").read_text() == "x\n"
+
+
+def test_bad_names_create_nothing(ws_dir: Path, backend: str) -> None:
+    ws = Workspace(ws_dir, backend=backend)
+    before = snapshot(ws_dir)
+    with pytest.raises(InvalidBranchNameError, match="unique"):
+        ws.branch_many(["a", "a"])
+    with pytest.raises(InvalidBranchNameError):
+        ws.branch_many(["ok", "../escape"])
+    existing = ws.branch("taken", on_success=None, on_error=None)
+    with pytest.raises(InvalidBranchNameError, match="taken"):
+        ws.branch_many(["fresh", "taken"])
+    existing.abort()
+    assert ws.open_branches() == [] and ws.list_branches() == []
+    assert snapshot(ws_dir) == before
+
+
+def test_a_failed_mount_rolls_back_every_sibling(
+    ws_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper mounts the batch all or none; the store keeps no half-made branch."""
+    ws = Workspace(ws_dir, backend="overlay")
+    helper = mount_helper.shared_helper()
+    real = helper.mount_overlays
+
+    def sabotage(mounts: list[tuple[list[Path], Path, Path, Path]]) -> None:
+        # A target that does not exist makes the third mount fail inside the helper.
+        broken = [*mounts[:2], (mounts[2][0], mounts[2][1], mounts[2][2], Path("/nonexistent/v"))]
+        real(broken)
+
+    monkeypatch.setattr(helper, "mount_overlays", sabotage)
+    with pytest.raises(MountError, match="mount"):
+        ws.branch_many(["a", "b", "c"])
+    monkeypatch.undo()
+    assert ws.open_branches() == [] and ws.list_branches() == []
+    mounts = Path(f"/proc/{helper.pid}/mounts").read_text()
+    assert str(ws._store.root) not in mounts, "a sibling's overlay stayed mounted"
