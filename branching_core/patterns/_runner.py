@@ -154,6 +154,7 @@ class Runner:
             return batch
         stop = _Batch(first_wins=first_wins, race=race, keep_failed=keep_failed,
                       slots=threading.Semaphore(self.max_parallel or len(batch)))
+        self._precreate(parent, batch)
         threads = [
             threading.Thread(target=self._work, args=(att, parent, stop, batch), daemon=True,
                              name=f"{self.prefix}-{att.result.branch_index}")
@@ -251,6 +252,22 @@ class Runner:
             self.attempts.append(att)
         return att
 
+    def _precreate(self, parent: Any, batch: list[Attempt]) -> None:
+        """When every candidate starts at once under the same parent, make all their
+        branches in one ``branch_many`` call (one mount round trip instead of N)."""
+        if len(batch) < 2 or (self.max_parallel is not None and self.max_parallel < len(batch)):
+            return
+        owners = {id(a.job.parent if a.job.parent is not None else parent) for a in batch}
+        if len(owners) != 1 or not hasattr(parent, "branch_many"):
+            return
+        if any(a.job.parent is not None for a in batch):
+            return
+        branches = parent.branch_many(
+            [a.result.name for a in batch], on_success=None, on_error=None
+        )
+        for att, branch in zip(batch, branches, strict=True):
+            att.branch = branch
+
     def _mode(self, race: bool) -> str:
         if self.isolate:
             return "sandbox"
@@ -299,8 +316,9 @@ class Runner:
                 res.status = CANCELLED
                 res.exception = CandidateTimeout("the overall timeout passed before it started")
                 return
-            owner = att.job.parent if att.job.parent is not None else parent
-            att.branch = owner.branch(res.name, on_success=None, on_error=None)
+            if att.branch is None:
+                owner = att.job.parent if att.job.parent is not None else parent
+                att.branch = owner.branch(res.name, on_success=None, on_error=None)
             res.branch_path = att.branch.path
             att.started = time.monotonic()
             res.status = RUNNING
