@@ -136,11 +136,27 @@ class ConfigError(BranchingError):
         self.path = path
 
 
+
+class BranchExecutionError(BranchError):
+    """A sub-agent branch (``branching_core.agent.subagents``) did not produce its result.
+
+    Raised by programmatic ``branch(...)``; ``__cause__`` is what actually went wrong (a
+    ``TimeoutError``, the model's error, a ``ValidationError`` of the input...), ``name`` the
+    sub-agent and ``run`` its ``SubAgentRun`` record (transcript, state, usage), if it ran.
+    """
+
+    def __init__(self, message: str, *, name: str | None = None, run: object = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.run = run
+
+
 __all__ = [
     "AbortError",
     "BackendUnavailableError",
     "BranchClosedError",
     "BranchError",
+    "BranchExecutionError",
     "BranchNotFoundError",
     "BranchStaleError",
     "BranchingError",
@@ -159,3 +175,4 @@ __all__ = [
     "WorkspaceNotADirectoryError",
     "WorkspaceNotFoundError",
 ]
+

@@ -1,0 +1,156 @@
+"""Landing a finished sub-agent's copy-on-write branch in its parent's view.
+
+The workspace's rule is first-winner: once one sibling commits, the others are stale and
+their ``commit()`` aborts them. Sub-agents spawned together are meant to *all* land when
+they touched different files, so a stale branch is applied path by path instead (the same
+fallback the fork coordinator uses), after checking that none of its paths changed in the
+parent since it was created. A branch whose paths collide is not applied at all: it is a
+conflict, reported to the parent with the paths, never a silent partial overwrite.
+
+Landings into one parent are serialised (an asyncio lock per parent node), so the stale
+check and the copy cannot interleave with a sibling's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from branching_core.errors import ConflictError
+
+_LOCKS: dict[tuple[int, str, str], asyncio.Lock] = {}
+
+
+def _parent_lock(branch: Any) -> asyncio.Lock:
+    loop = asyncio.get_running_loop()
+    key = (id(loop), str(branch.workspace.path), str(branch.parent.node_id))
+    lock = _LOCKS.get(key)
+    if lock is None:
+        lock = _LOCKS[key] = asyncio.Lock()
+    return lock
+
+
+@dataclass
+class Landing:
+    """What happened to a branch's file changes."""
+
+    committed: bool = False
+    method: str | None = None
+    """``commit`` (the workspace's atomic commit), ``per_path`` (a stale sibling's changes
+    copied path by path) or ``nothing`` (no file changed)."""
+    conflicts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+
+def _parent_dir(branch: Any) -> Path:
+    return Path(branch.parent.path)
+
+
+def changed_since(changes: Any, parent_dir: Path, created_ns: int) -> list[str]:
+    """Paths the branch changed that the parent changed (or lost) after ``created_ns``."""
+    out = []
+    for rel in changes.all_paths:
+        target = parent_dir / rel
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            if rel in changes.modified or rel in changes.deleted:
+                out.append(rel)
+            continue
+        if st.st_ctime_ns > created_ns and not target.is_dir():
+            out.append(rel)
+    return sorted(out)
+
+
+def _apply_paths(src_root: Path, dst_root: Path, changes: Any, landing: Landing) -> None:
+    """Copy created/modified paths (shallow first) and remove deleted ones (deep first)."""
+    for rel in sorted({*changes.created, *changes.modified}, key=lambda p: p.count("/")):
+        src, dst = src_root / rel, dst_root / rel
+        try:
+            if src.is_dir() and not src.is_symlink():
+                dst.mkdir(parents=True, exist_ok=True)
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.is_dir() and not dst.is_symlink():
+                shutil.rmtree(dst)
+            tmp = dst.with_name(f".{dst.name}.subagent-{os.getpid()}")
+            if src.is_symlink():
+                os.symlink(os.readlink(src), tmp)
+            else:
+                shutil.copy2(src, tmp)
+            os.replace(tmp, dst)
+        except OSError as exc:
+            landing.errors.append(f"{rel}: {type(exc).__name__}: {exc}")
+    for rel in sorted(changes.deleted, key=lambda p: -p.count("/")):
+        dst = dst_root / rel
+        try:
+            if dst.is_dir() and not dst.is_symlink():
+                shutil.rmtree(dst)
+            elif os.path.lexists(dst):
+                dst.unlink()
+        except OSError as exc:
+            landing.errors.append(f"{rel}: {type(exc).__name__}: {exc}")
+
+
+async def abort_quietly(branch: Any) -> None:
+    """Abort ``branch`` if it is still open (in a worker thread: unmounting may block)."""
+    if branch is not None and branch.is_open:
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(branch.abort)
+
+
+async def land(branch: Any) -> Landing:
+    """Commit ``branch`` into its parent, sibling-safe; the branch is closed afterwards."""
+    async with _parent_lock(branch):
+        try:
+            return await _land_locked(branch)
+        finally:
+            await abort_quietly(branch)
+
+
+async def _land_locked(branch: Any) -> Landing:
+    changes = await asyncio.to_thread(branch.changes)
+    landing = Landing(
+        created=list(changes.created),
+        modified=list(changes.modified),
+        deleted=list(changes.deleted),
+    )
+    if not changes.all_paths:
+        # Nothing to publish: a commit would only make the siblings stale.
+        landing.committed = True
+        landing.method = "nothing"
+        return landing
+    if not branch.is_stale:
+        try:
+            await asyncio.to_thread(branch.commit)
+            landing.committed = True
+            landing.method = "commit"
+            return landing
+        except ConflictError as exc:
+            if exc.stale:
+                # A commit from outside this lock won the race and the workspace aborted
+                # this branch: nothing is left to apply, say so.
+                landing.errors.append(str(exc))
+            else:
+                landing.conflicts = sorted(exc.paths)
+            return landing
+    parent_dir = _parent_dir(branch)
+    conflicts = changed_since(changes, parent_dir, branch.created_ns)
+    if conflicts:
+        landing.conflicts = conflicts
+        return landing
+    await asyncio.to_thread(_apply_paths, Path(branch.path), parent_dir, changes, landing)
+    landing.committed = not landing.errors
+    landing.method = "per_path"
+    return landing
+
+
+__all__ = ["Landing", "abort_quietly", "changed_since", "land"]
