@@ -53,6 +53,20 @@ _LAZY: dict[str, str] = {
     # agent layer
     "create_workspace_toolset": "branching_core.agent",
     "resolve_model": "branching_core.agent",
+    # sub-agent branches (seed 002)
+    "SubAgent": "branching_core.agent",
+    "BranchDefinition": "branching_core.agent",
+    "SubAgentBranches": "branching_core.agent",
+    "SubAgentRun": "branching_core.agent",
+    # reviewing a fork: diff report and merge judge
+    "BranchChange": "branching_core.review",
+    "BranchDiffReport": "branching_core.review",
+    "DiffSummary": "branching_core.review",
+    "JudgeAgent": "branching_core.review",
+    "JudgeVerdict": "branching_core.review",
+    "PathDiff": "branching_core.review",
+    "ResolveOutcome": "branching_core.review",
+    "build_diff_report": "branching_core.review",
     # settings
     "Settings": "branching_core.config",
     "load_settings": "branching_core.config",

@@ -1,5 +1,56 @@
-"""Deciding a winner: diff reports, the on-disk mirror, the diff-tool launcher, the judge."""
+"""Deciding a winner: diff reports, the on-disk mirror, the diff-tool launcher, the judge.
 
-from branching_core.review.editor import EditorDetector, EditorKind
+The report/judge names are imported lazily: importing this package (e.g. for the editor
+detector) does not import pydantic-ai.
+"""
 
-__all__ = ["EditorDetector", "EditorKind"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from branching_core.review.editor import EditorDetector as EditorDetector
+from branching_core.review.editor import EditorKind as EditorKind
+
+_LAZY: dict[str, str] = {
+    # seed-004 types (plain dataclasses; JudgeVerdict is a pydantic model)
+    "AgreementLabel": "branching_core.review.types",
+    "BranchChange": "branching_core.review.types",
+    "BranchDiffAgreement": "branching_core.review.types",
+    "BranchDiffOperation": "branching_core.review.types",
+    "BranchDiffReport": "branching_core.review.types",
+    "BranchOutcome": "branching_core.review.types",
+    "BranchTestResult": "branching_core.review.types",
+    "ConfidenceSignals": "branching_core.review.types",
+    "DiffSummary": "branching_core.review.types",
+    "JudgeVerdict": "branching_core.review.types",
+    "PathDiff": "branching_core.review.types",
+    "ResolveOutcome": "branching_core.review.types",
+    # the diff report
+    "build_diff_report": "branching_core.review.diff_report",
+    # tests in every branch
+    "run_branch_tests": "branching_core.review.branch_tests",
+    # confidence
+    "compute_confidence": "branching_core.review.confidence",
+    "count_retry_parts": "branching_core.review.confidence",
+    # the judge and resolution
+    "JudgeAgent": "branching_core.review.judge",
+    "JUDGE_SYSTEM_PROMPT": "branching_core.review.judge",
+    "resolve": "branching_core.review.resolver",
+    "vote_panel": "branching_core.review.resolver",
+}
+
+__all__ = sorted(["EditorDetector", "EditorKind", *_LAZY])
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'branching_core.review' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
