@@ -1,0 +1,261 @@
+"""MergePickerModal: choose the branch whose work and history become the parent's.
+
+One column per branch (fork order) with its label, state badge, cost and the head of its
+diff, so the choice is made on what each branch actually changed rather than on its last
+chat message. Keys: ``1``-``9`` pick that branch at once; ``←``/``→`` move the highlight and
+``Enter`` picks it; ``o`` opens the detected external diff tool on the highlighted branch vs.
+the parent over the whole tree (``tui`` kind: the diff explorer instead); ``d`` pushes the
+diff explorer; ``Esc`` cancels. Dismisses with ``"pick:<label>"`` (what
+``ForkCoordinator.merge_or_select`` takes) or ``None``.
+
+The judge's override flow opens this picker with ``preselect=<judge's label>`` and the
+verdict's rationale as ``subtitle``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import HorizontalScroll, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from app.screens.diff_explorer import DiffExplorerScreen
+from app.widgets.merge_diff import (
+    DiffPaths,
+    LaunchOutcome,
+    branch_id_of,
+    change_counts,
+    diff_head,
+    format_cost,
+    label_order,
+    launch_difftool,
+    state_badge,
+)
+from branching_core.errors import BranchingError
+from branching_core.fork.types import BranchStatus
+from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
+
+
+class _DiffScroll(VerticalScroll, can_focus=False):
+    """A column's diff area: scrolls with the mouse but never takes the arrow keys."""
+
+
+class BranchColumn(Vertical):
+    """One branch in the picker: header, change counts, diff head."""
+
+    def __init__(
+        self,
+        index: int,
+        label: str,
+        status: BranchStatus | None,
+        changes: Sequence[BranchChange],
+    ) -> None:
+        super().__init__(classes="merge-column", id=f"merge-column-{index}")
+        self.index = index
+        self.label = label
+        self.status = status
+        self.changes = list(changes)
+
+    def compose(self) -> ComposeResult:
+        header = Text(f"{self.index + 1} ", style="bold reverse")
+        header.append(f" {self.label}", style="bold")
+        if self.status is not None:
+            header.append(f"  {state_badge(self.status.state)}")
+        yield Static(header, classes="merge-column-header")
+        meta = change_counts(self.changes)
+        if self.status is not None:
+            meta = f"{format_cost(self.status.cost_usd)} · {meta}"
+        yield Static(meta, classes="merge-column-meta")
+        with _DiffScroll(classes="merge-column-diff"):
+            yield Static(diff_head(self.changes), classes="merge-column-diff-text")
+
+    def on_click(self, event: events.Click) -> None:
+        screen = self.screen
+        if isinstance(screen, MergePickerModal):
+            screen.highlight(self.index)
+
+
+class MergePickerModal(ModalScreen[str | None]):
+    """Pick the winning branch; dismisses with ``"pick:<label>"`` or ``None``.
+
+    ``statuses`` come from ``ForkCoordinator.inspect_branches()`` (order = column order);
+    branches only the report knows are appended. ``paths`` says which directories the diff
+    tool compares (see ``DiffPaths.for_fork``); ``difftool`` is the ``review.difftool``
+    setting; ``env`` defaults to ``os.environ``.
+    """
+
+    CSS_PATH = "merge_picker.tcss"
+
+    BINDINGS = [
+        *(Binding(str(n), f"pick({n})", show=False) for n in range(1, 10)),
+        Binding("left", "move(-1)", "Prev", show=False),
+        Binding("right", "move(1)", "Next", show=False),
+        Binding("enter", "pick_highlighted", "Pick"),
+        Binding("o", "open_tool", "Open diff tool"),
+        Binding("d", "explore", "Diff explorer"),
+        Binding("escape", "cancel", "Cancel"),
+    ]
+
+    def __init__(
+        self,
+        report: BranchDiffReport,
+        statuses: Sequence[BranchStatus],
+        *,
+        difftool: str | None = None,
+        paths: DiffPaths | None = None,
+        preselect: str | None = None,
+        subtitle: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.report = report
+        self.statuses = {s.label: s for s in statuses}
+        self.labels = label_order(report, [s.label for s in statuses])
+        self.difftool = difftool
+        self.diff_paths = paths
+        self.subtitle = subtitle
+        self.env = env
+        self.highlighted = self.labels.index(preselect) if preselect in self.labels else 0
+        self.last_launch: LaunchOutcome | None = None
+
+    @classmethod
+    def from_outcome(
+        cls,
+        outcome: ResolveOutcome,
+        statuses: Sequence[BranchStatus],
+        *,
+        report: BranchDiffReport | None = None,
+        difftool: str | None = None,
+        paths: DiffPaths | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> MergePickerModal:
+        """The override picker: preselected on the judge's pick, its reasoning as subtitle.
+
+        ``report`` defaults to ``outcome.report``; raises ``ValueError`` when neither is set.
+        """
+        report = report if report is not None else outcome.report
+        if report is None:
+            raise ValueError("the resolve outcome carries no diff report; pass report=")
+        verdict = outcome.verdict
+        subtitle = None
+        if verdict is not None:
+            confidence = (
+                outcome.confidence if outcome.confidence is not None else verdict.confidence
+            )
+            subtitle = f"Judge picked {outcome.winner_label or verdict.winner} ({confidence:.2f})"
+            if verdict.rationale:
+                subtitle += f": {verdict.rationale}"
+        elif outcome.fallback_reason:
+            subtitle = f"Judge: {outcome.fallback_reason}"
+        return cls(
+            report,
+            statuses,
+            difftool=difftool,
+            paths=paths,
+            preselect=outcome.winner_label or (verdict.winner if verdict else None),
+            subtitle=subtitle,
+            env=env,
+        )
+
+    @property
+    def highlighted_label(self) -> str | None:
+        return self.labels[self.highlighted] if self.labels else None
+
+    def _changes(self, label: str) -> list[BranchChange]:
+        status = self.statuses.get(label)
+        key = status.branch_id if status is not None else branch_id_of(self.report, label)
+        return self.report.changes_of(key or label)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="merge-picker"):
+            yield Static(
+                f"Merge: pick the winning branch ({len(self.labels)} branches)",
+                id="merge-picker-title",
+            )
+            if self.subtitle:
+                yield Static(Text(self.subtitle), id="merge-picker-subtitle")
+            with HorizontalScroll(id="merge-picker-columns", can_focus=False):
+                for index, label in enumerate(self.labels):
+                    yield BranchColumn(index, label, self.statuses.get(label), self._changes(label))
+            yield Static(
+                "1-9 pick · ←/→ move · Enter pick highlighted · o diff tool · "
+                "d diff explorer · Esc cancel",
+                id="merge-picker-help",
+            )
+
+    def on_mount(self) -> None:
+        self.highlight(self.highlighted)
+
+    def highlight(self, index: int) -> None:
+        """Move the highlight to column ``index`` (clamped) and scroll it into view."""
+        if not self.labels:
+            return
+        self.highlighted = max(0, min(index, len(self.labels) - 1))
+        for column in self.query(BranchColumn):
+            column.set_class(column.index == self.highlighted, "-highlighted")
+        target = self.query_one(f"#merge-column-{self.highlighted}", BranchColumn)
+        self.query_one("#merge-picker-columns", HorizontalScroll).scroll_to_widget(
+            target, animate=False
+        )
+
+    # ------------------------------------------------------------------ actions
+
+    def action_move(self, step: int) -> None:
+        self.highlight(self.highlighted + step)
+
+    def action_pick(self, number: int) -> None:
+        if 1 <= number <= len(self.labels):
+            self.dismiss(f"pick:{self.labels[number - 1]}")
+        else:
+            self.notify(f"there is no branch {number}", severity="warning", markup=False)
+
+    def action_pick_highlighted(self) -> None:
+        if self.labels:
+            self.dismiss(f"pick:{self.labels[self.highlighted]}")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def _explorer(self, initial_path: str | None = None) -> DiffExplorerScreen:
+        return DiffExplorerScreen(
+            self.report,
+            paths=self.diff_paths,
+            difftool=self.difftool,
+            labels=self.labels,
+            initial_path=initial_path,
+            env=self.env,
+        )
+
+    def action_explore(self) -> None:
+        self.app.push_screen(self._explorer())
+
+    def action_open_tool(self) -> None:
+        """The highlighted branch vs. the parent over the whole tree, in the detected tool."""
+        label = self.highlighted_label
+        if label is None:
+            return
+        branch_dir = self.diff_paths.branches.get(label) if self.diff_paths else None
+        if self.diff_paths is None or branch_dir is None:
+            self.notify(f"no directory known for branch {label}", severity="warning", markup=False)
+            return
+        try:
+            outcome = launch_difftool(
+                self.diff_paths.parent, [branch_dir], difftool=self.difftool, env=self.env
+            )
+        except BranchingError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        self.last_launch = outcome
+        if outcome.wants_tui:
+            changes = self._changes(label)
+            self.app.push_screen(self._explorer(changes[0].path if changes else None))
+        else:
+            self.notify(f"opened {label} vs. parent in the {outcome.kind} diff tool", markup=False)
+
+
+__all__ = ["BranchColumn", "MergePickerModal"]

@@ -1,0 +1,1 @@
+"""forkdeck TUI package."""

@@ -1,0 +1,52 @@
+"""Snapshots of the merge UI: picker (three branches), judge acceptance, diff explorer.
+
+Fixed data only (``fixed_report``: fixed ids, labels and contents), a fixed terminal size,
+and no text inputs on these screens (so no blinking cursor), so the SVGs are stable.
+Update with ``pytest tests/app/test_snapshots_merge.py --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.modals.merge_picker import MergePickerModal
+from app.screens.diff_explorer import DiffExplorerScreen
+from app.widgets.merge_acceptance import MergeAcceptanceModal
+from tests.app.fixtures_merge import ScreenHost, fixed_outcome, fixed_report, fixed_statuses
+
+SIZE = (120, 36)
+
+
+def test_merge_picker_three_branches(snap_compare: Any) -> None:
+    app = ScreenHost(lambda: MergePickerModal(fixed_report(), fixed_statuses()))
+    assert snap_compare(app, press=["right"], terminal_size=SIZE)
+
+
+def test_merge_picker_preselected_by_judge(snap_compare: Any) -> None:
+    outcome = fixed_outcome()
+    assert outcome.verdict is not None
+    app = ScreenHost(
+        lambda: MergePickerModal(
+            fixed_report(),
+            fixed_statuses(),
+            preselect="gamma",
+            subtitle=f"Judge picked alpha: {outcome.verdict.rationale}",
+        )
+    )
+    assert snap_compare(app, terminal_size=SIZE)
+
+
+def test_merge_acceptance(snap_compare: Any) -> None:
+    report = fixed_report()
+    app = ScreenHost(lambda: MergeAcceptanceModal(fixed_outcome(report), statuses=fixed_statuses()))
+    assert snap_compare(app, terminal_size=SIZE)
+
+
+def test_diff_explorer(snap_compare: Any) -> None:
+    app = ScreenHost(lambda: DiffExplorerScreen(fixed_report(), initial_path="src/app.py"))
+    assert snap_compare(app, terminal_size=SIZE)
+
+
+def test_diff_explorer_binary(snap_compare: Any) -> None:
+    app = ScreenHost(lambda: DiffExplorerScreen(fixed_report(), initial_path="assets/logo.png"))
+    assert snap_compare(app, terminal_size=SIZE)
