@@ -53,6 +53,9 @@ class LiveForkCapability(AbstractCapability[Any]):
     deps_factory: Any = None
     stream_text: bool = False
     keep_artifacts: bool = False
+    materialize: bool = False
+    """Mirror every fork under ``.pydantic-deep/forks/<id>/{parent,branches}`` for diff tools
+    (``branching_core.review.materializer``); removed on merge/abort unless ``keep_artifacts``."""
 
     coordinator: ForkCoordinator | None = field(default=None, repr=False, compare=False)
     """The run's coordinator (set on the per-run copy returned by ``for_run``)."""
@@ -107,6 +110,7 @@ class LiveForkCapability(AbstractCapability[Any]):
             deps_factory=template.deps_factory,
             stream_text=template.stream_text,
             keep_artifacts=template.keep_artifacts,
+            materialize=template.materialize,
         )
         clone._template = template
         bctx = current_branch()
@@ -132,6 +136,8 @@ class LiveForkCapability(AbstractCapability[Any]):
                 provide_workspace_tools=False,
                 deps_factory=template.deps_factory,
                 stream_text=template.stream_text,
+                materialize=template.materialize,
+                keep_artifacts=template.keep_artifacts,
             )
             template._all.add(coord)
         template._claimed.add(coord)
@@ -181,6 +187,8 @@ class LiveForkCapability(AbstractCapability[Any]):
             provide_workspace_tools=not root.include_workspace_tools,
             deps_factory=root.deps_factory,
             stream_text=root.stream_text,
+            materialize=root.materialize,
+            keep_artifacts=root.keep_artifacts,
         )
         for coord in coords:
             root._all.add(coord)

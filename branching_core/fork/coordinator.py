@@ -277,6 +277,8 @@ class ForkCoordinator:
         parent_runtime: BranchRuntime | None = None,
         parent_coordinator: ForkCoordinator | None = None,
         approval_required: ApprovalPolicy | None = None,
+        materialize: bool = False,
+        keep_artifacts: bool = False,
     ) -> None:
         self.agent = agent
         self.parent_deps = parent_deps
@@ -309,6 +311,16 @@ class ForkCoordinator:
         self.recovery_errors: list[str] = []
         self._writer = _StateWriter(self.store)
         self._background: set[asyncio.Task[Any]] = set()
+        # On-disk mirror for diff tools (branching_core.review.materializer); nested
+        # coordinators inherit it from their parent coordinator.
+        outer = parent_coordinator
+        self.materialize = materialize or bool(outer is not None and outer.materialize)
+        self.keep_artifacts = keep_artifacts or bool(outer is not None and outer.keep_artifacts)
+        self.mirror_hook: Any = None
+        if self.materialize:
+            from branching_core.review.materializer import ForkMaterializer
+
+            self.mirror_hook = ForkMaterializer.attach(self, keep_artifacts=self.keep_artifacts)
 
     # -- properties (seed 004) -------------------------------------------------------------
     @property
@@ -426,14 +438,16 @@ class ForkCoordinator:
             seed = copy_history(parent_history)
             seed_json = dumps_history(seed)
             runtimes: list[BranchRuntime] = []
+            ws_branches = self.parent_node.branch_many(
+                [_ws_name(spec.label, fork_id, i) for i, spec in enumerate(spec_list)],
+                on_success=None,
+                on_error=None,
+                durable=True,
+            )
             try:
-                for index, spec in enumerate(spec_list):
-                    ws_branch = self.parent_node.branch(
-                        _ws_name(spec.label, fork_id, index),
-                        on_success=None,
-                        on_error=None,
-                        durable=True,
-                    )
+                for index, (spec, ws_branch) in enumerate(
+                    zip(spec_list, ws_branches, strict=True)
+                ):
                     runtimes.append(
                         BranchRuntime(
                             branch_id=f"{fork_id[:6]}-{index}-{uuid.uuid4().hex[:4]}",
@@ -449,9 +463,9 @@ class ForkCoordinator:
                         )
                     )
             except BaseException:
-                for rt in runtimes:
+                for ws_branch in ws_branches:
                     with contextlib.suppress(Exception):
-                        rt.ws_branch.abort()
+                        ws_branch.abort()
                 raise
 
             self._branches = {rt.branch_id: rt for rt in runtimes}
@@ -1278,6 +1292,10 @@ class ForkCoordinator:
             for rt in coord._branches.values():
                 by_branch[rt.branch_id] = (coord, rt)
             out.append(coord)
+        if kwargs.get("materialize"):  # rebuild or clean mirrors a killed process left
+            from branching_core.review.mirror_recovery import recover_mirrors
+
+            recover_mirrors(ws, out, keep_artifacts=kwargs.get("keep_artifacts"))
         return out
 
     def _restore(self, manifest: dict[str, Any]) -> None:
@@ -1347,8 +1365,8 @@ class ForkCoordinator:
         return build_diff_report(handle.fork_id, runtimes, paths, parent_path=self.parent_path)
 
     async def resolve(self, strategy: MergeStrategy | None = None, **kwargs: Any) -> Any:
-        """Resolve with a judge per ``strategy`` (default: the fork's); see ``review.resolve``."""
-        from branching_core.review.resolve import resolve
+        """Settle the fork with a judge per ``strategy`` (see ``review.resolver.resolve``)."""
+        from branching_core.review.resolver import resolve
 
         return await resolve(self, strategy, **kwargs)
 

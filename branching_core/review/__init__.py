@@ -26,6 +26,9 @@ _LAZY: dict[str, str] = {
     "JudgeVerdict": "branching_core.review.types",
     "PathDiff": "branching_core.review.types",
     "ResolveOutcome": "branching_core.review.types",
+    # the live mirror for IDE diff tools
+    "ForkMaterializer": "branching_core.review.materializer",
+    "recover_mirrors": "branching_core.review.mirror_recovery",
     # the diff report
     "build_diff_report": "branching_core.review.diff_report",
     # tests in every branch

@@ -1,0 +1,556 @@
+"""``ForkMaterializer``: a live on-disk mirror of a fork's branches, for IDE diff tools.
+
+::
+
+    .pydantic-deep/forks/<fork_id>/
+        manifest.json, history/, checkpoints/   the fork store's (never touched here)
+        parent/                                 fork-time version of every touched path
+        branches/<label>/                       each branch's changed files, as they are now
+        mirror.json, mirror.lock                who mirrors this fork, and which label is where
+
+Why it watches the branch store instead of hooking a write tool: a branch's files change
+through its tools, through shell commands in the sandbox (``sed -i``, formatters, test
+runs) and through anything those start. All of them end up in one place on the host
+filesystem: the overlay backend's upper directory, or the branch directory itself for the
+copy and reflink backends. One ``watchfiles`` watcher per fork (a thread, one inotify
+instance for all of the fork's branches) reports those writes; each batch is re-diffed
+path by path (see :mod:`branching_core.review.mirror_sync`), so the mirror follows every
+writer within the watcher's step (tens of milliseconds) plus the copy time.
+
+The workspace hides ``.pydantic-deep`` from every branch (overlay whiteout, copy ignore
+rule), so the mirror never shows up in a branch's view nor in what a merge commits.
+
+Lifetime: :meth:`ForkMaterializer.attach` hooks a :class:`~branching_core.fork.ForkCoordinator`
+(``ForkCreated`` starts a mirror, ``ForkResolved`` removes ``parent/``, ``branches/`` and
+``mirror.json`` unless ``keep_artifacts``). A process killed mid-fork leaves its mirror
+behind; :func:`recover_mirrors` (called by ``ForkCoordinator.recover(...,
+materialize=True)``) rebuilds the mirrors of forks still open and cleans the others.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from branching_core.errors import BranchingError
+from branching_core.fork import events as ev
+from branching_core.fork.store import ForkStore
+from branching_core.review.mirror_sync import MirroredBranch, MirrorTree, relevant
+
+if TYPE_CHECKING:
+    from branching_core.fork.coordinator import ForkCoordinator
+
+log = logging.getLogger(__name__)
+
+MIRROR_FILE = "mirror.json"
+LOCK_FILE = "mirror.lock"
+MIRROR_VERSION = 1
+DEFAULT_STEP_MS = 20
+"""watchfiles waits this long for more events before handing a batch over."""
+DEFAULT_DEBOUNCE_MS = 100
+"""...and never longer than this under a steady stream of writes."""
+
+
+_WATCHING: weakref.WeakSet[ForkMaterializer] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_watchers() -> None:
+    """Stop watcher threads before the interpreter goes away (mirrors stay for a restart)."""
+    for mat in list(_WATCHING):
+        mat.stop()
+
+
+class MirrorError(BranchingError):
+    """The mirror cannot be started (e.g. another live process mirrors this fork)."""
+
+
+def mirror_dirname(label: str, taken: Iterable[str] = ()) -> str:
+    """A safe directory name for ``label`` (unique among ``taken``)."""
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip(".-")[:60] or "branch"
+    used = set(taken)
+    name, n = base, 2
+    while name in used:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def own_layer(branch: Any) -> Path:
+    """Where ``branch``'s own writes physically land: the overlay upper dir, else its view.
+
+    The workspace keeps this in the branch's (private) layout: the first layer is always
+    the branch's writable one. This is the one place the mirror reads it.
+    """
+    layout = getattr(branch, "_layout", None)
+    layers = getattr(layout, "layers", None)
+    return Path(layers[0]) if layers else Path(branch.path)
+
+
+@contextlib.contextmanager
+def _branch_held(branch: Any) -> Iterator[bool]:
+    """Hold the branch's lock while mirroring it; yields False once it is closed.
+
+    Commit and abort take the same lock, so the mirror never reads a view halfway through
+    being published or thrown away (which would look like every file was deleted).
+    """
+    lock = getattr(branch, "_lock", None) if branch is not None else None
+    if lock is None:
+        yield True
+        return
+    with lock:
+        yield bool(getattr(branch, "is_open", True))
+
+
+def _try_lock(path: Path) -> int | None:
+    """An exclusive flock on ``path`` (held until closed), or None when someone holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@dataclass
+class _Watch:
+    """One watcher thread and how it is doing."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    ready: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    batches: int = 0
+    error: str | None = None
+
+
+class ForkMaterializer:
+    """One fork's mirror (see the module docstring).
+
+    ``root`` is the workspace root (where ``.pydantic-deep`` lives); ``parent_root`` the
+    directory the fork was taken from (the workspace, or the outer branch's view for a
+    nested fork). Add branches with :meth:`add_branch`, then :meth:`start` the watcher.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        fork_id: str,
+        *,
+        parent_root: str | os.PathLike[str] | None = None,
+        keep_artifacts: bool = False,
+        step_ms: int = DEFAULT_STEP_MS,
+        debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+    ) -> None:
+        self.root = Path(root)
+        self.fork_id = fork_id
+        self.fork_dir = ForkStore(self.root).fork_dir(fork_id)
+        self.parent_root = Path(parent_root) if parent_root is not None else self.root
+        self.keep_artifacts = keep_artifacts
+        self.step_ms = step_ms
+        self.debounce_ms = debounce_ms
+        self.tree = MirrorTree(self.fork_dir, self.parent_root)
+        self._branches: dict[str, MirroredBranch] = {}
+        self._lock_fd: int | None = None
+        self._watch: _Watch | None = None
+        self.closed = False
+
+    # -- layout (seed names) ----------------------------------------------------------------
+    @property
+    def parent_dir(self) -> Path:
+        return self.tree.parent_dir
+
+    @property
+    def branches_dir(self) -> Path:
+        return self.tree.branches_dir
+
+    def branch_dir(self, label: str) -> Path:
+        """``branches/<dir>`` of the branch labelled ``label``."""
+        return self.tree.branch_root(self._by_label(label).dirname)
+
+    def parent_path(self, path: str) -> Path:
+        """Where the parent's fork-time version of ``path`` is mirrored."""
+        return self.parent_dir / path
+
+    def branch_path(self, label: str, path: str) -> Path:
+        """Where branch ``label``'s current version of ``path`` is mirrored."""
+        return self.branch_dir(label) / path
+
+    @property
+    def labels(self) -> list[str]:
+        return [b.label for b in self._branches.values()]
+
+    def touched_paths(self, label: str | None = None) -> list[str]:
+        """Files some branch (or branch ``label``) changed or deleted, as mirrored now."""
+        return self.tree.touched(self._by_label(label).dirname if label is not None else None)
+
+    def _by_label(self, label: str) -> MirroredBranch:
+        for b in self._branches.values():
+            if b.label == label:
+                return b
+        raise KeyError(f"no mirrored branch {label!r} in fork {self.fork_id}")
+
+    # -- setup --------------------------------------------------------------------------------
+    def add_branch(self, label: str, branch: Any) -> MirroredBranch:
+        """Mirror ``branch`` (a workspace ``Branch``) as ``branches/<label>/``."""
+        if self._watch is not None:
+            raise MirrorError("add every branch before start(): the watcher is running")
+        entry = MirroredBranch(
+            label=label,
+            dirname=mirror_dirname(label, self._branches),
+            view=Path(branch.path),
+            layer=own_layer(branch),
+            branch=branch,
+        )
+        self._branches[entry.dirname] = entry
+        return entry
+
+    def _write_info(self, state: str) -> None:
+        info = {
+            "version": MIRROR_VERSION,
+            "fork_id": self.fork_id,
+            "pid": os.getpid(),
+            "state": state,
+            "keep_artifacts": self.keep_artifacts,
+            "parent_root": str(self.parent_root),
+            "branches": [
+                {
+                    "label": b.label,
+                    "dir": b.dirname,
+                    "workspace_branch_id": getattr(b.branch, "id", None),
+                }
+                for b in self._branches.values()
+            ],
+            "updated_at": time.time(),
+        }
+        path = self.fork_dir / MIRROR_FILE
+        tmp = path.with_name(f".{MIRROR_FILE}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(info, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+    def claim(self) -> None:
+        """Take ``mirror.lock`` (a restarted process can tell a live mirror from an orphan)."""
+        if self._lock_fd is None:
+            fd = _try_lock(self.fork_dir / LOCK_FILE)
+            if fd is None:
+                raise MirrorError(f"fork {self.fork_id} is already mirrored by a live process")
+            self._lock_fd = fd
+        self._write_info("live")
+
+    def _release_lock(self, *, unlink: bool) -> None:
+        if self._lock_fd is None:
+            return
+        if unlink:
+            with contextlib.suppress(FileNotFoundError):
+                (self.fork_dir / LOCK_FILE).unlink()
+        os.close(self._lock_fd)
+        self._lock_fd = None
+
+    # -- syncing ------------------------------------------------------------------------------
+    def flush(self, label: str | None = None) -> int:
+        """Full reconcile now, in the caller's thread (all branches, or ``label``'s)."""
+        targets = [self._by_label(label)] if label is not None else list(self._branches.values())
+        done = 0
+        for b in targets:
+            with _branch_held(b.branch) as is_open:
+                if is_open:
+                    done += self.tree.reconcile(b)
+        return done
+
+    def rebuild(self) -> int:
+        """Full reconcile that also drops what an earlier mirror of this fork left behind:
+        directories of branches that are gone, and ``parent/`` copies nobody touches."""
+        from branching_core.workspace.fsutil import rmtree
+
+        if self.branches_dir.is_dir():
+            for entry in self.branches_dir.iterdir():
+                if entry.name not in self._branches:
+                    rmtree(entry)
+        done = self.flush()
+        self.tree.prune_parent()
+        return done
+
+    def _sync_batch(self, changes: set[tuple[Any, str]]) -> None:
+        by_branch: dict[str, set[str]] = {}
+        for _change, raw in changes:
+            hit = self._locate(raw)
+            if hit is not None:
+                by_branch.setdefault(hit[0].dirname, set()).add(hit[1])
+        for dirname, rels in by_branch.items():
+            b = self._branches[dirname]
+            with _branch_held(b.branch) as is_open:
+                if is_open:
+                    self.tree.sync(b, rels)
+
+    def _locate(self, raw: str) -> tuple[MirroredBranch, str] | None:
+        for b in self._branches.values():
+            layer = str(b.layer)
+            if raw.startswith(layer + os.sep):
+                rel = raw[len(layer) + 1 :]
+                return (b, rel) if relevant(rel) else None
+        return None
+
+    # -- watcher ------------------------------------------------------------------------------
+    def start(self, *, wait: bool = True, timeout: float = 10.0) -> None:
+        """Claim the mirror, start the watcher and reconcile once; ``wait`` for that."""
+        if self.closed:
+            raise MirrorError(f"the mirror of fork {self.fork_id} is already closed")
+        if self._watch is not None:
+            return
+        self.claim()
+        watch = _Watch()
+        watch.thread = threading.Thread(
+            target=self._run, args=(watch,), name=f"fork-mirror-{self.fork_id}", daemon=True
+        )
+        self._watch = watch
+        _WATCHING.add(self)
+        watch.thread.start()
+        if wait:
+            self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 10.0) -> bool:
+        """True once the watcher is watching and the first full reconcile is done."""
+        return self._watch is not None and self._watch.ready.wait(timeout)
+
+    @property
+    def watching(self) -> bool:
+        watch = self._watch
+        return watch is not None and watch.thread is not None and watch.thread.is_alive()
+
+    def _run(self, watch: _Watch) -> None:
+        import watchfiles
+
+        layers = [str(b.layer) for b in self._branches.values() if b.layer.is_dir()]
+        for force_polling in (False, True):
+            try:
+                self._watch_loop(watchfiles, layers, watch, force_polling=force_polling)
+                return
+            except Exception as exc:  # inotify limits, a vanished layer...
+                watch.error = f"{type(exc).__name__}: {exc}"
+                if watch.stop.is_set():
+                    return
+                log.warning("fork %s mirror watcher failed (%s)", self.fork_id, watch.error)
+        watch.ready.set()
+
+    def _watch_loop(
+        self, watchfiles: Any, layers: list[str], watch: _Watch, *, force_polling: bool
+    ) -> None:
+        if not layers:
+            self.rebuild()
+            watch.ready.set()
+            watch.stop.wait()
+            return
+        batches = watchfiles.watch(
+            *layers,
+            watch_filter=None,
+            debounce=self.debounce_ms,
+            step=self.step_ms,
+            stop_event=watch.stop,
+            rust_timeout=100,
+            yield_on_timeout=True,
+            raise_interrupt=False,
+            force_polling=force_polling,
+            poll_delay_ms=50,
+            ignore_permission_denied=True,
+        )
+        first = True
+        for changes in batches:
+            if first:
+                # The watch is live from here on: whatever happened before is reconciled.
+                self.rebuild()
+                watch.ready.set()
+                first = False
+            if changes:
+                watch.batches += 1
+                try:
+                    self._sync_batch(changes)
+                except OSError as exc:
+                    log.warning("fork %s mirror sync failed: %s", self.fork_id, exc)
+
+    def stop(self) -> None:
+        """Stop the watcher (the mirror stays as it is)."""
+        watch, self._watch = self._watch, None
+        _WATCHING.discard(self)
+        if watch is None:
+            return
+        watch.stop.set()
+        if watch.thread is not None and watch.thread is not threading.current_thread():
+            watch.thread.join(5)
+
+    # -- ending ---------------------------------------------------------------------------------
+    def cleanup(self, *, force: bool = False) -> bool:
+        """Remove ``parent/``, ``branches/`` and ``mirror.json`` unless ``keep_artifacts``.
+
+        Never touches the fork store's files (manifest, history, checkpoints): rewinding
+        to a checkpoint needs them after the fork is resolved. Returns True when removed.
+        """
+        if self.keep_artifacts and not force:
+            self._write_info("kept")
+            return False
+        remove_mirror(self.fork_dir)
+        return True
+
+    def close(self, *, cleanup: bool = True) -> None:
+        """Stop watching, then ``cleanup()`` (a fork that stays open keeps its mirror with
+        ``cleanup=False``; the next start rebuilds it)."""
+        self.stop()
+        if cleanup:
+            self.cleanup()
+        self._release_lock(unlink=True)
+        self.closed = True
+
+    # -- hooking a coordinator -----------------------------------------------------------
+    @classmethod
+    def attach(
+        cls,
+        coordinator: ForkCoordinator,
+        *,
+        keep_artifacts: bool = False,
+        step_ms: int = DEFAULT_STEP_MS,
+        debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+    ) -> MirrorHook:
+        """Mirror every fork ``coordinator`` makes, from ``ForkCreated`` to ``ForkResolved``."""
+        return MirrorHook(
+            coordinator, keep_artifacts=keep_artifacts, step_ms=step_ms, debounce_ms=debounce_ms
+        )
+
+    @classmethod
+    def for_coordinator(
+        cls,
+        coordinator: ForkCoordinator,
+        *,
+        keep_artifacts: bool = False,
+        step_ms: int = DEFAULT_STEP_MS,
+        debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+    ) -> ForkMaterializer:
+        """A mirror (not started) of ``coordinator``'s current fork and its live branches."""
+        fork_id = coordinator.fork_id
+        if fork_id is None:
+            raise MirrorError("the coordinator has no fork to mirror")
+        mat = cls(
+            coordinator.workspace.path,
+            fork_id,
+            parent_root=coordinator.parent_path,
+            keep_artifacts=keep_artifacts,
+            step_ms=step_ms,
+            debounce_ms=debounce_ms,
+        )
+        for rt in coordinator.branches.values():
+            if rt.ws_branch is not None and rt.ws_branch.is_open:
+                mat.add_branch(rt.label, rt.ws_branch)
+        return mat
+
+    def __repr__(self) -> str:
+        return (
+            f"<ForkMaterializer {self.fork_id} {len(self._branches)} branches at {self.fork_dir}>"
+        )
+
+
+def remove_mirror(fork_dir: Path) -> None:
+    """Delete what a mirror owns in ``fork_dir`` (never the fork store's files)."""
+    from branching_core.workspace.fsutil import rmtree
+
+    for name in ("parent", "branches"):
+        rmtree(fork_dir / name)
+    for name in (MIRROR_FILE, LOCK_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            (fork_dir / name).unlink()
+
+
+_FINAL_STATES = frozenset(
+    {"done", "failed", "terminated", "budget_exhausted", "aggregate_budget_exhausted"}
+)
+
+
+@dataclass(eq=False)
+class MirrorHook:
+    """Keeps one coordinator's current fork mirrored (made by :meth:`ForkMaterializer.attach`).
+
+    With ``keep_artifacts`` a branch reaching a final state is flushed at once, on the
+    event loop (before a merge or abort can close it), so the kept mirror is exact.
+    """
+
+    coordinator: Any
+    keep_artifacts: bool = False
+    step_ms: int = DEFAULT_STEP_MS
+    debounce_ms: int = DEFAULT_DEBOUNCE_MS
+    materializer: ForkMaterializer | None = None
+    _remove: Callable[[], None] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._remove = self.coordinator.add_listener(self._on_event)
+
+    def _on_event(self, event: ev.ForkEvent) -> None:
+        if isinstance(event, ev.ForkCreated):
+            self.resume()
+        elif isinstance(event, ev.ForkResolved):
+            mat = self.materializer
+            if mat is not None and mat.fork_id == event.fork_id:
+                self.materializer = None
+                mat.close(cleanup=True)
+            elif not self.keep_artifacts:  # resolved before its mirror was (re)built
+                remove_mirror(self.coordinator.store.fork_dir(event.fork_id))
+        elif (
+            isinstance(event, ev.BranchStateChanged)
+            and event.state in _FINAL_STATES
+            and self.keep_artifacts
+            and self.materializer is not None
+        ):
+            with contextlib.suppress(KeyError, OSError):
+                self.materializer.flush(event.label)
+
+    def resume(self, *, wait: bool = False) -> ForkMaterializer | None:
+        """Start mirroring the coordinator's fork if it is open (after fork() or recover())."""
+        coord = self.coordinator
+        if coord.fork_id is None or coord.is_resolved:
+            return None
+        if self.materializer is not None:
+            if self.materializer.fork_id == coord.fork_id:
+                return self.materializer
+            self.materializer.close(cleanup=False)
+        mat = ForkMaterializer.for_coordinator(
+            coord,
+            keep_artifacts=self.keep_artifacts,
+            step_ms=self.step_ms,
+            debounce_ms=self.debounce_ms,
+        )
+        try:
+            mat.start(wait=wait)
+        except MirrorError as exc:
+            log.warning("%s", exc)
+            return None
+        self.materializer = mat
+        return mat
+
+    def detach(self) -> None:
+        """Stop listening and watching; a fork still open keeps its mirror for a restart."""
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
+        if self.materializer is not None:
+            self.materializer.close(cleanup=False)
+            self.materializer = None
+
+
+__all__ = [
+    "DEFAULT_DEBOUNCE_MS",
+    "DEFAULT_STEP_MS",
+    "ForkMaterializer",
+    "MirrorError",
+    "MirrorHook",
+    "mirror_dirname",
+    "own_layer",
+    "remove_mirror",
+]
