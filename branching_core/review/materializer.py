@@ -215,6 +215,7 @@ class ForkMaterializer:
             branch=branch,
         )
         self._branches[entry.dirname] = entry
+        self.tree.register(entry.dirname)
         return entry
 
     def _write_info(self, state: str) -> None:

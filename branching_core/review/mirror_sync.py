@@ -3,7 +3,12 @@
 A mirror is two trees under the fork directory::
 
     parent/<rel>            the parent's version of every path some branch touched
-    branches/<dir>/<rel>    that branch's current version of each path it changed
+    branches/<dir>/<rel>    that branch's version of every path in ``parent/`` or that it
+                            created (a path only a sibling changed holds the parent's bytes)
+
+So ``parent/`` against ``branches/<dir>/`` in a directory diff tool shows exactly that
+branch's changes: a file a sibling touched is present and equal on both sides, not
+"deleted in this branch".
 
 :class:`MirrorTree` owns those trees and nothing else. Its one operation, :meth:`sync`,
 looks at the *current* state of a path (the branch's view against the parent's version
@@ -19,8 +24,8 @@ Rules, per branch and path (files and symlinks; directories are walked):
   atomically (temporary file + rename, so a diff tool never reads a torn file);
 * deleted: absent from ``branches/<dir>``, present in ``parent/`` (a deleted directory
   counts as every file under it);
-* unchanged (including "rewritten with the same bytes"): absent from ``branches/<dir>``;
-  its ``parent/`` copy is dropped once no branch touches the path any more.
+* unchanged (including "rewritten with the same bytes"): a copy of the ``parent/`` version
+  while some sibling touches the path; both copies are dropped once no branch does.
 
 ``parent/`` is captured lazily from the parent's view on first touch. The parent is not
 written while a fork is open (merging is what ends the mirror), so that is the fork-time
@@ -145,12 +150,23 @@ class MirrorTree:
         self.lock = threading.RLock()
         self._base: dict[str, str] = {}  # rel -> kind captured from the parent ("-" absent)
         self._touched: dict[str, set[str]] = {}  # rel -> dirnames of branches touching it
+        self._dirnames: set[str] = set()  # every mirrored branch, changed or not
+        self._dirty: set[str] = set()  # paths whose untouched-branch copies need settling
         self.parent_dir.mkdir(parents=True, exist_ok=True)
         self.branches_dir.mkdir(parents=True, exist_ok=True)
         # A mirror rebuilt after a restart keeps the fork-time copies it already has.
         for rel in walk_files(self.parent_dir):
             if relevant(rel):
                 self._base[rel] = _kind(_lstat(self.parent_dir / rel))
+
+    def register(self, dirname: str) -> None:
+        """Give a branch its directory now (so a branch with no changes still has one that
+        mirrors the captured parent paths)."""
+        with self.lock:
+            self._dirnames.add(dirname)
+            self.branch_root(dirname).mkdir(parents=True, exist_ok=True)
+            self._dirty.update(r for r, k in self._base.items() if k in ("f", "l"))
+            self._settle()
 
     # -- queries -----------------------------------------------------------------------
     def branch_root(self, dirname: str) -> Path:
@@ -180,16 +196,44 @@ class MirrorTree:
             except FileNotFoundError:
                 kind = "-"
         self._base[rel] = kind
+        self._dirty.add(rel)
         return kind
 
     def _drop_capture(self, rel: str) -> None:
         if self._base.pop(rel, None) in ("f", "l"):
             _remove(self.parent_dir / rel)
             _prune_empty(self.parent_dir, (self.parent_dir / rel).parent)
+            self._dirty.add(rel)
+
+    def _settle(self) -> None:
+        """For each dirty path, every branch that did not touch it gets the parent's
+        version (or loses its copy once the parent copy is gone)."""
+        dirty, self._dirty = self._dirty, set()
+        for rel in sorted(dirty):
+            source = self.parent_dir / rel
+            captured = self._base.get(rel) in ("f", "l")
+            source_st = _lstat(source) if captured else None
+            for dirname in self._dirnames:
+                if dirname in self._touched.get(rel, ()):
+                    continue
+                root = self.branch_root(dirname)
+                target = root / rel
+                if source_st is not None:
+                    if _same_file(source, source_st, target):
+                        continue
+                    self._ensure_dir(root, target.parent)
+                    if _kind(_lstat(target)) == "d":
+                        _remove(target)
+                    with contextlib.suppress(FileNotFoundError):
+                        _copy_atomic(source, target, source_st)
+                elif _lstat(target) is not None and _kind(_lstat(target)) != "d":
+                    _remove(target)
+                    _prune_empty(root, target.parent)
 
     # -- touched bookkeeping -----------------------------------------------------------------
     def _touch(self, dirname: str, rel: str) -> None:
         self._touched.setdefault(rel, set()).add(dirname)
+        self._dirty.add(rel)
 
     def _untouch(self, dirname: str, rel: str) -> None:
         who = self._touched.get(rel)
@@ -197,6 +241,7 @@ class MirrorTree:
             who.discard(dirname)
             if not who:
                 del self._touched[rel]
+        self._dirty.add(rel)
         if rel not in self._touched:
             self._drop_capture(rel)
 
@@ -211,8 +256,10 @@ class MirrorTree:
         mirror entries were written or removed (for tests and figures)."""
         done = 0
         with self.lock:
+            self._dirnames.add(branch.dirname)
             for rel in sorted({r for r in rels if relevant(r)}):
                 done += self._sync_one(branch, rel)
+            self._settle()
         return done
 
     def _sync_one(self, b: MirroredBranch, rel: str) -> int:
@@ -307,6 +354,7 @@ class MirrorTree:
         with self.lock:
             for rel in [r for r in self._base if r not in self._touched]:
                 self._drop_capture(rel)
+            self._settle()
 
     # -- helpers -------------------------------------------------------------------------------
     @staticmethod

@@ -108,7 +108,12 @@ def test_tool_writes_and_sandboxed_sed_are_mirrored_with_fork_time_parent(projec
             "src/app.py": "VALUE = 1\n",
             "src/util.py": "def f():\n    return 1\n",
         }
-        assert files_under(mat.branch_dir("approach_a")) == {"src/app.py": "VALUE = 2\n"}
+        # a path only the sibling changed holds the parent's bytes, so a directory diff of
+        # parent/ against branches/approach_a/ shows approach_a's changes and nothing else
+        assert files_under(mat.branch_dir("approach_a")) == {
+            "src/app.py": "VALUE = 2\n",
+            "src/util.py": "def f():\n    return 1\n",
+        }
         assert mat.touched_paths() == ["src/app.py", "src/util.py"]
         # the parent itself is untouched and the mirror is invisible to every branch
         assert (project / "src" / "util.py").read_text() == "def f():\n    return 1\n"
@@ -256,12 +261,14 @@ async def test_coordinator_mirrors_every_writer_and_cleans_on_merge(project: Pat
     await aeventually(
         lambda: (
             files_under(mat.branch_dir("a"))
-            == {"src/app.py": "VALUE = 'a'\n", "README.txt": "hi from a\n"}
+            == {"src/app.py": "VALUE = 'a'\n", "README.txt": "hi from a\n", "docs/a.md": "a\n"}
         ),
         "branch a (tool + sandboxed sed) mirrored",
     )
     await aeventually(
-        lambda: files_under(mat.branch_dir("b")) == {"docs/c.md": "x\n"}, "branch b mirrored"
+        lambda: files_under(mat.branch_dir("b"))
+        == {"docs/c.md": "x\n", "src/app.py": "VALUE = 1\n", "README.txt": "hello\n"},
+        "branch b mirrored (its deletion absent, its siblings' paths at the parent's version)",
     )
     assert files_under(mat.parent_dir) == {
         "src/app.py": "VALUE = 1\n",
@@ -411,7 +418,9 @@ async def test_killed_process_mirror_is_rebuilt_and_watched_again(project: Path)
     # the killed process left its mirror (and its lock file) behind
     assert files_under(fork_dir / "branches") == {
         "a/src/app.py": "VALUE = 'a'\n",
+        "a/README.txt": "hello\n",
         "b/README.txt": "sed-b\n",
+        "b/src/app.py": "VALUE = 1\n",
     }
     (fork_dir / "branches" / "a" / "stale.txt").write_text("not in the branch\n")
 
@@ -419,7 +428,10 @@ async def test_killed_process_mirror_is_rebuilt_and_watched_again(project: Path)
     mat = coord.mirror_hook.materializer
     assert mat is not None and mat.watching and mat.fork_id == fork_id
     # rebuilt from the branches: the stale file is gone, the real changes are there
-    assert files_under(mat.branch_dir("a")) == {"src/app.py": "VALUE = 'a'\n"}
+    assert files_under(mat.branch_dir("a")) == {
+        "src/app.py": "VALUE = 'a'\n",
+        "README.txt": "hello\n",
+    }
     assert files_under(mat.parent_dir) == {"src/app.py": "VALUE = 1\n", "README.txt": "hello\n"}
     # ... and it is live again: a sandboxed command on the recovered branch shows up
     b_path = coord.get_branch("b").path
@@ -490,7 +502,7 @@ def test_custom_difftool_opens_the_mirrored_fork_directories(
         assert got["listing"] == {
             str(mat.parent_dir): ["src/app.py"],
             str(dirs[0]): ["src/app.py"],
-            str(dirs[1]): ["new.txt"],
+            str(dirs[1]): ["new.txt", "src/app.py"],
         }
         # VS Code's directory mode turns the same dirs into per-file commands
         cmds = EditorDetector.build_commands("vscode", mat.parent_dir, [dirs[0]], executable="code")
