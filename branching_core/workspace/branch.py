@@ -158,25 +158,7 @@ class Branch(_Node):
     def _create(
         cls, parent: _Node, name: str, on_success: OnSuccess, on_error: OnError, *, durable: bool
     ) -> Branch:
-        ws = parent.workspace
-        store = ws._store
-        branch_id = store.new_branch_id()
-        parent_generation = store.generation(parent.node_id)
-        created_ns = time.time_ns()
-        layout = ws._backend.create(branch_id, parent.parent_view())
-        branch = cls(
-            parent,
-            name,
-            layout,
-            on_success=on_success,
-            on_error=on_error,
-            created_ns=created_ns,
-            parent_generation=parent_generation,
-            durable=durable,
-        )
-        store.write_meta(branch_id, branch._meta())
-        ws._register(branch)
-        return branch
+        return cls._create_many(parent, [name], on_success, on_error, durable=durable)[0]
 
     @classmethod
     def _create_many(
