@@ -22,7 +22,6 @@ import contextvars
 import logging
 import os
 import re
-import shutil
 import time
 import uuid
 import weakref
@@ -66,6 +65,7 @@ from branching_core.fork.types import (
     MergeStrategy,
 )
 from branching_core.workspace import Workspace
+from branching_core.workspace.apply import apply_paths, changed_since
 
 log = logging.getLogger(__name__)
 
@@ -1084,7 +1084,7 @@ class ForkCoordinator:
             # Another fork of the same parent committed first (the workspace's first-winner
             # rule would abort this branch on commit): apply path by path instead, with the
             # same conflict rule, so the winner's work is never thrown away.
-            conflicts = self._changed_since(changes, parent_dir, branch.created_ns)
+            conflicts = changed_since(changes, parent_dir, branch.created_ns)
             report.conflicts = conflicts
             self._apply_paths(branch_dir, parent_dir, changes, set(conflicts), is_dir, report)
             await asyncio.to_thread(branch.abort)
@@ -1119,21 +1119,6 @@ class ForkCoordinator:
         task.add_done_callback(self._background.discard)
 
     @staticmethod
-    def _changed_since(changes: Any, parent_dir: Path, created_ns: int) -> list[str]:
-        """Paths the branch changed that the parent changed (or lost) after ``created_ns``."""
-        out = []
-        for rel in changes.all_paths:
-            try:
-                st = os.lstat(parent_dir / rel)
-            except FileNotFoundError:
-                if rel in changes.modified or rel in changes.deleted:
-                    out.append(rel)
-                continue
-            if st.st_ctime_ns > created_ns and not (parent_dir / rel).is_dir():
-                out.append(rel)
-        return sorted(out)
-
-    @staticmethod
     def _apply_paths(
         src_root: Path,
         dst_root: Path,
@@ -1142,43 +1127,10 @@ class ForkCoordinator:
         is_dir: set[str],
         report: FlushReport,
     ) -> None:
-        def blocked(rel: str) -> bool:
-            return any(
-                rel == c or rel.startswith(c + "/") or c.startswith(rel + "/") for c in conflicts
-            )
-
-        for rel in sorted({*changes.created, *changes.modified}, key=lambda p: p.count("/")):
-            if blocked(rel):
-                continue
-            src, dst = src_root / rel, dst_root / rel
-            try:
-                if rel in is_dir:
-                    dst.mkdir(parents=True, exist_ok=True)
-                    continue
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                if os.path.lexists(dst) and dst.is_dir() and not dst.is_symlink():
-                    shutil.rmtree(dst)
-                tmp = dst.with_name(f".{dst.name}.merge-{os.getpid()}")
-                if src.is_symlink():
-                    os.symlink(os.readlink(src), tmp)
-                else:
-                    shutil.copy2(src, tmp)
-                os.replace(tmp, dst)
-                report.applied_paths.append(rel)
-            except OSError as exc:
-                report.errors.append(FlushError(rel, f"{type(exc).__name__}: {exc}"))
-        for rel in sorted(changes.deleted, key=lambda p: -p.count("/")):
-            if blocked(rel):
-                continue
-            dst = dst_root / rel
-            try:
-                if dst.is_dir() and not dst.is_symlink():
-                    shutil.rmtree(dst)
-                elif os.path.lexists(dst):
-                    dst.unlink()
-                report.deleted_paths.append(rel)
-            except OSError as exc:
-                report.errors.append(FlushError(rel, f"{type(exc).__name__}: {exc}"))
+        done = apply_paths(src_root, dst_root, changes, skip=conflicts, is_dir=is_dir)
+        report.applied_paths.extend(done.applied)
+        report.deleted_paths.extend(done.deleted)
+        report.errors.extend(FlushError(rel, msg) for rel, msg in done.errors)
 
     # -- persistence ---------------------------------------------------------------------------
     def _manifest(self) -> dict[str, Any]:

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from branching_core.errors import ConflictError
+from branching_core.workspace.apply import apply_paths, changed_since
 
 _LOCKS: dict[tuple[int, str, str], asyncio.Lock] = {}
 
@@ -54,50 +53,9 @@ def _parent_dir(branch: Any) -> Path:
     return Path(branch.parent.path)
 
 
-def changed_since(changes: Any, parent_dir: Path, created_ns: int) -> list[str]:
-    """Paths the branch changed that the parent changed (or lost) after ``created_ns``."""
-    out = []
-    for rel in changes.all_paths:
-        target = parent_dir / rel
-        try:
-            st = os.lstat(target)
-        except FileNotFoundError:
-            if rel in changes.modified or rel in changes.deleted:
-                out.append(rel)
-            continue
-        if st.st_ctime_ns > created_ns and not target.is_dir():
-            out.append(rel)
-    return sorted(out)
-
-
 def _apply_paths(src_root: Path, dst_root: Path, changes: Any, landing: Landing) -> None:
-    """Copy created/modified paths (shallow first) and remove deleted ones (deep first)."""
-    for rel in sorted({*changes.created, *changes.modified}, key=lambda p: p.count("/")):
-        src, dst = src_root / rel, dst_root / rel
-        try:
-            if src.is_dir() and not src.is_symlink():
-                dst.mkdir(parents=True, exist_ok=True)
-                continue
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_dir() and not dst.is_symlink():
-                shutil.rmtree(dst)
-            tmp = dst.with_name(f".{dst.name}.subagent-{os.getpid()}")
-            if src.is_symlink():
-                os.symlink(os.readlink(src), tmp)
-            else:
-                shutil.copy2(src, tmp)
-            os.replace(tmp, dst)
-        except OSError as exc:
-            landing.errors.append(f"{rel}: {type(exc).__name__}: {exc}")
-    for rel in sorted(changes.deleted, key=lambda p: -p.count("/")):
-        dst = dst_root / rel
-        try:
-            if dst.is_dir() and not dst.is_symlink():
-                shutil.rmtree(dst)
-            elif os.path.lexists(dst):
-                dst.unlink()
-        except OSError as exc:
-            landing.errors.append(f"{rel}: {type(exc).__name__}: {exc}")
+    done = apply_paths(src_root, dst_root, changes)
+    landing.errors.extend(f"{rel}: {msg}" for rel, msg in done.errors)
 
 
 async def abort_quietly(branch: Any) -> None:
