@@ -1,0 +1,54 @@
+"""``ConfirmModal``: a yes/no question (terminate a branch, abort the fork...).
+
+Why a modal of its own: Esc on a branch tab is destructive, so it always asks first. Keys:
+``y`` / Enter on "Yes" confirm; ``n`` / Esc decline. Dismisses with True or False.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmModal(ModalScreen[bool]):
+    """Ask ``question``; True for yes, False for no."""
+
+    CSS_PATH = Path(__file__).with_suffix(".tcss")  # absolute: subclasses elsewhere work
+    AUTO_FOCUS = "#yes"
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n", "answer(False)", "No"),
+        Binding("escape", "answer(False)", "No"),
+        Binding("left,right", "toggle_focus", show=False),
+    ]
+
+    def __init__(self, question: str, *, yes_label: str = "Yes", no_label: str = "No") -> None:
+        super().__init__()
+        self.question = question
+        self.yes_label = yes_label
+        self.no_label = no_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(self.question, id="question", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button(f"{self.yes_label} (y)", variant="error", id="yes", compact=True)
+                yield Button(f"{self.no_label} (n)", id="no", compact=True)
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+    def action_toggle_focus(self) -> None:
+        target = "#no" if self.focused is not None and self.focused.id == "yes" else "#yes"
+        self.query_one(target, Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "yes")

@@ -1,0 +1,249 @@
+"""``ForkPickerModal``: ``/fork`` asks for N branches (label, steer, model, budget) at once.
+
+Why: every value the user set with ``/fork-branches``, ``/fork-budget`` and ``/fork-model``
+shows up prefilled, so a fork is usually just "type the steers, press Enter". The first
+label field is focused as the modal is pushed (``AUTO_FOCUS``, applied by ``push_screen``
+itself, before the modal is even mounted), so keys typed right after opening land in it:
+the picker we learn from lost the first keys typed into it (without ``AUTO_FOCUS`` the
+first key goes to the bare screen and is dropped; the tests check exactly this). Bad input
+is reported on one inline line (``row 2: label 'a' is used twice``) and the modal stays open.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+from branching_core.config import Settings
+
+if TYPE_CHECKING:
+    from branching_core.fork.types import BranchSpec
+
+# Same rule as branching_core.config for [model] / [fork.models] values.
+_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*:\S+$")
+_BARE_MODELS = frozenset({"offline", "test"})
+_LABEL_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass
+class ForkRequest:
+    """What the picker returns: the branch specs and the fork-wide budget (None: no cap)."""
+
+    specs: list[BranchSpec] = field(default_factory=list)
+    aggregate_budget_usd: float | None = None
+
+
+class PickerError(ValueError):
+    """One invalid field: ``message`` is the line shown, ``field_id`` the input to focus."""
+
+    def __init__(self, message: str, field_id: str) -> None:
+        super().__init__(message)
+        self.field_id = field_id
+
+
+def default_label(index: int) -> str:
+    """``a``, ``b``, ... ``z``, then ``b27``, ``b28``... (0-based ``index``)."""
+    letters = string.ascii_lowercase
+    return letters[index] if index < len(letters) else f"b{index + 1}"
+
+
+def format_usd(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def parse_budget(text: str, what: str, field_id: str) -> float | None:
+    """``''`` -> None; ``0.25`` / ``$0.25`` -> 0.25; anything else -> PickerError."""
+    raw = text.strip().removeprefix("$").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise PickerError(f"{what}: {text.strip()!r} is not a number", field_id) from None
+    if not math.isfinite(value) or value <= 0:
+        raise PickerError(f"{what}: must be greater than 0, got {text.strip()}", field_id)
+    return value
+
+
+def check_model(text: str, what: str, field_id: str) -> str | None:
+    raw = text.strip()
+    if not raw:
+        return None
+    if raw in _BARE_MODELS or _MODEL_RE.match(raw):
+        return raw
+    raise PickerError(
+        f"{what}: model {raw!r} needs a provider prefix, e.g. anthropic:claude-sonnet-4-5",
+        field_id,
+    )
+
+
+class ForkPickerModal(ModalScreen["ForkRequest | None"]):
+    """N rows of label / steer / model / budget plus the aggregate budget.
+
+    ``defaults`` prefills the rows: ``branch_models[slot]`` (1-based) in the model column,
+    ``per_branch_budget_usd`` in every budget, ``aggregate_budget_usd`` below. An empty
+    model means "the default model" (shown as the placeholder, ``default_model`` or
+    ``defaults.model``). Dismisses with a :class:`ForkRequest`, or None on Esc / Cancel.
+    """
+
+    CSS_PATH = Path(__file__).with_suffix(".tcss")  # absolute: subclasses elsewhere work
+    AUTO_FOCUS = "#label-1"
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "submit", "Fork", show=False),
+    ]
+
+    def __init__(
+        self,
+        n: int,
+        defaults: Settings | None = None,
+        *,
+        labels: Sequence[str] | None = None,
+        default_model: str | None = None,
+        cursor_blink: bool = True,
+    ) -> None:
+        super().__init__()
+        if n < 1:
+            raise ValueError(f"a fork needs at least one branch, got {n}")
+        self.n = n
+        self.defaults = defaults or Settings()
+        self.labels = list(labels or [default_label(i) for i in range(n)])
+        self.default_model = default_model or self.defaults.model
+        self.cursor_blink = cursor_blink
+
+    # -- layout ----------------------------------------------------------------------------
+    def _input(self, value: str, placeholder: str, id: str) -> Input:
+        entry = Input(value, placeholder, id=id, compact=True)
+        entry.cursor_blink = self.cursor_blink
+        return entry
+
+    def compose(self) -> ComposeResult:
+        settings = self.defaults
+        # A no-break space: a placeholder wraps at spaces and would show only "(default:".
+        model_hint = "(default)"
+        with Vertical(id="dialog"):
+            yield Static(f"Fork into {self.n} branches", id="title")
+            with VerticalScroll(id="rows"), Grid(id="grid"):
+                for heading in ("#", "label", "steer", "model", "budget $"):
+                    yield Static(heading, classes="heading")
+                for slot in range(1, self.n + 1):
+                    yield Static(str(slot), classes="slot")
+                    yield self._input(self.labels[slot - 1], "label", f"label-{slot}")
+                    yield self._input("", "what makes this branch different", f"steer-{slot}")
+                    yield self._input(
+                        settings.branch_models.get(slot, ""), model_hint, f"model-{slot}"
+                    )
+                    yield self._input(
+                        format_usd(settings.per_branch_budget_usd), "none", f"budget-{slot}"
+                    )
+            # A placeholder is cut at the field's width, so the default model is named here.
+            yield Static(
+                f"(default) = {self.default_model or 'the chat model'}"
+                " · an empty budget means no budget",
+                id="defaults",
+                markup=False,
+            )
+            with Horizontal(id="aggregate-row"):
+                yield Static("aggregate budget $", id="aggregate-label")
+                yield self._input(format_usd(settings.aggregate_budget_usd), "none", "aggregate")
+            yield Static("", id="error")
+            with Horizontal(id="buttons"):
+                yield Static("Enter: fork · Tab: next field · Esc: cancel", id="hint")
+                yield Button("Fork", variant="primary", id="fork", compact=True)
+                yield Button("Cancel", id="cancel", compact=True)
+
+    # -- values ----------------------------------------------------------------------------
+    def _value(self, field_id: str) -> str:
+        return self.query_one(f"#{field_id}", Input).value
+
+    def build_request(self) -> ForkRequest:
+        """The request the fields describe now; PickerError for the first bad field."""
+        from branching_core.fork.types import BranchSpec
+
+        specs: list[BranchSpec] = []
+        seen: dict[str, int] = {}
+        for slot in range(1, self.n + 1):
+            label = self._value(f"label-{slot}").strip()
+            where = f"row {slot}"
+            if not label:
+                raise PickerError(f"{where}: label is empty", f"label-{slot}")
+            if not _LABEL_RE.match(label):
+                raise PickerError(
+                    f"{where}: label {label!r} may only use letters, digits, '_', '-' and '.'",
+                    f"label-{slot}",
+                )
+            if label in seen:
+                raise PickerError(
+                    f"{where}: label {label!r} is already used by row {seen[label]}",
+                    f"label-{slot}",
+                )
+            seen[label] = slot
+            steer = self._value(f"steer-{slot}").strip()
+            if not steer:
+                raise PickerError(f"{where}: steer is empty", f"steer-{slot}")
+            model = check_model(self._value(f"model-{slot}"), where, f"model-{slot}")
+            budget = parse_budget(
+                self._value(f"budget-{slot}"), f"{where} budget", f"budget-{slot}"
+            )
+            specs.append(BranchSpec(label=label, steer=steer, model=model, budget_usd=budget))
+        aggregate = parse_budget(self._value("aggregate"), "aggregate budget", "aggregate")
+        return ForkRequest(specs=specs, aggregate_budget_usd=aggregate)
+
+    @property
+    def error_text(self) -> str:
+        """The inline error line ('' when there is none)."""
+        return str(self.query_one("#error", Static).content)
+
+    def _show_error(self, exc: PickerError | None) -> None:
+        for entry in self.query(Input):
+            entry.remove_class("-invalid")
+        error = self.query_one("#error", Static)
+        if exc is None:
+            error.update("")
+            error.remove_class("-shown")
+            return
+        error.update(str(exc))
+        error.add_class("-shown")
+        bad = self.query_one(f"#{exc.field_id}", Input)
+        bad.add_class("-invalid")
+        bad.focus()
+
+    # -- actions ---------------------------------------------------------------------------
+    def action_submit(self) -> None:
+        try:
+            request = self.build_request()
+        except PickerError as exc:
+            self._show_error(exc)
+            return
+        self._show_error(None)
+        self.dismiss(request)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    def _enter(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_submit()
+
+    @on(Button.Pressed, "#fork")
+    def _fork_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_submit()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_cancel()

@@ -1,0 +1,237 @@
+"""``BranchPanelWidget``: one branch's transcript, streamed live.
+
+Why this shape: ten branches may stream at once, so a token must cost next to nothing.
+Text deltas are appended to a buffer (:meth:`append_text`) and written to the screen at
+most once per :data:`FLUSH_INTERVAL` per panel, into the *current* assistant block only;
+earlier blocks (the steer prompt, tool calls, results, steering messages) are separate
+widgets that are never re-rendered. Model text is shown as plain text (never parsed as
+markup), so a ``[`` in a reply cannot break or restyle the panel.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.timer import Timer
+from textual.widgets import Static
+
+from app.widgets.fork_tabs import STATE_BADGES
+
+FLUSH_INTERVAL = 1 / 20
+"""Seconds between two screen updates of one panel's streamed text (20 per second)."""
+
+BLOCK_CHARS = 2000
+"""A streamed reply longer than this continues in a new block at its next line break."""
+ARGS_WIDTH = 200
+RESULT_LINES = 3
+RESULT_WIDTH = 300
+
+
+def one_line(value: Any, width: int = ARGS_WIDTH) -> str:
+    """Tool arguments as one short line (JSON for dicts, the text itself for strings)."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError):
+            text = repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def short_result(content: str) -> str:
+    """The head of a tool result: at most :data:`RESULT_LINES` lines."""
+    lines = content.strip().splitlines() or [""]
+    head = "\n".join(line[:RESULT_WIDTH] for line in lines[:RESULT_LINES])
+    if len(lines) > RESULT_LINES:
+        head += f"\n… ({len(lines) - RESULT_LINES} more lines)"
+    return head
+
+
+def format_cost(cost_usd: float | None, budget_usd: float | None) -> str:
+    cost = "$?" if cost_usd is None else f"${cost_usd:.4f}"
+    return cost if budget_usd is None else f"{cost} / ${budget_usd:g}"
+
+
+class TranscriptBlock(Static):
+    """One entry of a transcript; ``kind`` is prompt/assistant/tool/result/steer/user/error."""
+
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(Content(text), classes=f"block -{kind}")
+        self.kind = kind
+        self.text = text
+
+    def set_text(self, text: str) -> None:
+        self.text = text
+        self.update(Content(text))
+
+
+class BranchPanelWidget(Vertical):
+    """The transcript of branch ``label``: steer prompt, streamed text, tools, steering."""
+
+    DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        steer: str = "",
+        model: str | None = None,
+        budget_usd: float | None = None,
+        state: str = "running",
+        cost_usd: float | None = 0.0,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.label = label
+        self.steer = steer
+        self.model = model
+        self.budget_usd = budget_usd
+        self.state = state
+        self.error: str | None = None
+        self.cost_usd = cost_usd
+        self._blocks: list[TranscriptBlock] = []
+        self._pending: list[str] = []
+        self._stream_block: TranscriptBlock | None = None
+        self._flush_timer: Timer | None = None
+        self.flushes = 0
+        """How many times streamed text reached the screen (for tests and benchmarks)."""
+        if steer:
+            self._blocks.append(TranscriptBlock("prompt", f"> {steer}"))
+
+    def compose(self) -> ComposeResult:
+        yield Static(Content(self.header_text), classes="header")
+        with VerticalScroll(classes="transcript"):
+            yield from self._blocks
+
+    # -- read ------------------------------------------------------------------------------
+    @property
+    def header_text(self) -> str:
+        badge = STATE_BADGES.get(self.state, "?")
+        model = self.model or "default model"
+        state = self.state.replace("_", " ")
+        return (
+            f"branch {self.label} · {badge} {state} · {model} · "
+            f"{format_cost(self.cost_usd, self.budget_usd)}"
+        )
+
+    @property
+    def blocks(self) -> list[TranscriptBlock]:
+        return list(self._blocks)
+
+    @property
+    def transcript_text(self) -> str:
+        """Everything on the panel's transcript so far (streamed text once flushed)."""
+        return "\n".join(block.text for block in self._blocks)
+
+    @property
+    def pending_text(self) -> str:
+        """Streamed text received but not yet drawn (drawn within FLUSH_INTERVAL)."""
+        return "".join(self._pending)
+
+    # -- streamed text ---------------------------------------------------------------------
+    def append_text(self, delta: str) -> None:
+        """Buffer one text delta; it reaches the screen on the next flush tick."""
+        if not delta:
+            return
+        self._pending.append(delta)
+        if self._flush_timer is None and self.is_mounted:
+            self._flush_timer = self.set_timer(FLUSH_INTERVAL, self.flush)
+
+    def flush(self) -> None:
+        """Draw buffered text now (one widget update however many deltas came in)."""
+        self._flush_timer = None
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending.clear()
+        block = self._stream_block
+        if block is not None and len(block.text) > BLOCK_CHARS and "\n" in text:
+            # A long reply continues in a new block at a line break, so a flush re-wraps
+            # at most ~BLOCK_CHARS of text rather than the whole reply.
+            head, _, text = text.rpartition("\n")
+            block.set_text(block.text + head)
+            block = self._stream_block = None
+        if block is None:
+            self._stream_block = self._add_block("assistant", text)
+        else:
+            block.set_text(block.text + text)
+            self._scroll_if_following()
+        self.flushes += 1
+
+    def _end_stream(self) -> None:
+        self.flush()
+        self._stream_block = None
+
+    # -- other entries ---------------------------------------------------------------------
+    def add_tool_call(self, tool_name: str, args: Any, tool_call_id: str = "") -> None:
+        self._end_stream()
+        self._add_block("tool", f"⚙ {tool_name} {one_line(args)}".rstrip())
+
+    def add_tool_result(self, tool_name: str, content: str, tool_call_id: str = "") -> None:
+        self._end_stream()
+        self._add_block("result", f"↳ {tool_name}: {short_result(content)}")
+
+    def add_steer(self, message: str) -> None:
+        """A steering message the branch will see on its next model request."""
+        self._end_stream()
+        self._add_block("steer", f">> {message}")
+
+    def add_user_message(self, message: str) -> None:
+        """A follow-up turn the user started on this (finished) branch."""
+        self._end_stream()
+        self._add_block("user", f"> {message}")
+
+    def add_note(self, message: str) -> None:
+        """A line from the UI itself (e.g. 'waiting for approval')."""
+        self._end_stream()
+        self._add_block("note", message)
+
+    def set_state(self, state: str, error: str | None = None) -> None:
+        if state != "running":
+            self._end_stream()
+        self.state = state
+        if error and error != self.error:
+            self._add_block("error", f"{STATE_BADGES.get(state, '!')} {error}")
+        self.error = error
+        self._update_header()
+
+    def set_cost(self, cost_usd: float | None) -> None:
+        self.cost_usd = cost_usd
+        self._update_header()
+
+    # -- internals -------------------------------------------------------------------------
+    def _update_header(self) -> None:
+        if self.is_mounted:
+            self.query_one(".header", Static).update(Content(self.header_text))
+
+    def _add_block(self, kind: str, text: str) -> TranscriptBlock:
+        block = TranscriptBlock(kind, text)
+        self._blocks.append(block)
+        if self.is_mounted:
+            self.query_one(".transcript", VerticalScroll).mount(block)
+            self._scroll_if_following()
+        return block
+
+    def _scroll_if_following(self) -> None:
+        if not self.is_mounted:
+            return
+        scroll = self.query_one(".transcript", VerticalScroll)
+        if scroll.is_vertical_scroll_end or scroll.max_scroll_y == 0:
+            scroll.scroll_end(animate=False)
+
+    def on_mount(self) -> None:
+        # Blocks added before mounting (a panel built for a running fork) go in now.
+        scroll = self.query_one(".transcript", VerticalScroll)
+        missing = [b for b in self._blocks if not b.is_mounted and b.parent is None]
+        if missing:
+            scroll.mount_all(missing)
+        if self._pending and self._flush_timer is None:
+            self._flush_timer = self.set_timer(FLUSH_INTERVAL, self.flush)

@@ -1,0 +1,104 @@
+"""Snapshots of the fork picker and of a fork with three branches running (fixed terminal
+size, no cursor blink, fixed labels and text: nothing random, no paths, no times)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.widgets import Footer
+
+from app.modals.fork_picker import ForkPickerModal
+from app.widgets.fork_area import ForkArea
+from branching_core.config import Settings
+from branching_core.fork import ForkCoordinator
+from tests.app.fixtures_fork import (
+    StreamScript,
+    Turn,
+    close_fork,
+    make_coordinator,
+    make_project,
+    start_fork,
+    wait_until,
+)
+
+SIZE = (100, 30)
+STREAMED = {
+    "alpha": ["Plan: ", "use a ", "hash table ", "keyed by ", "user id."],
+    "bravo": ["Plan: ", "a sorted ", "array with ", "binary search."],
+    "charlie": ["Reading ", "the code ", "first..."],
+}
+
+
+class PickerApp(App[None]):
+    def on_mount(self) -> None:
+        settings = Settings(
+            model="anthropic:claude-sonnet-4-5",
+            per_branch_budget_usd=0.25,
+            aggregate_budget_usd=2.0,
+            branch_models={1: "anthropic:claude-opus-4-6"},
+        )
+        self.push_screen(ForkPickerModal(3, settings, cursor_blink=False))
+
+
+def test_fork_picker_snapshot(snap_compare: Any) -> None:
+    async def fill(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        await pilot.press(*"fast")
+        await pilot.press("tab", *"use a hash table keyed by user id")
+
+    assert snap_compare(PickerApp(), terminal_size=SIZE, run_before=fill)
+
+
+class RunningForkApp(App[None]):
+    """Hosts a ForkArea over a real coordinator whose three branches stream some fixed text
+    and then block (so the picture is stable); everything is released on unmount."""
+
+    def __init__(self, root: Path, show: str | None) -> None:
+        super().__init__()
+        self.root = root
+        self.show = show
+        self.gate: asyncio.Event | None = None
+        self.coord: ForkCoordinator | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Footer()
+
+    async def start(self, pilot: Pilot[None]) -> None:
+        self.gate = asyncio.Event()
+        script = StreamScript(
+            {f"steer {label}": [Turn(chunks, gate=self.gate)] for label, chunks in STREAMED.items()}
+        )
+        self.coord = make_coordinator(make_project(self.root), script)
+        await start_fork(self.coord, {label: f"steer {label}" for label in STREAMED})
+        area = ForkArea(self.coord)
+        await self.mount(area, before=self.query_one(Footer))
+        await wait_until(
+            pilot,
+            lambda: all(
+                area.panel(label).transcript_text.endswith("".join(chunks))
+                for label, chunks in STREAMED.items()
+            ),
+        )
+        area.select(self.show)
+        area.flush()
+        await pilot.pause()
+
+    async def on_unmount(self) -> None:
+        if self.coord is not None and self.gate is not None:
+            await close_fork(self.coord, self.gate)
+
+
+def test_three_branches_running_overview_snapshot(snap_compare: Any, tmp_path: Path) -> None:
+    app = RunningForkApp(tmp_path / "project", show=None)
+    assert snap_compare(app, terminal_size=SIZE, run_before=app.start)
+    assert app.coord is not None and app.coord.is_resolved  # released and discarded
+
+
+def test_three_branches_running_panel_snapshot(snap_compare: Any, tmp_path: Path) -> None:
+    app = RunningForkApp(tmp_path / "project", show="alpha")
+    assert snap_compare(app, terminal_size=SIZE, run_before=app.start)
+    assert app.coord is not None and app.coord.is_resolved
