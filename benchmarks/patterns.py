@@ -16,10 +16,13 @@ import argparse
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from branching_core.patterns import BestOfN, Speculate
 from branching_core.sandbox import leftover_branch_cgroups, sandbox_available

@@ -16,11 +16,14 @@ import secrets
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from branching_core.errors import ResourceLimitError
 from branching_core.sandbox import (
