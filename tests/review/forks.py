@@ -8,40 +8,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from branching_core.agent import LocalCommandRunner
 from branching_core.fork import BranchSpec, ForkCoordinator
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, Step, call, request_text
+from tests.support.project_fixtures import project, runner, ws
 
 __all__ = ["JudgeScript", "call", "fork_with", "project", "runner", "ws"]
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "README.txt").write_text("hello\n")
-    (root / "src").mkdir()
-    (root / "src" / "app.py").write_text("VALUE = 1\n")
-    return root
-
-
-@pytest.fixture
-def ws(project: Path) -> Workspace:
-    return Workspace(project)
-
-
-@pytest.fixture
-def runner() -> LocalCommandRunner:
-    return LocalCommandRunner()
 
 
 async def fork_with(
