@@ -1,0 +1,259 @@
+"""What the user typed, and the commands that need no screen: parsing, the allow-list, settings.
+
+Why apart from the screen: the rules (what ``>>a fix it`` means, which commands a live
+fork allows, what ``/fork-budget aggregate 2`` writes) are plain functions here, tested
+without a terminal; the screen only dispatches.
+
+Every problem is a :class:`CommandError` (or a ``ConfigError`` from the settings store)
+whose message is one line, and nothing is written when a command is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from branching_core.config import SaveResult, SettingsStore
+from branching_core.errors import ConfigError
+
+
+class CommandError(ValueError):
+    """A command that cannot run as typed; the message is the one line shown to the user."""
+
+
+@dataclass(frozen=True)
+class Slash:
+    """``/name args...``"""
+
+    name: str
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Steer:
+    """``>>label message``: steer one running branch (never falls through to the chat)."""
+
+    label: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Shell:
+    """``!command``: run a shell command in the workspace (also during a fork)."""
+
+    command: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Plain text: a chat turn, or a follow-up turn on the branch tab in front."""
+
+    text: str
+
+
+Parsed = Slash | Steer | Shell | Prompt
+
+
+@dataclass(frozen=True)
+class CommandInfo:
+    usage: str
+    summary: str
+
+
+COMMANDS: dict[str, CommandInfo] = {
+    "help": CommandInfo("/help", "this list of commands and keys"),
+    "fork": CommandInfo("/fork", "open the fork picker and spawn branches from this chat"),
+    "fork diff": CommandInfo("/fork diff [PATH]", "open the diff tool on a path (or all paths)"),
+    "merge": CommandInfo("/merge", "pick the winning branch; its files and history are kept"),
+    "fork-branches": CommandInfo("/fork-branches [N]", "branch count of the next /fork"),
+    "fork-budget": CommandInfo(
+        "/fork-budget per-branch USD | aggregate USD | clear",
+        "budgets prefilled into the next /fork",
+    ),
+    "fork-model": CommandInfo(
+        "/fork-model I MODEL | I clear | clear", "model of branch slot I in the next /fork"
+    ),
+    "cost": CommandInfo("/cost", "what the chat and the live fork cost so far"),
+    "tokens": CommandInfo("/tokens", "tokens used so far"),
+    "version": CommandInfo("/version", "forkdeck and library versions"),
+    "copy": CommandInfo("/copy", "copy the last assistant answer to the clipboard"),
+    "clear": CommandInfo("/clear", "start a new conversation (not during a fork)"),
+    "quit": CommandInfo("/quit", "leave forkdeck (an open fork is kept for next time)"),
+}
+"""Every slash command, in the order ``/help`` lists them (``fork diff`` is a sub-command)."""
+
+ALLOWED_DURING_FORK = frozenset({"merge", "help", "cost", "tokens", "version", "quit", "copy"})
+"""Seed 003's allow-list (plus ``/fork diff``, ``>>label`` and ``!cmd``): anything else would
+start a new parent run under the branches' feet."""
+
+KEYS_HELP: tuple[tuple[str, str], ...] = (
+    ("ctrl+g", "focus the input (from anywhere)"),
+    ("tab", "next fork tab (overview → branch 1 → … → overview)"),
+    ("alt+1..9 / 1..9", "jump to branch N (digits when the tab strip has focus)"),
+    ("esc", "branch tab: terminate it; overview: abort the fork; in a turn: stop it"),
+    ("up / down", "input history"),
+    ("ctrl+q", "quit"),
+)
+
+
+def parse_input(text: str) -> Parsed | None:
+    """Classify one submitted line; None for a blank line."""
+    stripped = text.strip()
+    if not stripped:
+        return None
+    if stripped.startswith(">>"):
+        body = stripped[2:].strip()
+        label, _, message = body.partition(" ")
+        if not label or not message.strip():
+            raise CommandError("usage: >>label message (steers the running branch 'label')")
+        return Steer(label, message.strip())
+    if stripped.startswith("!"):
+        command = stripped[1:].strip()
+        if not command:
+            raise CommandError("usage: !command (runs a shell command in the workspace)")
+        return Shell(command)
+    if stripped.startswith("/") and len(stripped) > 1 and not stripped.startswith("//"):
+        words = stripped[1:].split()
+        name = words[0].lower()
+        if name not in COMMANDS or name == "fork diff":
+            raise CommandError(f"unknown command /{words[0]}; /help lists the commands")
+        return Slash(name, tuple(words[1:]))
+    return Prompt(text)
+
+
+def is_fork_diff(parsed: Parsed) -> bool:
+    return isinstance(parsed, Slash) and parsed.name == "fork" and parsed.args[:1] == ("diff",)
+
+
+def blocked_reason(parsed: Parsed, *, fork_active: bool, on_branch_tab: bool = False) -> str | None:
+    """Why ``parsed`` may not run now, or None. Only a live fork blocks anything."""
+    if not fork_active:
+        if isinstance(parsed, Steer):
+            return "no fork is running: >>label steers a branch of a live fork (/fork first)"
+        if is_fork_diff(parsed):
+            return "no fork is open: /fork diff compares the branches of a live fork"
+        return None
+    if isinstance(parsed, Steer | Shell) or is_fork_diff(parsed):
+        return None
+    if isinstance(parsed, Slash):
+        if parsed.name in ALLOWED_DURING_FORK:
+            return None
+        allowed = ", ".join(f"/{n}" for n in sorted(ALLOWED_DURING_FORK))
+        return (
+            f"/{parsed.name} is blocked while a fork is open (it would start a new run "
+            f"under the branches); allowed: {allowed}, /fork diff, >>label, !cmd"
+        )
+    if isinstance(parsed, Prompt) and not on_branch_tab:
+        return (
+            "a fork is open: pick a branch tab (tab / alt+N) to talk to a finished branch, "
+            "steer a running one with >>label message, or /merge"
+        )
+    return None
+
+
+def help_text() -> str:
+    width = max(len(c.usage) for c in COMMANDS.values())
+    lines = ["Commands:"]
+    lines += [f"  {c.usage.ljust(width)}  {c.summary}" for c in COMMANDS.values()]
+    lines += [f"  {'>>label message'.ljust(width)}  steer a running branch of the open fork"]
+    lines += [f"  {'!command'.ljust(width)}  run a shell command in the workspace"]
+    lines.append("Keys:")
+    key_width = max(len(k) for k, _ in KEYS_HELP)
+    lines += [f"  {k.ljust(key_width)}  {v}" for k, v in KEYS_HELP]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------- settings commands
+
+SETTINGS_COMMANDS = frozenset({"fork-branches", "fork-budget", "fork-model"})
+
+
+def _saved(message: str, result: SaveResult) -> str:
+    if result.backup is not None:
+        return f"{message} (the previous file was kept as {result.backup.name})"
+    return message
+
+
+def _usd(value: float | None) -> str:
+    return "unset" if value is None else f"${value:.2f}"
+
+
+def run_settings_command(store: SettingsStore, command: Slash) -> str:
+    """Run ``/fork-branches``, ``/fork-budget`` or ``/fork-model``; returns the line to show.
+
+    Written through to ``config.toml`` at once; a bad value raises (ConfigError or
+    CommandError, one line) and leaves the file byte for byte as it was.
+    """
+    args = command.args
+    if command.name == "fork-branches":
+        if not args:
+            return f"fork_branch_count = {store.settings.fork_branch_count}"
+        if len(args) != 1:
+            raise CommandError("usage: /fork-branches N")
+        result = store.set_branch_count(args[0])
+        return _saved(f"fork_branch_count = {store.settings.fork_branch_count}", result)
+    if command.name == "fork-budget":
+        return _budget(store, args)
+    if command.name == "fork-model":
+        return _model(store, args)
+    raise CommandError(f"/{command.name} is not a settings command")
+
+
+def _budget(store: SettingsStore, args: tuple[str, ...]) -> str:
+    settings = store.settings
+    if not args:
+        return (
+            f"per-branch budget = {_usd(settings.per_branch_budget_usd)}, "
+            f"aggregate budget = {_usd(settings.aggregate_budget_usd)}"
+        )
+    if args == ("clear",):
+        return _saved("budgets cleared", store.clear_budgets())
+    usage = "usage: /fork-budget per-branch USD | aggregate USD | clear"
+    if len(args) != 2:
+        raise CommandError(usage)
+    kind, value = args[0].lower(), args[1]
+    if kind not in ("per-branch", "aggregate"):
+        raise CommandError(f"unknown budget kind {args[0]!r}; {usage}")
+    result = store.set_budget(kind, None if value.lower() == "clear" else value)
+    settings = store.settings
+    shown = (
+        settings.per_branch_budget_usd if kind == "per-branch" else settings.aggregate_budget_usd
+    )
+    return _saved(f"{kind} budget = {_usd(shown)}", result)
+
+
+def _model(store: SettingsStore, args: tuple[str, ...]) -> str:
+    settings = store.settings
+    if not args:
+        if not settings.branch_models:
+            return "no per-branch models; every branch runs the default model"
+        return ", ".join(f"Branch {i} model = {m}" for i, m in settings.branch_models.items())
+    if args == ("clear",):
+        return _saved("every per-branch model cleared", store.clear_branch_models())
+    if len(args) != 2:
+        raise CommandError("usage: /fork-model I MODEL | I clear | clear")
+    slot, model = args
+    if not slot.isdigit():
+        raise CommandError(f"branch slot must be a number from 1, got {slot!r}")
+    if model.lower() == "clear":
+        return _saved(f"Branch {slot} model cleared", store.clear_branch_model(slot))
+    result = store.set_branch_model(slot, model)
+    return _saved(f"Branch {int(slot)} model = {model}", result)
+
+
+__all__ = [
+    "ALLOWED_DURING_FORK",
+    "COMMANDS",
+    "SETTINGS_COMMANDS",
+    "CommandError",
+    "ConfigError",
+    "Parsed",
+    "Prompt",
+    "Shell",
+    "Slash",
+    "Steer",
+    "blocked_reason",
+    "help_text",
+    "is_fork_diff",
+    "parse_input",
+    "run_settings_command",
+]

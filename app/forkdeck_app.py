@@ -1,0 +1,92 @@
+"""``ForkdeckApp``: the Textual application around one ``ChatSession``.
+
+Why so little here: the app's jobs are start-up ordering and shutdown. The chat screen is
+shown first (no pydantic-ai import before the first frame); then a worker thread prepares
+the session (workspace, model, agent), the greeting and any config problems are shown, and
+a fork left open by a crashed session is offered for merge or abort. Quitting stops
+running branches but keeps an open fork on disk for the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+from textual.app import App
+
+from app.screens.chat import ChatScreen, config_problem_text
+from app.session import ChatSession
+
+FIRST_FRAME_ENV = "FORKDECK_FIRST_FRAME_FILE"
+"""When set, the app writes ``time.time()`` and whether pydantic-ai was already imported
+(``1``/``0``) to this file once the first frame is on screen (``benchmarks/tui.py``)."""
+
+
+class ForkdeckApp(App[None]):
+    """The forkdeck TUI (see the module docstring)."""
+
+    TITLE = "forkdeck"
+    ENABLE_COMMAND_PALETTE = False
+
+    def __init__(
+        self,
+        session: ChatSession,
+        *,
+        cursor_blink: bool = True,
+        offer_recovery: bool = True,
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self.cursor_blink = cursor_blink
+        self.offer_recovery = offer_recovery
+        self.chat: ChatScreen | None = None
+        self.prepared = asyncio.Event()
+
+    async def on_mount(self) -> None:
+        self.chat = ChatScreen(self.session)
+        await self.push_screen(self.chat)
+        problems = self.session.config_problems
+        if problems:
+            shown = self.session.settings_store.path.relative_to(self.session.root)
+            self.chat.notice(config_problem_text(problems, shown), "error")
+        self.call_after_refresh(self._after_first_frame)
+
+    def _after_first_frame(self) -> None:
+        """The screen is drawn: only now load pydantic-ai (it would compete for the GIL)."""
+        marker = os.environ.get(FIRST_FRAME_ENV)
+        if marker:
+            loaded = int("pydantic_ai" in sys.modules)
+            Path(marker).write_text(f"{time.time():.6f} {loaded}\n", encoding="utf-8")
+        self.run_worker(self._prepare(), name="prepare", group="startup")
+
+    async def _prepare(self) -> None:
+        """Import pydantic-ai and build the agent off the event loop, after the first frame."""
+        chat = self.chat
+        assert chat is not None
+        try:
+            notices = await asyncio.to_thread(self.session.prepare)
+        except Exception as exc:
+            chat.notice(f"cannot open the workspace: {exc}", "error")
+            chat.refresh_status("not ready")
+            self.prepared.set()
+            return
+        chat.notice(
+            f"forkdeck on {self.session.root.name}/ ({self.session.backend_label} branches): "
+            "type a message, /fork to branch this run, /help for commands and keys"
+        )
+        for notice in notices:
+            # The offline greeting is long and expected; only real problems pop up a toast.
+            chat.notice(notice.message, notice.severity, toast=notice.severity == "error")
+        chat.refresh_status()
+        if self.offer_recovery:
+            open_forks = await asyncio.to_thread(self.session.open_forks)
+            if open_forks:
+                chat.offer_recovery(open_forks)
+        self.prepared.set()
+
+    async def action_quit(self) -> None:
+        await self.session.aclose()
+        self.exit()

@@ -1,0 +1,732 @@
+"""``ChatScreen``: the one screen forkdeck lives on -- chat, and the live fork inside it.
+
+Why this shape: the screen is a dispatcher. What a line means is decided in
+``app.commands``; what it does to the run is done by ``app.session.ChatSession``; the fork
+widgets (``ForkArea``, ``ForkBadgeWidget``) and modals (fork picker, confirm, approval,
+merge picker, diff explorer) are mounted or pushed here and report back with their results.
+Long flows (a turn, a fork, a merge) run as workers, so the screen keeps taking keys while
+branches stream; ``ctrl+g`` always brings focus back to the input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.metadata
+import platform
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from app.commands import (
+    SETTINGS_COMMANDS,
+    CommandError,
+    Parsed,
+    Prompt,
+    Shell,
+    Slash,
+    Steer,
+    blocked_reason,
+    help_text,
+    is_fork_diff,
+    parse_input,
+    run_settings_command,
+)
+from app.session import ChatSession, build_report
+from app.widgets.chat_input import ChatInput
+from app.widgets.message_list import MessageList
+from app.widgets.status_bar import StatusBar, StatusInfo
+from branching_core.errors import ConfigError
+
+SHELL_TIMEOUT_S = 60.0
+SHELL_OUTPUT_LIMIT = 4000
+
+
+def _optional(module: str, name: str) -> Any:
+    """A class from a sibling helper's module, or None while that module is not built yet."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+class ChatScreen(Screen[None]):
+    """Message list, fork area, input with history, status line, footer."""
+
+    CSS_PATH = "chat.tcss"
+
+    BINDINGS = [
+        Binding("ctrl+g", "focus_input", "Input", priority=True),
+        Binding("tab", "cycle_tab", "Next tab", priority=True, show=False),
+        Binding("shift+tab", "cycle_tab(-1)", "Prev tab", priority=True, show=False),
+        Binding("escape", "escape", "Stop / terminate", show=False),
+        *(Binding(f"alt+{n}", f"jump({n})", show=False, priority=True) for n in range(1, 10)),
+        *(Binding(str(n), f"jump({n})", show=False) for n in range(1, 10)),
+        Binding("ctrl+q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, session: ChatSession) -> None:
+        super().__init__()
+        self.session = session
+        self.fork_area: Any = None
+        self.turn_task: asyncio.Task[Any] | None = None
+        self._remove_listener: Any = None
+        self.last_notice = ""
+
+    # -- layout --------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        badge_cls = _optional("app.widgets.fork_badge", "ForkBadgeWidget")
+        if badge_cls is not None:
+            yield badge_cls(id="fork-badge")
+        with Vertical(id="body"):
+            yield MessageList(id="messages")
+            yield Container(id="fork-slot")
+        chat_input = ChatInput(id="input")
+        chat_input.cursor_blink = bool(getattr(self.app, "cursor_blink", True))
+        yield chat_input
+        yield StatusBar(id="status")
+        yield Footer()
+
+    @property
+    def messages(self) -> MessageList:
+        return self.query_one("#messages", MessageList)
+
+    @property
+    def input(self) -> ChatInput:
+        return self.query_one("#input", ChatInput)
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one("#status", StatusBar)
+
+    def on_mount(self) -> None:
+        self.query_one("#fork-slot").display = False
+        badge = self._badge()
+        if badge is not None:
+            badge.clear()
+        self.input.focus()
+        self.refresh_status()
+
+    def _badge(self) -> Any:
+        found = self.query("#fork-badge")
+        return found.first() if found else None
+
+    # -- status ---------------------------------------------------------------------------
+    def refresh_status(self, activity: str | None = None) -> None:
+        session = self.session
+        fork = session.fork_totals() if session.fork_active else None
+        totals = session.totals
+        if activity is None:
+            activity = "thinking… (esc stops)" if self.turn_running else ""
+            if not session.ready:
+                activity = "starting…"
+        self.status.show(
+            StatusInfo(
+                model=session.model_label,
+                backend=session.backend_label,
+                cost_usd=totals.cost_usd + (fork.cost_usd if fork else 0.0),
+                input_tokens=totals.input_tokens + (fork.input_tokens if fork else 0),
+                output_tokens=totals.output_tokens + (fork.output_tokens if fork else 0),
+                activity=activity,
+                unpriced=totals.unpriced_responses > 0,
+            )
+        )
+
+    def notice(
+        self, text: str, severity: str = "information", *, toast: bool | None = None
+    ) -> None:
+        """Say something in the transcript (and as a toast, by default for warnings and errors).
+
+        The transcript keeps the whole text; the toast only its first line, because a toast
+        that hides the screen for seconds is worse than none.
+        """
+        self.messages.add_notice(text, severity)
+        self.last_notice = text
+        if toast is None:
+            toast = severity in ("warning", "error")
+        if toast:
+            self.notify(text.splitlines()[0], severity=severity, markup=False)  # type: ignore[arg-type]
+
+    @property
+    def turn_running(self) -> bool:
+        return self.turn_task is not None and not self.turn_task.done()
+
+    # -- keys -------------------------------------------------------------------------------
+    def action_focus_input(self) -> None:
+        self.input.focus()
+
+    def action_cycle_tab(self, step: int = 1) -> None:
+        if self.fork_area is not None:
+            self.fork_area.cycle(step)
+        elif step > 0:
+            self.focus_next()
+        else:
+            self.focus_previous()
+
+    def action_jump(self, n: int) -> None:
+        if self.fork_area is not None:
+            self.fork_area.jump(n)
+
+    def action_escape(self) -> None:
+        if self.turn_running:
+            assert self.turn_task is not None
+            self.turn_task.cancel()
+            return
+        if self.fork_area is not None and self.session.fork_active:
+            self.confirm_escape(self.fork_area.active_label)
+
+    @work(exclusive=True, group="escape")
+    async def confirm_escape(self, label: str | None) -> None:
+        confirm_cls = _optional("app.modals.confirm", "ConfirmModal")
+        coordinator = self.session.coordinator
+        if confirm_cls is None or coordinator is None:
+            return
+        question = f"Terminate branch {label}?" if label else "Abort the entire fork?"
+        if not await self.app.push_screen_wait(confirm_cls(question)):
+            return
+        if label is None:
+            ids = await self.session.abort_fork()
+            self.close_fork_view()
+            self.notice(f"fork aborted: {len(ids)} branches discarded, no file changed")
+        else:
+            status = await coordinator.terminate_branch(label)
+            self.notice(f"branch {label}: {status.state}")
+        self.refresh_status()
+
+    # -- input -------------------------------------------------------------------------------
+    @on(ChatInput.Submitted, "#input")
+    def on_submit(self, event: ChatInput.Submitted) -> None:
+        text = event.value
+        self.input.remember(text)
+        self.input.value = ""
+        self.handle_line(text)
+
+    def handle_line(self, text: str) -> None:
+        """Run one submitted line (also the entry point for tests and scripts)."""
+        try:
+            parsed = parse_input(text)
+        except CommandError as exc:
+            self.notice(str(exc), "error")
+            return
+        if parsed is None:
+            return
+        on_branch = self.fork_area is not None and self.fork_area.active_label is not None
+        reason = blocked_reason(
+            parsed, fork_active=self.session.fork_active, on_branch_tab=on_branch
+        )
+        if reason is not None:
+            self.notice(reason, "warning")
+            return
+        self.dispatch(parsed)
+
+    def dispatch(self, parsed: Parsed) -> None:
+        if isinstance(parsed, Slash):
+            self.run_slash(parsed)
+        elif isinstance(parsed, Steer):
+            self.steer(parsed)
+        elif isinstance(parsed, Shell):
+            self.run_shell(parsed.command)
+        elif isinstance(parsed, Prompt):
+            if self.session.fork_active and self.fork_area is not None:
+                self.branch_follow_up(self.fork_area.active_label, parsed.text)
+            else:
+                self.start_turn(parsed.text)
+
+    # -- the parent chat -------------------------------------------------------------------
+    def start_turn(self, text: str) -> None:
+        if not self.session.ready:
+            self.notice("still starting up: try again in a moment", "warning")
+            return
+        if self.turn_running:
+            self.notice("a turn is running: wait for it, or esc to stop it", "warning")
+            return
+        self.messages.add_user(text)
+        self.turn_task = asyncio.create_task(self._turn(text))
+        self.refresh_status()
+
+    async def _turn(self, text: str) -> None:
+        try:
+            await self.session.run_turn(text, self.messages)
+        except asyncio.CancelledError:
+            self.notice("turn stopped (esc); what happened so far is kept", "warning")
+        except Exception as exc:
+            self.notice(f"turn failed: {type(exc).__name__}: {exc}", "error")
+        finally:
+            self.messages.end_turn()
+            self.turn_task = None
+            self.refresh_status()
+
+    @work(group="shell")
+    async def run_shell(self, command: str) -> None:
+        self.messages.add_user(f"!{command}")
+        try:
+            proc = await asyncio.create_subprocess_shell(
+                command,
+                cwd=self.session.root,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+            )
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), SHELL_TIMEOUT_S)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+                self.notice(f"!{command}: killed after {SHELL_TIMEOUT_S:g} s", "error")
+                return
+        except OSError as exc:
+            self.notice(f"!{command}: {exc}", "error")
+            return
+        text = out.decode(errors="replace").rstrip()
+        if len(text) > SHELL_OUTPUT_LIMIT:
+            text = text[: SHELL_OUTPUT_LIMIT // 2] + "\n[…]\n" + text[-SHELL_OUTPUT_LIMIT // 2 :]
+        self.notice(
+            f"{text}\n(exit {proc.returncode})" if text else f"(exit {proc.returncode})",
+            "information" if proc.returncode == 0 else "warning",
+        )
+
+    # -- slash commands ---------------------------------------------------------------------
+    def run_slash(self, command: Slash) -> None:
+        name = command.name
+        if name in SETTINGS_COMMANDS:
+            try:
+                self.notice(run_settings_command(self.session.settings_store, command))
+            except (CommandError, ConfigError) as exc:
+                self.notice(str(exc), "error")
+            return
+        if is_fork_diff(command):
+            self.fork_diff(command.args[1] if len(command.args) > 1 else None)
+            return
+        handler = getattr(self, f"cmd_{name.replace('-', '_')}", None)
+        if handler is None:
+            self.notice(f"/{name} is not available here", "error")
+            return
+        handler(command)
+
+    def cmd_help(self, command: Slash) -> None:
+        self.notice(help_text())
+
+    def cmd_cost(self, command: Slash) -> None:
+        totals = self.session.totals
+        lines = [f"chat: ${totals.cost_usd:.4f} over {totals.requests} requests"]
+        if totals.unpriced_responses:
+            lines.append(
+                f"  ({totals.unpriced_responses} responses of a model with no known price)"
+            )
+        coordinator = self.session.coordinator
+        if coordinator is not None and self.session.fork_active:
+            summary = coordinator.fork_cost()
+            agg = (
+                "price unknown"
+                if summary.aggregate_usd is None
+                else f"${summary.aggregate_usd:.4f}"
+            )
+            cap = summary.aggregate_budget_usd
+            lines.append(f"fork {summary.fork_id}: {agg}" + (f" of ${cap:.2f}" if cap else ""))
+            for branch in summary.branches:
+                spent = (
+                    "price unknown"
+                    if branch.cumulative_usd is None
+                    else f"${branch.cumulative_usd:.4f}"
+                )
+                budget = f" / ${branch.budget_usd:.2f}" if branch.budget_usd else ""
+                lines.append(f"  {branch.label}: {spent}{budget} ({branch.requests} requests)")
+        self.notice("\n".join(lines))
+
+    def cmd_tokens(self, command: Slash) -> None:
+        totals = self.session.totals
+        fork = self.session.fork_totals() if self.session.fork_active else None
+        line = f"chat: {totals.input_tokens:,} in / {totals.output_tokens:,} out"
+        if fork is not None:
+            line += f"; fork: {fork.input_tokens:,} in / {fork.output_tokens:,} out"
+        self.notice(line)
+
+    def cmd_version(self, command: Slash) -> None:
+        def version(dist: str) -> str:
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                return "?"
+
+        self.notice(
+            f"forkdeck {version('forkdeck')} · pydantic-ai {version('pydantic-ai-slim')} · "
+            f"textual {version('textual')} · python {platform.python_version()}"
+        )
+
+    def cmd_copy(self, command: Slash) -> None:
+        text = self.messages.last_assistant_text()
+        if not text:
+            self.notice("nothing to copy yet", "warning")
+            return
+        self.app.copy_to_clipboard(text)
+        self.notice(f"copied {len(text)} characters")
+
+    def cmd_clear(self, command: Slash) -> None:
+        if self.turn_running:
+            self.notice("a turn is running: esc first", "warning")
+            return
+        self.session.history = []
+        self.messages.clear_messages()
+        self.notice("new conversation")
+
+    def cmd_quit(self, command: Slash) -> None:
+        self.app.call_later(self.app.action_quit)
+
+    def cmd_fork(self, command: Slash) -> None:
+        if command.args:
+            self.notice("usage: /fork (or /fork diff [PATH] while a fork is open)", "error")
+            return
+        if not self.session.ready:
+            self.notice("still starting up: try again in a moment", "warning")
+            return
+        if self.turn_running:
+            self.notice("a turn is running: esc first, then /fork", "warning")
+            return
+        self.fork_flow()
+
+    def cmd_merge(self, command: Slash) -> None:
+        if not self.session.fork_active:
+            self.notice("no fork is open: /fork first", "warning")
+            return
+        self.merge_flow()
+
+    # -- forks ------------------------------------------------------------------------------
+    @work(exclusive=True, group="fork")
+    async def fork_flow(self) -> None:
+        picker_cls = _optional("app.modals.fork_picker", "ForkPickerModal")
+        if picker_cls is None:
+            self.notice("the fork picker is not in this build yet", "error")
+            return
+        settings = self.session.settings
+        request = await self.app.push_screen_wait(
+            picker_cls(
+                settings.fork_branch_count,
+                settings,
+                default_model=self.session.model_label,
+                cursor_blink=bool(getattr(self.app, "cursor_blink", True)),
+            )
+        )
+        if request is None:
+            self.notice("fork cancelled")
+            return
+        try:
+            coordinator = await self.session.start_fork(
+                list(request.specs), request.aggregate_budget_usd
+            )
+        except Exception as exc:
+            self.notice(f"fork failed: {exc}", "error")
+            return
+        await self.open_fork_view(coordinator)
+        labels = ", ".join(spec.label for spec in request.specs)
+        self.notice(f"forked {len(request.specs)} branches: {labels}")
+
+    async def open_fork_view(self, coordinator: Any) -> None:
+        """Show the fork: tabs + panels in place of the transcript, badge on top."""
+        area_cls = _optional("app.widgets.fork_area", "ForkArea")
+        slot = self.query_one("#fork-slot")
+        if area_cls is not None:
+            self.fork_area = area_cls(coordinator, id="fork-area")
+            await slot.mount(self.fork_area)
+            slot.display = True
+            self.messages.display = False
+        badge = self._badge()
+        if badge is not None:
+            badge.set_coordinator(coordinator)
+        self._remove_listener = coordinator.add_listener(self._on_fork_event)
+        self.refresh_status()
+        self.input.focus()
+
+    def close_fork_view(self) -> None:
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
+        if self.fork_area is not None:
+            self.fork_area.remove()
+            self.fork_area = None
+        self.query_one("#fork-slot").display = False
+        self.messages.display = True
+        badge = self._badge()
+        if badge is not None:
+            badge.set_coordinator(None)
+        self.refresh_status()
+
+    def _on_fork_event(self, event: Any) -> None:
+        # Runs inside the coordinator's publish: only cheap work here.
+        if type(event).__name__ in ("BranchCostUpdated", "BranchStateChanged"):
+            self.refresh_status()
+
+    def steer(self, command: Steer) -> None:
+        coordinator = self.session.coordinator
+        assert coordinator is not None
+        labels = [status.label for status in coordinator.inspect_branches()]
+        if command.label not in labels:
+            self.notice(
+                f"no branch {command.label!r} in this fork; branches: {', '.join(labels)}",
+                "error",
+            )
+            return
+        try:
+            coordinator.steer(command.label, command.message)
+        except RuntimeError:
+            self.notice(
+                f"branch {command.label} is not running: select its tab "
+                f"(alt+{labels.index(command.label) + 1}) and type to start a new turn there",
+                "warning",
+            )
+            return
+        self.notice(f">>{command.label}: {command.message}")
+
+    @work(group="branch-turn")
+    async def branch_follow_up(self, label: str | None, text: str) -> None:
+        coordinator = self.session.coordinator
+        if coordinator is None or label is None:
+            return
+        state = coordinator.get_branch(label).state
+        if state == "running":
+            self.notice(
+                f"branch {label} is still running: wait for it, or steer it with >>{label} {text}",
+                "warning",
+            )
+            return
+        if self.fork_area is not None:
+            self.fork_area.add_user_message(label, text)
+        try:
+            await coordinator.run_on_branch(label, text)
+        except RuntimeError as exc:
+            self.notice(str(exc), "error")
+
+    def on_fork_area_approval_requested(self, message: Any) -> None:
+        self.approval_flow(message.label, message.calls)
+
+    @work(group="approval")
+    async def approval_flow(self, label: str, calls: Any) -> None:
+        modal_cls = _optional("app.modals.approval", "ApprovalModal")
+        coordinator = self.session.coordinator
+        if modal_cls is None or coordinator is None:
+            return
+        decisions = await self.app.push_screen_wait(modal_cls(label, calls))
+        if decisions is None:
+            return
+        approve = getattr(coordinator, "approve", None)
+        if approve is None:
+            self.notice("this coordinator cannot take approvals", "error")
+            return
+        await approve(label, decisions)
+        approved = sum(1 for ok in decisions.values() if ok)
+        self.notice(f"branch {label}: {approved} of {len(decisions)} tool calls approved")
+
+    # -- merge ------------------------------------------------------------------------------
+    @work(exclusive=True, group="merge")
+    async def merge_flow(self) -> None:
+        """``/merge``: the picker, or (strategy not ``manual``) the judge and its verdict first."""
+        coordinator = self.session.coordinator
+        assert coordinator is not None
+        handle = coordinator.handle
+        strategy = handle.merge_strategy.kind if handle is not None else "manual"
+        preselect: str | None = None
+        subtitle: str | None = None
+        if strategy != "manual":
+            outcome = await self._judge(coordinator)
+            if outcome is not None and outcome.committed:
+                await self._after_merge(self.session.adopt_merge(outcome.merge_result))
+                return
+            if outcome is not None and outcome.auto_eligible:
+                decision = await self._acceptance(outcome)
+                if decision is None:
+                    self.notice("merge cancelled: the fork stays open")
+                    return
+                if decision == "accept":
+                    await self.apply_merge(f"pick:{outcome.winner_label}")
+                    return
+            if outcome is not None:
+                preselect = outcome.winner_label
+                verdict = outcome.verdict
+                subtitle = outcome.fallback_reason or (verdict.rationale if verdict else None)
+        action = await self.pick_winner(preselect=preselect, subtitle=subtitle)
+        if action is None:
+            self.notice("merge cancelled: the fork stays open")
+            return
+        await self.apply_merge(action)
+
+    async def pick_winner(
+        self, *, preselect: str | None = None, subtitle: str | None = None
+    ) -> str | None:
+        picker_cls = _optional("app.modals.merge_picker", "MergePickerModal")
+        coordinator = self.session.coordinator
+        if picker_cls is None or coordinator is None:
+            self.notice("the merge picker is not in this build yet", "error")
+            return None
+        try:
+            report = await build_report(self.session)
+        except Exception as exc:
+            self.notice(f"cannot build the diff report: {exc}", "error")
+            return None
+        statuses = coordinator.inspect_branches()
+        return await self.app.push_screen_wait(
+            picker_cls(
+                report,
+                statuses,
+                difftool=self.session.settings.difftool,
+                paths=self._diff_paths(),
+                preselect=preselect,
+                subtitle=subtitle,
+            )
+        )
+
+    def _diff_paths(self) -> Any:
+        paths_cls = _optional("app.widgets.merge_diff", "DiffPaths")
+        coordinator = self.session.coordinator
+        if paths_cls is None or coordinator is None or coordinator.fork_id is None:
+            return None
+        branch_paths = {rt.label: rt.path for rt in coordinator.branches.values()}
+        return paths_cls.for_fork(self.session.root, coordinator.fork_id, branch_paths)
+
+    async def _judge(self, coordinator: Any) -> Any:
+        """Run ``branching_core.review.resolve``; None (and a notice) when it cannot decide."""
+        resolve = _optional("branching_core.review", "resolve")
+        if resolve is None:
+            self.notice("no judge in this build: pick the winner yourself", "warning")
+            return None
+        self.notice("asking the judge… (the branches are awaited first)")
+        try:
+            return await resolve(
+                coordinator, judges=self.session.judges, settings=self.session.settings
+            )
+        except Exception as exc:
+            self.notice(f"the judge failed ({exc}): pick the winner yourself", "warning")
+            return None
+
+    async def _acceptance(self, outcome: Any) -> str | None:
+        """``accept`` / ``override`` / None from T3's acceptance modal (it handles ``d``)."""
+        modal_cls = _optional("app.widgets.merge_acceptance", "MergeAcceptanceModal")
+        if modal_cls is None:
+            return "override"
+        coordinator = self.session.coordinator
+        statuses = coordinator.inspect_branches() if coordinator is not None else []
+        return await self.app.push_screen_wait(
+            modal_cls(
+                outcome,
+                statuses=statuses,
+                paths=self._diff_paths(),
+                difftool=self.session.settings.difftool,
+            )
+        )
+
+    async def apply_merge(self, action: str) -> None:
+        label = action.partition(":")[2]
+        coordinator = self.session.coordinator
+        if coordinator is not None:
+            with contextlib.suppress(ValueError):
+                if coordinator.get_branch(label).state == "running":
+                    self.notice(f"waiting for branch {label} to finish…")
+        try:
+            result = await self.session.merge(action)
+        except Exception as exc:
+            self.notice(f"merge failed: {exc}", "error")
+            return
+        await self._after_merge(result)
+
+    async def _after_merge(self, result: Any) -> None:
+        self.close_fork_view()
+        self.messages.show_history(self.session.history)
+        if result is None:
+            return
+        lines = [
+            f"merged branch {result.winner_label}: {len(result.applied_paths)} paths written, "
+            f"{len(result.deleted_paths)} deleted; its conversation is now the chat"
+        ]
+        if result.conflicts:
+            lines.append(
+                "conflicts (changed here since the fork, left as they are): "
+                + ", ".join(result.conflicts)
+            )
+        if result.errors:
+            lines.append(
+                "not applied: " + ", ".join(f"{e.path} ({e.error})" for e in result.errors)
+            )
+        self.notice(
+            "\n".join(lines), "warning" if result.conflicts or result.errors else "information"
+        )
+
+    # -- diffs --------------------------------------------------------------------------------
+    @work(group="diff")
+    async def fork_diff(self, path: str | None) -> None:
+        await self.fork_diff_now(path)
+
+    async def fork_diff_now(self, path: str | None) -> None:
+        """``/fork diff [PATH]``: the external diff tool when one is detected, else the explorer."""
+        launch = _optional("app.widgets.merge_diff", "launch_difftool")
+        explorer_cls = _optional("app.screens.diff_explorer", "DiffExplorerScreen")
+        try:
+            report = await build_report(self.session, [path] if path else None)
+        except Exception as exc:
+            self.notice(f"cannot build the diff report: {exc}", "error")
+            return
+        if path is not None and not any(e.path == path and e.touched_by for e in report.paths):
+            self.notice(f"no branch touched {path}", "warning")
+            return
+        paths = self._diff_paths()
+        difftool = self.session.settings.difftool
+        if launch is not None and paths is not None:
+            labels = [s.label for s in self.session.coordinator.inspect_branches()]  # type: ignore[union-attr]
+            if path is not None:
+                entry = next(e for e in report.paths if e.path == path and e.touched_by)
+                parent, branch_files = paths.for_entry(entry, labels)
+            else:
+                parent, branch_files = paths.parent, [paths.branches[k] for k in paths.branches]
+            try:
+                outcome = launch(parent, branch_files, difftool=difftool)
+            except Exception as exc:
+                self.notice(f"cannot start the diff tool: {exc}", "error")
+                return
+            if not outcome.wants_tui:
+                self.notice(f"opened {outcome.kind} diff tool")
+                return
+        if explorer_cls is None:
+            self.notice("the diff explorer is not in this build yet", "error")
+            return
+        await self.app.push_screen_wait(
+            explorer_cls(report, paths=paths, difftool=difftool, initial_path=path)
+        )
+
+    # -- start-up recovery --------------------------------------------------------------------
+    @work(group="recover")
+    async def offer_recovery(self, open_forks: list[dict[str, Any]]) -> None:
+        modal_cls = _optional("app.modals.recover_fork", "RecoverForkModal")
+        if modal_cls is None:
+            ids = ", ".join(m.get("fork_id", "?") for m in open_forks)
+            self.notice(f"forks left open by an earlier session: {ids}", "warning")
+            return
+        choice = await self.app.push_screen_wait(modal_cls(open_forks))
+        if choice is None:
+            self.notice("the open fork is kept; you will be asked again next time")
+            return
+        coordinator = await asyncio.to_thread(self.session.adopt_recovered, choice[1])
+        if coordinator is None:
+            self.notice(f"fork {choice[1]} could not be recovered", "error")
+            return
+        for problem in coordinator.recovery_errors:
+            self.notice(problem, "warning")
+        if choice[0] == "abort":
+            await self.session.abort_fork()
+            self.notice(f"fork {choice[1]} aborted; no file changed")
+            return
+        if choice[0] == "merge" and len(choice) > 2 and choice[2]:
+            await self.apply_merge(f"pick:{choice[2]}")
+            return
+        await self.open_fork_view(coordinator)
+        self.notice(f"fork {choice[1]} reopened: /merge to pick a winner")
+
+
+def config_problem_text(problems: list[Any], path: Path) -> str:
+    """The start-up notice for a broken config file: every key and reason, one per line."""
+    lines = [f"{path}: problems found; defaults are used for these and the file is untouched:"]
+    lines += [f"  {problem.message}" for problem in problems]
+    return "\n".join(lines)

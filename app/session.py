@@ -1,0 +1,406 @@
+"""``ChatSession``: the TUI's controller, with no widget in it.
+
+Why a class apart from the screen: everything the user can do (chat, fork, steer, merge,
+change settings) is a call on this object, so Pilot tests can assert on real state (the
+history, the coordinator's branches, the files) and the screen stays a thin view.
+
+Start-up is split in two so the first frame never waits for pydantic-ai: the constructor
+only reads the settings file (stdlib); :meth:`prepare` (run in a worker thread after the
+first frame) opens the workspace, imports pydantic-ai, resolves the model and builds the
+parent ``Agent``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from branching_core.config import ConfigProblem, Settings, SettingsStore
+
+if TYPE_CHECKING:
+    from branching_core.fork import BranchSpec, ForkCoordinator, MergeResult
+    from branching_core.workspace import Workspace
+
+#: Environment variables that configure a real model, shown in the offline greeting.
+MODEL_ENV_KEYS = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GROQ_API_KEY",
+    "MISTRAL_API_KEY",
+    "OPENROUTER_API_KEY",
+    "OLLAMA_BASE_URL",
+)
+
+
+class TurnSink(Protocol):
+    """Where a parent turn's stream goes (the message list, or a test's recorder)."""
+
+    def on_text(self, delta: str) -> None: ...
+
+    def on_tool_call(self, tool_call_id: str, tool_name: str, args: Any) -> None: ...
+
+    def on_tool_result(self, tool_call_id: str, tool_name: str, content: str, ok: bool) -> None: ...
+
+
+@dataclass
+class Totals:
+    """What the parent run and resolved forks cost so far (unknown prices are counted apart)."""
+
+    cost_usd: float = 0.0
+    unpriced_responses: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+    def add_response(self, response: Any) -> None:
+        from branching_core.agent import response_cost_usd
+
+        self.requests += 1
+        usage = getattr(response, "usage", None)
+        self.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)
+        self.output_tokens += int(getattr(usage, "output_tokens", 0) or 0)
+        cost = response_cost_usd(response)
+        if cost is None:
+            self.unpriced_responses += 1
+        else:
+            self.cost_usd += cost
+
+
+@dataclass
+class ForkTotals:
+    """Cost and tokens of the live fork, read from the coordinator (0 with no fork)."""
+
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass
+class StartupNotice:
+    """Something the user must read at start: ``severity`` follows Textual's notify."""
+
+    message: str
+    severity: str = "information"
+
+
+@dataclass
+class ChatSession:
+    """One TUI session on one workspace (see the module docstring)."""
+
+    root: Path
+    requested_model: Any = None
+    backend: str | None = None
+    model_resolver: Callable[[str], Any] | None = None
+    judges: list[Any] | None = None
+    """Judge models for ``/merge`` under a judge strategy (None: the strategy's own)."""
+    env: dict[str, str] | None = None
+    settings_store: SettingsStore = field(init=False)
+    workspace: Workspace | None = field(init=False, default=None)
+    model: Any = field(init=False, default=None)
+    model_label: str = field(init=False, default="loading…")
+    offline: bool = field(init=False, default=False)
+    agent: Any = field(init=False, default=None)
+    history: list[Any] = field(init=False, default_factory=list)
+    coordinator: ForkCoordinator | None = field(init=False, default=None)
+    totals: Totals = field(init=False, default_factory=Totals)
+    notices: list[StartupNotice] = field(init=False, default_factory=list)
+    ready: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        self.settings_store = SettingsStore(self.root)
+
+    # -- settings ------------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        return self.settings_store.settings
+
+    @property
+    def config_problems(self) -> list[ConfigProblem]:
+        return self.settings_store.problems
+
+    @property
+    def backend_label(self) -> str:
+        return self.workspace.fstype if self.workspace is not None else "…"
+
+    # -- start-up (worker thread) --------------------------------------------------------
+    def prepare(self) -> list[StartupNotice]:
+        """Open the workspace, resolve the model, build the agent; returns what to tell the user.
+
+        A model that cannot be used (bad ``--model``, missing SDK) never stops the session:
+        it falls back to the offline model and says why and how to fix it.
+        """
+        import pydantic_ai
+        from pydantic_ai import Agent
+
+        from branching_core.agent import display_name, is_offline, resolve_model
+        from branching_core.agent.toolset import INSTRUCTIONS
+        from branching_core.errors import ConfigError
+        from branching_core.workspace import Workspace
+
+        # The TUI owns the terminal: pydantic-ai's first-run banner would print over it.
+        pydantic_ai.BANNER_ENABLED = False
+        notices: list[StartupNotice] = []
+        backend = self.backend or self.settings.backend
+        self.workspace = Workspace(self.root, backend=backend)
+        settings_view = {
+            "model": self.settings.model,
+            "base_url": self.settings.openai_base_url,
+        }
+        try:
+            self.model = resolve_model(self.requested_model, settings=settings_view, env=self.env)
+        except ConfigError as exc:
+            notices.append(StartupNotice(f"model: {exc}; using the offline model instead", "error"))
+            self.model = resolve_model("offline")
+        self.offline = is_offline(self.model)
+        self.model_label = display_name(self.model)
+        if self.offline:
+            notices.append(StartupNotice(offline_greeting(), "warning"))
+        self.agent = Agent(self.model, instructions=INSTRUCTIONS, name="forkdeck")
+        self.ready = True
+        self.notices = notices
+        return notices
+
+    def workspace_toolset(self) -> Any:
+        from branching_core.agent import create_workspace_toolset
+
+        return create_workspace_toolset(self.root)
+
+    # -- the parent chat -----------------------------------------------------------------
+    async def run_turn(self, prompt: str, sink: TurnSink) -> str | None:
+        """One parent turn, streamed into ``sink``; the history grows only by what happened.
+
+        Cancelling the task (Esc) keeps the messages so far, with unanswered tool calls
+        trimmed, so the next turn (or a fork) starts from a valid history.
+        """
+        from pydantic_ai import Agent
+
+        from branching_core.fork.history import trim_unanswered_tool_calls
+
+        if self.agent is None:
+            raise RuntimeError("the session is still starting")
+        run: Any = None
+        try:
+            async with self.agent.iter(
+                prompt, message_history=list(self.history), toolsets=[self.workspace_toolset()]
+            ) as run:
+                async for node in run:
+                    if Agent.is_model_request_node(node):
+                        async with node.stream(run.ctx) as stream:
+                            async for event in stream:
+                                _stream_text(event, sink)
+                    elif Agent.is_call_tools_node(node):
+                        self.totals.add_response(node.model_response)
+                        async with node.stream(run.ctx) as stream:
+                            async for event in stream:
+                                _tool_event(event, sink)
+            assert run.result is not None
+            self.history = list(run.result.all_messages())
+            output = run.result.output
+            return output if isinstance(output, str) else repr(output)
+        except (asyncio.CancelledError, Exception):
+            if run is not None:
+                self.history = trim_unanswered_tool_calls(list(run.all_messages()))
+            raise
+
+    # -- forks -----------------------------------------------------------------------------
+    @property
+    def fork_active(self) -> bool:
+        return self.coordinator is not None and not self.coordinator.is_resolved
+
+    def new_coordinator(self) -> ForkCoordinator:
+        from branching_core.fork import ForkCoordinator
+
+        assert self.workspace is not None
+        return ForkCoordinator(
+            self.agent,
+            workspace=self.workspace,
+            max_branches=self.settings.max_branches,
+            max_depth=self.settings.max_depth,
+            default_model=self.model,
+            model_resolver=self.model_resolver,
+            stream_text=True,
+        )
+
+    async def start_fork(
+        self, specs: list[BranchSpec], aggregate_budget_usd: float | None
+    ) -> ForkCoordinator:
+        """Spawn the branches from the current history; returns the live coordinator."""
+        from branching_core.fork import MergeStrategy
+
+        if self.fork_active:
+            raise RuntimeError("a fork is already open: /merge it (or Esc on overview) first")
+        coordinator = self.new_coordinator()
+        strategy = MergeStrategy(
+            kind=self.settings.merge_strategy,  # type: ignore[arg-type]
+            confidence_threshold=self.settings.confidence_threshold,
+        )
+        await coordinator.fork(
+            specs,
+            parent_history=self.history,
+            aggregate_budget_usd=aggregate_budget_usd,
+            strategy=strategy,
+        )
+        self.coordinator = coordinator
+        return coordinator
+
+    def fork_totals(self) -> ForkTotals:
+        if self.coordinator is None or self.coordinator.handle is None:
+            return ForkTotals()
+        summary = self.coordinator.fork_cost()
+        return ForkTotals(
+            summary.aggregate_usd or 0.0,
+            sum(b.input_tokens for b in summary.branches),
+            sum(b.output_tokens for b in summary.branches),
+        )
+
+    async def merge(self, action: str) -> MergeResult:
+        """Resolve the fork; a picked winner's history becomes the chat's history."""
+        if self.coordinator is None:
+            raise RuntimeError("no fork to merge")
+        coordinator = self.coordinator
+        spent = self.fork_totals()
+        result = await coordinator.merge_or_select(action)
+        self._settle_fork(spent)
+        if not result.aborted:
+            self.history = list(result.history_after_merge)
+        return result
+
+    def adopt_merge(self, result: MergeResult) -> MergeResult:
+        """Take over a merge someone else ran on our coordinator (the judge's ``auto``)."""
+        self._settle_fork(self.fork_totals())
+        if not result.aborted:
+            self.history = list(result.history_after_merge)
+        return result
+
+    async def abort_fork(self) -> list[str]:
+        if self.coordinator is None:
+            return []
+        spent = self.fork_totals()
+        ids = await self.coordinator.abort_fork()
+        self._settle_fork(spent)
+        return ids
+
+    def _settle_fork(self, spent: ForkTotals) -> None:
+        """Fold a resolved fork's spend into the session totals and drop the coordinator."""
+        self.totals.cost_usd += spent.cost_usd
+        self.totals.input_tokens += spent.input_tokens
+        self.totals.output_tokens += spent.output_tokens
+        self.coordinator = None
+
+    def adopt_recovered(self, fork_id: str) -> ForkCoordinator | None:
+        """Rebuild the forks a crashed session left open; keep the top-level one ``fork_id``."""
+        from branching_core.fork import ForkCoordinator
+
+        assert self.workspace is not None
+        found = ForkCoordinator.recover(
+            self.workspace,
+            self.agent,
+            default_model=self.model,
+            model_resolver=self.model_resolver,
+            stream_text=True,
+        )
+        for coordinator in found:
+            if coordinator.fork_id == fork_id:
+                self.coordinator = coordinator
+                return coordinator
+        return None
+
+    def open_forks(self) -> list[dict[str, Any]]:
+        """Top-level forks left open in this workspace by an earlier session."""
+        from branching_core.fork import list_open_forks
+
+        assert self.workspace is not None
+        return [m for m in list_open_forks(self.workspace) if int(m.get("depth", 1)) == 1]
+
+    async def aclose(self) -> None:
+        """Stop running branch tasks; the fork itself stays on disk for recovery at next start.
+
+        Quitting must not silently throw the branches away: an open fork is offered for
+        merge or abort the next time forkdeck opens this workspace.
+        """
+        coordinator = self.coordinator
+        if coordinator is None or coordinator.is_resolved:
+            return
+        for status in coordinator.inspect_branches():
+            if status.state == "running":
+                await coordinator.terminate_branch(status.branch_id)
+        await coordinator.flush()
+
+
+def offline_greeting() -> str:
+    """The first words a user without an LLM reads: what works now and how to get a real one."""
+    keys = ", ".join(MODEL_ENV_KEYS)
+    return (
+        "No LLM configured: the offline model (scripted, no network) answers. It turns a "
+        "prompt into tool calls (`ls`, `read PATH`, `glob PATTERN`, `grep REGEX`); in a /fork "
+        "steer, `!cmd` makes that branch run a shell command. "
+        f"For a real model set one of {keys}, start with `--model provider:name`, "
+        "or set `default` under [model] in .pydantic-deep/config.toml."
+    )
+
+
+def env_has_model_key(env: dict[str, str] | None = None) -> bool:
+    source = os.environ if env is None else env
+    return any(source.get(k, "").strip() for k in MODEL_ENV_KEYS)
+
+
+def _stream_text(event: Any, sink: TurnSink) -> None:
+    kind = getattr(event, "event_kind", "")
+    if kind == "part_start" and getattr(event.part, "part_kind", "") == "text":
+        if event.part.content:
+            sink.on_text(event.part.content)
+    elif kind == "part_delta":
+        text = getattr(event.delta, "content_delta", None)
+        if text and getattr(event.delta, "part_delta_kind", "") == "text":
+            sink.on_text(text)
+
+
+def _tool_event(event: Any, sink: TurnSink) -> None:
+    kind = getattr(event, "event_kind", "")
+    part = getattr(event, "part", None)
+    if part is None:
+        return
+    if kind == "function_tool_call":
+        sink.on_tool_call(part.tool_call_id, part.tool_name, part.args)
+    elif kind == "function_tool_result":
+        content = getattr(part, "content", "")
+        ok = getattr(part, "part_kind", "") == "tool-return" and (
+            getattr(part, "outcome", "success") != "failed"
+        )
+        text = content if isinstance(content, str) else repr(content)
+        if getattr(part, "part_kind", "") == "retry-prompt":
+            text = part.model_response()
+        sink.on_tool_result(part.tool_call_id, getattr(part, "tool_name", "") or "", text, ok)
+
+
+async def build_report(session: ChatSession, paths: list[str] | None = None) -> Any:
+    """The live fork's ``BranchDiffReport`` (the merge picker and diff explorer show it).
+
+    Uses ``ForkCoordinator.diff_report`` when the coordinator has it, else
+    ``branching_core.review.build_diff_report``; either may be sync or async. Reading every
+    touched file happens off the event loop.
+    """
+    import inspect
+
+    coordinator = session.coordinator
+    if coordinator is None or coordinator.fork_id is None:
+        raise RuntimeError("no fork is open")
+    method = getattr(coordinator, "diff_report", None)
+    if method is not None:
+        result = method(paths) if paths else method()
+    else:
+        from branching_core.review import build_diff_report  # type: ignore[attr-defined]
+
+        runtimes = list(coordinator.branches.values())
+        result = await asyncio.to_thread(
+            build_diff_report, coordinator.fork_id, runtimes, paths_filter=paths
+        )
+    if inspect.isawaitable(result):
+        result = await result
+    return result

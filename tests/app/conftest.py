@@ -1,0 +1,170 @@
+"""Shared fixtures for the TUI tests: a real workspace, the app, a recording FunctionModel.
+
+``GatedModel`` is a real pydantic-ai ``FunctionModel`` with a streaming function. It behaves
+like the offline model (``!cmd`` runs a shell command, ``ls`` lists, text is echoed), records
+every request it receives (so tests assert on what a branch was actually told), and holds a
+response while the latest prompt contains one of its gate keywords, so a branch stays
+``running`` until the test releases it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+from app.forkdeck_app import ForkdeckApp
+from app.session import MODEL_ENV_KEYS, ChatSession
+from branching_core.agent import plan_response
+
+TERMINAL = (120, 36)
+
+
+def user_prompts(messages: list[ModelMessage]) -> list[str]:
+    """Every user prompt in ``messages``, in order."""
+    out: list[str] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if part.part_kind == "user-prompt":
+                    content = part.content
+                    out.append(content if isinstance(content, str) else json.dumps(content))
+    return out
+
+
+class GatedModel:
+    """See the module docstring. ``model`` is the FunctionModel to hand to the app."""
+
+    def __init__(self, name: str = "gated") -> None:
+        self.requests: list[list[ModelMessage]] = []
+        self.gates: dict[str, asyncio.Event] = {}
+        self.model = FunctionModel(self._respond, stream_function=self._stream, model_name=name)
+
+    def gate(self, keyword: str) -> asyncio.Event:
+        """Hold every response whose latest prompt contains ``keyword`` until set."""
+        event = self.gates.setdefault(keyword, asyncio.Event())
+        return event
+
+    def release_all(self) -> None:
+        for event in self.gates.values():
+            event.set()
+
+    def prompts_of(self, keyword: str) -> list[list[str]]:
+        """For each request whose prompts include one containing ``keyword``: its prompts."""
+        return [
+            user_prompts(m) for m in self.requests if any(keyword in p for p in user_prompts(m))
+        ]
+
+    async def _hold(self, messages: list[ModelMessage]) -> None:
+        prompts = user_prompts(messages)
+        latest = prompts[-1] if prompts else ""
+        for keyword, event in list(self.gates.items()):
+            if keyword in latest:
+                await event.wait()
+
+    async def _respond(self, messages: list[ModelMessage], info: AgentInfo) -> Any:
+        self.requests.append(list(messages))
+        await self._hold(messages)
+        return plan_response(messages, {t.name for t in info.function_tools}, variant="scripted")
+
+    async def _stream(
+        self, messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        self.requests.append(list(messages))
+        await self._hold(messages)
+        response = plan_response(
+            messages, {t.name for t in info.function_tools}, variant="scripted"
+        )
+        part = response.parts[0]
+        if isinstance(part, ToolCallPart):
+            yield {
+                0: DeltaToolCall(
+                    name=part.tool_name,
+                    json_args=json.dumps(part.args),
+                    tool_call_id=part.tool_call_id,
+                )
+            }
+            return
+        assert isinstance(part, TextPart)
+        for word in part.content.split(" "):
+            yield word + " "
+
+
+@pytest.fixture(autouse=True)
+def _no_model_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test may reach a real provider: drop every key that would select one."""
+    for key in (*MODEL_ENV_KEYS, "GEMINI_API_KEY", "CO_API_KEY", "XAI_API_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv("FORKDECK_DIFFTOOL", raising=False)
+    monkeypatch.delenv("PYDANTIC_DEEP_DIFFTOOL", raising=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "README.txt").write_text("hello\n")
+    (root / "src").mkdir()
+    (root / "src" / "app.py").write_text("VALUE = 1\n")
+    return root
+
+
+@pytest.fixture
+def gated() -> GatedModel:
+    return GatedModel()
+
+
+def make_app(root: Path, model: Any = None, *, recovery: bool = False) -> ForkdeckApp:
+    session = ChatSession(root, requested_model=model)
+    return ForkdeckApp(session, cursor_blink=False, offer_recovery=recovery)
+
+
+async def wait_for(
+    pilot: Any,
+    predicate: Callable[[], bool],
+    *,
+    timeout: float = 20.0,
+    what: str | Callable[[], object] = "",
+) -> None:
+    """Let the app run until ``predicate()`` holds; fail (saying ``what``) after ``timeout`` s.
+
+    The timeout only turns a hang into a readable failure; no test asserts on time.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(
+                f"timed out waiting for {what() if callable(what) else what or predicate}"
+            )
+        await pilot.pause(0.02)
+
+
+async def ready(pilot: Any) -> None:
+    """Wait until the session is prepared (model resolved, agent built)."""
+    app = pilot.app
+    await asyncio.wait_for(app.prepared.wait(), 20)
+    await pilot.pause()
+
+
+async def type_line(pilot: Any, text: str) -> None:
+    """Type ``text`` into the focused input key by key, then Enter."""
+    await pilot.press(*text)
+    await pilot.press("enter")
+
+
+async def submit(pilot: Any, text: str) -> None:
+    """Put ``text`` in the chat input and press Enter (fast; ``type_line`` types each key)."""
+    from app.widgets.chat_input import ChatInput
+
+    entry = pilot.app.screen.query_one("#input", ChatInput)
+    entry.focus()
+    entry.value = text
+    await pilot.press("enter")
+    await pilot.pause()

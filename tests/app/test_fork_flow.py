@@ -1,0 +1,409 @@
+"""The fork flow end to end inside the app: picker, live branches, steering, keys, merge.
+
+Branches run a real ``Agent`` on a recording ``FunctionModel`` (``GatedModel``) in real
+copy-on-write workspace branches; the tests assert on what each branch was actually sent
+and on the files on disk after the merge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+from pydantic_ai.models.test import TestModel
+from textual.widgets import Input
+
+from app.modals.approval import ApprovalModal
+from app.modals.confirm import ConfirmModal
+from app.modals.fork_picker import ForkPickerModal
+from app.modals.merge_picker import MergePickerModal
+from app.modals.recover_fork import RecoverForkModal
+from app.screens.chat import ChatScreen
+from app.screens.diff_explorer import DiffExplorerScreen
+from app.session import ChatSession
+from app.widgets.fork_area import ForkArea
+from app.widgets.fork_badge import ForkBadgeWidget
+from app.widgets.merge_acceptance import MergeAcceptanceModal
+from branching_core.fork import BranchSpec, list_open_forks
+from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
+
+
+def _chat(app: object) -> ChatScreen:
+    chat = app.chat  # type: ignore[attr-defined]
+    assert isinstance(chat, ChatScreen)
+    return chat
+
+
+async def open_fork(pilot: object, steers: list[str], *, aggregate: str = "") -> ForkArea:
+    """``/fork``, fill one steer per row, submit; returns the mounted ForkArea."""
+    app = pilot.app  # type: ignore[attr-defined]
+    if app.session.settings.fork_branch_count != len(steers):
+        await submit(pilot, f"/fork-branches {len(steers)}")
+    await submit(pilot, "/fork")
+    await wait_for(pilot, lambda: isinstance(app.screen, ForkPickerModal), what="the picker")
+    picker = app.screen
+    assert picker.n == len(steers)
+    for slot, steer in enumerate(steers, start=1):
+        picker.query_one(f"#steer-{slot}", Input).value = steer
+    picker.query_one("#aggregate", Input).value = aggregate
+    await pilot.press("ctrl+s")  # type: ignore[attr-defined]
+    chat = _chat(app)
+    await wait_for(pilot, lambda: chat.fork_area is not None, what="the fork area")
+    return chat.fork_area
+
+
+def states(app: object) -> dict[str, str]:
+    coordinator = app.session.coordinator  # type: ignore[attr-defined]
+    return {s.label: s.state for s in coordinator.inspect_branches()}
+
+
+async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_history(
+    project: Path, gated: GatedModel
+) -> None:
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await submit(pilot, "remember the parent turn")
+        await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
+        area = await open_fork(
+            pilot, ["!echo a > a.txt", "!echo b > b.txt && rm README.txt"], aggregate="1.5"
+        )
+        assert area.labels == ["a", "b"]
+        assert app.session.coordinator.handle.aggregate_budget_usd == 1.5
+        badge = chat.query_one(ForkBadgeWidget)
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await pilot.pause(0.3)
+        assert badge.display and badge.summary_text.startswith("FORK: 2 branches · 0 running")
+        # Each branch got the parent's history and then its own steer, nothing else.
+        assert gated.prompts_of("!echo a")[0] == ["remember the parent turn", "!echo a > a.txt"]
+        assert all("!echo b" not in p for r in gated.prompts_of("!echo a") for p in r)
+        # Nothing reached the parent directory yet.
+        assert not (project / "a.txt").exists() and (project / "README.txt").exists()
+
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("2")
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+        assert (project / "b.txt").read_text() == "b\n"
+        assert not (project / "README.txt").exists()
+        assert not (project / "a.txt").exists()
+        assert not badge.display
+        # The winner's conversation is now the chat, and the next turn continues from it.
+        transcript = "\n".join(chat.messages.transcript())
+        assert "> !echo b > b.txt && rm README.txt" in transcript
+        assert "merged branch b" in chat.last_notice
+        await submit(pilot, "what next")
+        await wait_for(pilot, lambda: not chat.turn_running and bool(gated.prompts_of("what")))
+        assert gated.prompts_of("what next")[-1] == [
+            "remember the parent turn",
+            "!echo b > b.txt && rm README.txt",
+            "what next",
+        ]
+
+
+async def test_steering_reaches_only_that_branch_and_unknown_labels_are_refused(
+    project: Path, gated: GatedModel
+) -> None:
+    gate = gated.gate("hold")
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["hold a", "hold b"])
+        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        await submit(pilot, ">>zzz do something")
+        assert "no branch 'zzz' in this fork; branches: a, b" in chat.last_notice
+        await submit(pilot, ">>a focus on tests")
+        assert chat.last_notice == ">>a: focus on tests"
+        await submit(pilot, "plain text on the overview")
+        assert ">>label message" in chat.last_notice
+        gate.set()
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        told_a = [p for r in gated.prompts_of("hold a") for p in r]
+        told_b = [p for r in gated.prompts_of("hold b") for p in r]
+        assert "focus on tests" in told_a
+        assert "focus on tests" not in told_b
+        assert all("zzz" not in p and "plain text" not in p for p in told_a + told_b)
+
+
+async def test_tab_cycles_numbers_jump_and_ctrl_g_returns_to_the_input(
+    project: Path, gated: GatedModel
+) -> None:
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        area = await open_fork(pilot, ["one", "two", "three"])
+        assert area.active_label is None
+        seen = []
+        for _ in range(4):
+            await pilot.press("tab")
+            seen.append(area.active_label)
+        assert seen == ["a", "b", "c", None]
+        await pilot.press("alt+3")
+        assert area.active_label == "c"
+        assert app.focused is chat.input  # none of that moved the focus away from typing
+        area.tabs.focus()
+        await pilot.pause()
+        await pilot.press("2")
+        assert area.active_label == "b"
+        await pilot.press("ctrl+g")
+        assert app.focused is chat.input
+        await pilot.press("1")  # typed into the input, not a jump
+        assert chat.input.value == "1" and area.active_label == "b"
+
+
+async def test_plain_text_on_a_branch_tab_continues_that_branch_only(
+    project: Path, gated: GatedModel
+) -> None:
+    gate = gated.gate("hold")
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        area = await open_fork(pilot, ["quick", "hold b"])
+        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        await pilot.press("alt+2")
+        await submit(pilot, "more please")
+        assert "branch b is still running" in chat.last_notice and ">>b" in chat.last_notice
+        await pilot.press("alt+1")
+        assert area.active_label == "a"
+        await submit(pilot, "follow up for a")
+        await wait_for(pilot, lambda: bool(gated.prompts_of("follow up for a")), what="sent")
+        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        assert gated.prompts_of("follow up for a")[-1] == ["quick", "follow up for a"]
+        assert not gated.prompts_of("more please")
+        gate.set()
+        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        assert all("follow up" not in p for r in gated.prompts_of("hold b") for p in r)
+
+
+async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
+    project: Path, gated: GatedModel
+) -> None:
+    gated.gate("hold")
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        area = await open_fork(pilot, ["hold !echo a > a.txt", "hold b"])
+        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        await pilot.press("alt+1")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="confirm")
+        assert "Terminate branch a?" in app.screen.question
+        await pilot.press("y")
+        await wait_for(pilot, lambda: states(app)["a"] == "terminated", what=states)
+        assert states(app)["b"] == "running"
+        # Esc answered "no" changes nothing.
+        await pilot.press("alt+2", "escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="confirm")
+        await pilot.press("n")
+        await pilot.pause()
+        assert states(app)["b"] == "running"
+        area.select(None)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="confirm")
+        assert "Abort the entire fork?" in app.screen.question
+        await pilot.press("y")
+        await wait_for(pilot, lambda: chat.fork_area is None and not app.session.fork_active)
+        assert "fork aborted: 2 branches discarded" in chat.last_notice
+        assert sorted(p.name for p in project.iterdir() if p.name != ".pydantic-deep") == [
+            "README.txt",
+            "src",
+        ]
+        gated.release_all()
+
+
+async def test_commands_outside_the_allow_list_are_blocked_during_a_fork(
+    project: Path, gated: GatedModel
+) -> None:
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["one", "two"])
+        for line in ("/fork", "/fork-branches 3", "/clear"):
+            await submit(pilot, line)
+            assert "is blocked while a fork is open" in chat.last_notice
+        assert not (project / ".pydantic-deep" / "config.toml").exists()
+        await submit(pilot, "/cost")
+        assert "fork " in chat.last_notice and "  a: price unknown (1 requests)" in chat.last_notice
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.session.fork_active and "merge cancelled" in chat.last_notice
+
+
+async def test_fork_diff_launches_the_configured_diff_tool(
+    project: Path, gated: GatedModel, tmp_path: Path, monkeypatch: object
+) -> None:
+    record = tmp_path / "difftool-args.txt"
+    tool = tmp_path / "difftool.sh"
+    tool.write_text(f'#!/bin/sh\necho "$@" >> {record}\n')
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("FORKDECK_DIFFTOOL", f"{tool} {{parent}} {{branches}}")  # type: ignore[attr-defined]
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["!echo one >> README.txt", "!echo two >> README.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await submit(pilot, "/fork diff README.txt")
+        await wait_for(pilot, lambda: "diff tool" in chat.last_notice, what="launch")
+        await wait_for(pilot, lambda: record.exists(), what="the tool ran")
+        await asyncio.sleep(0.1)
+        args = record.read_text().split()
+        assert args[0].endswith("README.txt") and len(args) == 3
+        contents = [Path(a).read_text() for a in args]
+        assert contents[0] == "hello\n"
+        assert sorted(contents[1:]) == ["hello\none\n", "hello\ntwo\n"]
+        await submit(pilot, "/fork diff nowhere.txt")
+        assert "no branch touched nowhere.txt" in chat.last_notice
+    assert os.environ.get("FORKDECK_DIFFTOOL")
+
+
+async def test_fork_diff_without_a_diff_tool_opens_the_explorer(
+    project: Path, gated: GatedModel, monkeypatch: object
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # type: ignore[attr-defined]  # no pycharm/code
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        await open_fork(pilot, ["write notes.md\nfrom a\nend", "write notes.md\nfrom b\nend"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await submit(pilot, "/fork diff notes.md")
+        await wait_for(pilot, lambda: isinstance(app.screen, DiffExplorerScreen), what="explorer")
+        assert app.screen.selected_path == "notes.md"
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen), what="back to chat")
+        assert app.session.fork_active
+
+
+async def test_judge_verdict_is_shown_before_the_merge_and_enter_accepts(
+    project: Path, gated: GatedModel
+) -> None:
+    config = project / ".pydantic-deep" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(
+        '[review]\nmerge_strategy = "auto_with_fallback"\nconfidence_threshold = 0.0\n'
+    )
+    app = make_app(project, gated.model)
+    app.session.judges = [
+        TestModel(custom_output_args={"winner": "b", "confidence": 0.9, "rationale": "b wrote it"})
+    ]
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await submit(pilot, "/merge")
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, MergeAcceptanceModal), what="the verdict"
+        )
+        assert app.session.fork_active  # nothing merged before the user says so
+        assert not (project / "b.txt").exists()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+        assert (project / "b.txt").read_text() == "b\n"
+        assert not (project / "a.txt").exists()
+        assert "merged branch b" in chat.last_notice
+
+
+async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
+    project: Path, gated: GatedModel
+) -> None:
+    crashed = ChatSession(project, requested_model=gated.model)
+    await asyncio.to_thread(crashed.prepare)
+    coordinator = await crashed.start_fork(
+        [BranchSpec("a", "!echo a > a.txt"), BranchSpec("b", "!echo b > b.txt")], None
+    )
+    await coordinator.wait()
+    await coordinator.flush()  # the "crash": nobody merges or aborts
+    assert not (project / "a.txt").exists()
+
+    app = make_app(project, gated.model, recovery=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
+        modal = app.screen
+        assert modal.option_ids()[:2] == ["merge-0-0", "merge-0-1"]
+        await pilot.press("down", "enter")  # the second row: merge branch b
+        await wait_for(pilot, lambda: (project / "b.txt").exists(), what="the merge")
+        await wait_for(pilot, lambda: not app.session.fork_active)
+        assert not (project / "a.txt").exists()
+        assert gated.prompts_of("!echo b")[0] == ["!echo b > b.txt"]
+        transcript = "\n".join(_chat(app).messages.transcript())
+        assert "> !echo b > b.txt" in transcript
+
+
+async def test_a_branch_waiting_for_approval_runs_the_tool_only_when_approved(
+    project: Path,
+) -> None:
+    ran: list[str] = []
+
+    async def respond(messages: list, info: AgentInfo) -> ModelResponse:
+        last = messages[-1]
+        if any(getattr(p, "part_kind", "") == "tool-return" for p in last.parts):
+            return ModelResponse(parts=[TextPart("deployed")])
+        return ModelResponse(parts=[ToolCallPart("deploy", {"target": "prod"})])
+
+    async def stream(messages: list, info: AgentInfo):  # type: ignore[no-untyped-def]
+        response = await respond(messages, info)
+        part = response.parts[0]
+        if isinstance(part, TextPart):
+            yield part.content
+        else:
+            yield {0: DeltaToolCall(name=part.tool_name, json_args='{"target": "prod"}')}
+
+    model = FunctionModel(respond, stream_function=stream, model_name="deployer")
+    app = make_app(project, model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+
+        @app.session.agent.tool_plain(requires_approval=True)
+        def deploy(target: str) -> str:
+            """Deploy to ``target``."""
+            ran.append(target)
+            return f"deployed to {target}"
+
+        await open_fork(pilot, ["ship it", "ship it too"])
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval")
+        first = app.screen.label
+        assert ran == []
+        await pilot.press("y", "enter")
+        await wait_for(pilot, lambda: states(app)[first] == "done", what=states)
+        assert ran == ["prod"]
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval 2")
+        second = app.screen.label
+        assert second != first
+        await pilot.press("escape")  # deny all
+        await wait_for(pilot, lambda: states(app)[second] == "done", what=states)
+        assert ran == ["prod"]
+
+
+async def test_quit_with_an_open_fork_keeps_it_for_the_next_start(
+    project: Path, gated: GatedModel
+) -> None:
+    gated.gate("hold")
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        await open_fork(pilot, ["quick", "hold b"])
+        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        await submit(pilot, "/quit")
+        await wait_for(pilot, lambda: not app.is_running)
+    left = list_open_forks(project)
+    assert len(left) == 1
+    by_label = {b["label"]: b["state"] for b in left[0]["branches"]}
+    assert by_label == {"a": "done", "b": "terminated"}
+    assert sorted(p.name for p in project.iterdir() if p.name != ".pydantic-deep") == [
+        "README.txt",
+        "src",
+    ]

@@ -1,0 +1,39 @@
+"""Pictures of the chat screen: idle (offline greeting) and a broken config file.
+
+Fixed terminal size, the ``copy`` backend (the same on every machine), no cursor blink,
+and nothing on screen that depends on the tmp path or the clock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.forkdeck_app import ForkdeckApp
+from app.session import ChatSession
+from tests.app.conftest import ready
+
+SIZE = (110, 30)
+
+
+def _app(root: Path) -> ForkdeckApp:
+    session = ChatSession(root, backend="copy")
+    return ForkdeckApp(session, cursor_blink=False, offer_recovery=False)
+
+
+async def _settled(pilot: Any) -> None:
+    await ready(pilot)
+    await pilot.pause()
+
+
+def test_chat_idle(project: Path, snap_compare: Any) -> None:
+    assert snap_compare(_app(project), terminal_size=SIZE, run_before=_settled)
+
+
+def test_chat_config_error(project: Path, snap_compare: Any) -> None:
+    config = project / ".pydantic-deep" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[fork]\nbranches = "lots"\n[review]\nmerge_strategy = "coin"\n')
+    before = config.read_bytes()
+    assert snap_compare(_app(project), terminal_size=SIZE, run_before=_settled)
+    assert config.read_bytes() == before
