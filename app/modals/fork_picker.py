@@ -103,6 +103,10 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
     BINDINGS = [
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+s", "submit", "Fork", show=False),
+        # Priority: focus must move before the keys queued behind Tab are dispatched,
+        # or a fast typist's (or a paste's) next characters land in the field just left.
+        Binding("tab", "move_focus(1)", "Next field", show=False, priority=True),
+        Binding("shift+tab", "move_focus(-1)", "Previous field", show=False, priority=True),
     ]
 
     def __init__(
@@ -229,6 +233,12 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
             return
         self._show_error(None)
         self.dismiss(request)
+
+    def action_move_focus(self, step: int) -> None:
+        if step > 0:
+            self.focus_next()
+        else:
+            self.focus_previous()
 
     def action_cancel(self) -> None:
         self.dismiss(None)

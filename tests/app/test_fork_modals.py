@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.binding import Binding
 from textual.widgets import Input
 
@@ -111,6 +112,22 @@ async def test_first_keys_typed_land_in_the_first_field() -> None:
         await pilot.press("q", "u", "i", "c", "k")
         await pilot.pause()
         assert values(app2, "label-1") == ["quick"]
+
+
+async def test_keys_typed_in_one_burst_after_tab_land_in_the_next_field() -> None:
+    """A paste or a fast typist: Tab and the text after it arrive before any repaint."""
+    app = PickerHost(Settings())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        # All queued at once, as the terminal driver does with a burst of input (Pilot's
+        # press() would wait for each key to be handled, hiding the race).
+        burst = ["x", "tab", "g", "o", "tab", "tab", "tab", "y"]
+        for key in burst:
+            app.post_message(events.Key(key, key if len(key) == 1 else None))
+        await pilot.pause()
+        await pilot.pause()
+        assert values(app, "label-1", "steer-1", "label-2") == ["x", "go", "y"]
 
 
 async def test_picker_returns_the_edited_request(tmp_path: Path) -> None:
