@@ -98,6 +98,9 @@ class ChatSession:
     model_resolver: Callable[[str], Any] | None = None
     judges: list[Any] | None = None
     """Judge models for ``/merge`` under a judge strategy (None: the strategy's own)."""
+    subagents: Any = None
+    """A ``SubAgentBranches`` registry (seed 002) the parent agent may delegate to; its runs
+    show as expandable ``branch`` tool calls. Without a workspace of its own it uses ours."""
     env: dict[str, str] | None = None
     settings_store: SettingsStore = field(init=False)
     workspace: Workspace | None = field(init=False, default=None)
@@ -161,7 +164,14 @@ class ChatSession:
         self.model_label = display_name(self.model)
         if self.offline:
             notices.append(StartupNotice(offline_greeting(), "warning"))
-        self.agent = Agent(self.model, instructions=INSTRUCTIONS, name="forkdeck")
+        capabilities: list[Any] = []
+        if self.subagents is not None:
+            if self.subagents.workspace is None:
+                self.subagents.workspace = self.workspace
+            capabilities.append(self.subagents)
+        self.agent = Agent(
+            self.model, instructions=INSTRUCTIONS, name="forkdeck", capabilities=capabilities
+        )
         self.ready = True
         self.notices = notices
         return notices

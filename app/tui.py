@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 BACKEND_CHOICES = ("auto", "overlay", "reflink", "copy")
 
@@ -32,7 +33,39 @@ def build_parser() -> argparse.ArgumentParser:
         choices=BACKEND_CHOICES,
         help="workspace branching backend (default: [workspace] backend, else auto)",
     )
+    parser.add_argument(
+        "--subagents",
+        metavar="MODULE:NAME",
+        help="sub-agents the chat agent may delegate to: a SubAgentBranches or a list of "
+        "SubAgent definitions, importable as MODULE:NAME",
+    )
     return parser
+
+
+def load_subagents(spec: str) -> Any:
+    """Import ``MODULE:NAME`` and return a ``SubAgentBranches`` (a list of ``SubAgent``
+    definitions is wrapped in one); raises ``ValueError`` with a one-line reason."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--subagents wants MODULE:NAME, not {spec!r}")
+    try:
+        value = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--subagents {spec}: {exc}") from exc
+    from branching_core.agent.subagents import SubAgent, SubAgentBranches
+
+    if isinstance(value, SubAgentBranches):
+        return value
+    if isinstance(value, SubAgent):
+        value = [value]
+    if isinstance(value, list | tuple) and all(isinstance(d, SubAgent) for d in value):
+        return SubAgentBranches(definitions=list(value))
+    raise ValueError(
+        f"--subagents {spec}: expected SubAgentBranches or SubAgent definitions, "
+        f"got {type(value).__name__}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     from app.forkdeck_app import ForkdeckApp
     from app.session import ChatSession
 
-    session = ChatSession(root.resolve(), requested_model=args.model, backend=args.backend)
+    subagents = None
+    if args.subagents:
+        try:
+            subagents = load_subagents(args.subagents)
+        except ValueError as exc:
+            print(f"forkdeck: {exc}", file=sys.stderr)
+            return 2
+    session = ChatSession(
+        root.resolve(), requested_model=args.model, backend=args.backend, subagents=subagents
+    )
     ForkdeckApp(session).run()
     return 0
 

@@ -113,6 +113,15 @@ class ChatScreen(Screen[None]):
             badge.clear()
         self.input.focus()
         self.refresh_status()
+        if self.session.subagents is not None:
+            self._unsubscribe_subagents = self.session.subagents.add_listener(
+                self.messages.on_subagent_event
+            )
+
+    def on_unmount(self) -> None:
+        unsubscribe = getattr(self, "_unsubscribe_subagents", None)
+        if unsubscribe is not None:
+            unsubscribe()
 
     def _badge(self) -> Any:
         found = self.query("#fork-badge")

@@ -57,6 +57,8 @@ class ToolCallView(Collapsible):
         self.args_text = _format_args(args)
         self.result_text: str | None = None
         self.ok: bool | None = None
+        self.subagent_text: str | None = None
+        self._subagent: Static | None = None
         self._result = Static("(running…)", markup=False, classes="tool-result")
         super().__init__(
             Static(self.args_text, markup=False, classes="tool-args"),
@@ -77,6 +79,21 @@ class ToolCallView(Collapsible):
         self.ok = ok
         self._result.update(content)
         self.title = self._title_text()
+
+    def show_subagent(self, run: Any) -> None:
+        """Render a sub-agent run (``SubAgentRun``) inside this ``branch`` call: its state,
+        cost and transcript, kept after it returns so the user can read what it did."""
+        cost = f"${run.cost_usd:.4f}" if getattr(run, "cost_known", False) else "$?"
+        files = ", ".join(run.changed_paths) if run.changed_paths else "no file changes"
+        header = f"sub-agent {run.name} · {run.state} · {cost} · {files}"
+        if run.error:
+            header += f"\nerror: {run.error}"
+        self.subagent_text = "\n".join([header, *run.transcript_lines()])
+        if self._subagent is None:
+            self._subagent = Static(self.subagent_text, markup=False, classes="tool-subagent")
+            self.query_one(Collapsible.Contents).mount(self._subagent)
+        else:
+            self._subagent.update(self.subagent_text)
 
 
 def _format_args(args: Any) -> str:
@@ -149,6 +166,14 @@ class MessageList(VerticalScroll):
 
     def end_turn(self) -> None:
         self._assistant = None
+
+    def on_subagent_event(self, event: Any) -> None:
+        """A ``SubAgentBranches`` listener: show the run under the ``branch`` call that
+        started it (a nested run shows inside its top-level ancestor's transcript)."""
+        run = event.run
+        view = self._tools.get(run.tool_call_id or "")
+        if view is not None and view.is_mounted:
+            view.show_subagent(run)
 
     # -- whole histories --------------------------------------------------------------------
     def clear_messages(self) -> None:
