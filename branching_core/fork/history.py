@@ -9,63 +9,13 @@ mid-step (budget, terminate): its partial history is trimmed before it is merged
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelMessagesTypeAdapter,
-    ModelRequest,
-    ModelResponse,
-    ToolCallPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
 
-_RESULT_KINDS = frozenset({"tool-return", "retry-prompt", "retry-feedback"})
-
-
-def _result_id(part: Any) -> str | None:
-    if getattr(part, "part_kind", None) in _RESULT_KINDS:
-        return getattr(part, "tool_call_id", None)
-    return None
-
-
-def trim_unanswered_tool_calls(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """A copy of ``messages`` in which every tool call has its result and every result its call.
-
-    Tool calls whose id never gets a result in a later request are removed from their
-    response; results whose call is missing are removed from their request; messages left
-    with no parts are dropped. The input is not modified.
-    """
-    answered: set[str] = set()
-    called: set[str] = set()
-    for message in messages:
-        for part in message.parts:
-            if isinstance(message, ModelRequest):
-                rid = _result_id(part)
-                if rid:
-                    answered.add(rid)
-            elif isinstance(part, ToolCallPart):
-                called.add(part.tool_call_id)
-    out: list[ModelMessage] = []
-    for message in messages:
-        if isinstance(message, ModelResponse):
-            parts = [
-                p
-                for p in message.parts
-                if not (isinstance(p, ToolCallPart) and p.tool_call_id not in answered)
-            ]
-        else:
-            parts = [p for p in message.parts if (rid := _result_id(p)) is None or rid in called]
-        if not parts:
-            continue
-        out.append(
-            message
-            if len(parts) == len(message.parts)
-            else dataclasses.replace(message, parts=parts)
-        )
-    return out
+from branching_core.agent.history import trim_unanswered_tool_calls
 
 
 def copy_history(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
