@@ -55,9 +55,12 @@ def test_bad_names_create_nothing(ws_dir: Path, backend: str) -> None:
 
 
 def test_a_failed_mount_rolls_back_every_sibling(
-    ws_dir: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The helper mounts the batch all or none; the store keeps no half-made branch."""
+    ws_dir = tmp_path / "ws"
+    ws_dir.mkdir()
+    (ws_dir / "a.txt").write_text("a\n")
     ws = Workspace(ws_dir, backend="overlay")
     helper = mount_helper.shared_helper()
     real = helper.mount_overlays
