@@ -445,9 +445,7 @@ class ForkCoordinator:
                 durable=True,
             )
             try:
-                for index, (spec, ws_branch) in enumerate(
-                    zip(spec_list, ws_branches, strict=True)
-                ):
+                for index, (spec, ws_branch) in enumerate(zip(spec_list, ws_branches, strict=True)):
                     runtimes.append(
                         BranchRuntime(
                             branch_id=f"{fork_id[:6]}-{index}-{uuid.uuid4().hex[:4]}",
@@ -608,9 +606,7 @@ class ForkCoordinator:
             if isinstance(result.output, DeferredToolRequests):
                 self._await_approval(rt, result.output)
             else:
-                rt.output = (
-                    result.output if isinstance(result.output, str) else repr(result.output)
-                )
+                rt.output = result.output if isinstance(result.output, str) else repr(result.output)
                 if rt.state == "running":
                     self._set_state(rt, "done", persist=False)
         except asyncio.CancelledError:
@@ -790,9 +786,7 @@ class ForkCoordinator:
         """The tool calls the branch with this label or id waits on (empty if none)."""
         return list(self.get_branch(key).pending_approvals)
 
-    async def approve(
-        self, key: str, decisions: dict[str, bool | str]
-    ) -> asyncio.Task[None]:
+    async def approve(self, key: str, decisions: dict[str, bool | str]) -> asyncio.Task[None]:
         """Answer a paused branch's pending tool calls and resume it.
 
         ``decisions`` maps each pending ``tool_call_id`` to True (run it), False (deny), or a
@@ -971,8 +965,11 @@ class ForkCoordinator:
                     await asyncio.wait([rt.task])
 
     # -- merge ---------------------------------------------------------------------------------
-    async def merge_or_select(self, action: str) -> MergeResult:
-        """``"pick:<label or id>"`` merges that branch; ``"abort"`` discards them all.
+    async def merge_or_select(self, action: str, **judge_options: Any) -> MergeResult:
+        """``"pick:<label or id>"`` merges that branch; ``"abort"`` discards them all;
+        ``"auto"`` lets the judge pick and merges its pick (``judge_options`` go to
+        :meth:`resolve`, e.g. ``judges=[...]``, ``test_command=...``); a judge that cannot
+        name a branch raises ``RuntimeError`` and nothing is merged.
 
         The winner (awaited if still running) is committed into the parent: conflicting paths
         (changed in the parent since the fork) are reported and left alone, the rest applied.
@@ -989,10 +986,21 @@ class ForkCoordinator:
                 discarded_branch_ids=ids,
                 pre_fork_checkpoint_id=handle.parent_checkpoint_id,
             )
+        if action == "auto":
+            from dataclasses import replace
+
+            outcome = await self.resolve(
+                replace(handle.merge_strategy, kind="auto"), **judge_options
+            )
+            if outcome.committed and outcome.merge_result is not None:
+                return outcome.merge_result
+            raise RuntimeError(
+                f"the judge did not pick a branch ({outcome.fallback_reason or 'no verdict'}): "
+                "use 'pick:<label>' or 'abort'"
+            )
         if not action.startswith("pick:"):
             raise ValueError(
-                f"unknown action {action!r}: use 'pick:<label or id>' or 'abort' "
-                "(judge-based 'auto' resolution lives in branching_core.review)"
+                f"unknown action {action!r}: use 'pick:<label or id>', 'auto' or 'abort'"
             )
         async with self._lock:
             if self._resolved:

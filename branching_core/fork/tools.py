@@ -152,10 +152,11 @@ def create_fork_toolset(
 
     @toolset.tool_plain(sequential=True)
     async def merge_or_select(action: str) -> dict[str, Any]:
-        """Resolve the fork: 'pick:<label or id>' keeps that branch's files; 'abort' keeps none.
+        """Resolve the fork: 'pick:<label or id>' keeps that branch's files; 'auto' lets the
+        judge pick one; 'abort' keeps none.
 
         Args:
-            action: 'pick:<label or branch_id>' or 'abort'.
+            action: 'pick:<label or branch_id>', 'auto' or 'abort'.
         """
         coord = active()
         try:

@@ -56,6 +56,20 @@ async def test_judge_answering_with_a_label_merges_that_branch(
     assert branch_requests == {"tidy": 2, "wild": 3}
 
 
+async def test_merge_or_select_auto_merges_the_judges_pick(ws: Workspace, project: Path) -> None:
+    coord = await two_ways(ws)
+    judge = JudgeScript([verdict("wild", 0.8)])
+    result = await coord.merge_or_select("auto", judges=[judge.model])
+    assert result.winner_label == "wild" and (project / "wild.txt").read_text() == "chaos\n"
+
+    undecided = await two_ways(ws)
+    garbage = JudgeScript([verdict("nobody"), verdict("still nobody")])
+    with pytest.raises(RuntimeError, match="did not pick a branch"):
+        await undecided.merge_or_select("auto", judges=[garbage.model])
+    assert not undecided.is_resolved and garbage.asked == 2
+    await undecided.aclose()
+
+
 async def test_a_branch_id_works_too(ws: Workspace, project: Path) -> None:
     coord = await two_ways(ws)
     wild_id = coord.get_branch("wild").branch_id
