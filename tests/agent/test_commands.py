@@ -14,7 +14,6 @@ from branching_core.agent import (
     LocalCommandRunner,
     SandboxCommandRunner,
     create_workspace_toolset,
-    sandbox_available,
     truncate_middle,
 )
 
@@ -139,20 +138,16 @@ async def test_run_command_refuses_empty(tools: object, ws: Path) -> None:
         await tools.run_command("   ")
 
 
-@pytest.mark.skipif(
-    sandbox_available(), reason="the sandbox layer exists here; its own tests cover it"
-)
-async def test_default_runner_without_sandbox_fails_readably(ws: Path) -> None:
-    tools = create_workspace_toolset(
-        ws
-    )  # default: the sandbox runner, never an unsandboxed fallback
-    assert isinstance(tools.command_runner, SandboxCommandRunner)
-    with pytest.raises(ToolFailed, match="sandbox is not available"):
+async def test_a_sandbox_that_cannot_start_fails_readably_and_runs_nothing(ws: Path) -> None:
+    """Never an unsandboxed fallback: the model reads why, and no command ran anywhere."""
+    runner = SandboxCommandRunner(mount_at="no/such/mount-point")  # real set-up failure
+    tools = create_workspace_toolset(ws, command_runner=runner)
+    with pytest.raises(ToolFailed, match="could not be started: NamespaceError"):
         await tools.run_command("touch should-not-exist")
     assert not (ws / "should-not-exist").exists()
+    assert isinstance(create_workspace_toolset(ws).command_runner, SandboxCommandRunner)
 
 
-@pytest.mark.skipif(not sandbox_available(), reason="branching_core.sandbox is not here yet")
 async def test_sandbox_runner_streams_on_the_loop_thread_and_times_out(ws: Path) -> None:
     import threading
 
