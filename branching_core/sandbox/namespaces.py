@@ -12,7 +12,10 @@ is a private tmpfs; ``/dev`` is a tmpfs with null, zero, full, random, urandom, 
 and a private ``/dev/shm`` (so raw disks are unreachable even for uid 0); ``/proc`` is
 the new pid namespace's, with ``/proc/sys`` and ``/proc/sysrq-trigger`` read-only;
 without network ``/run`` is a private tmpfs too, hiding host unix sockets
-(D-Bus, docker, ...). All capabilities are dropped and no_new_privs is set last.
+(D-Bus, docker, ...). The Python running forkdeck stays reachable (read-only) even
+when it lives under ``/tmp`` or ``/run``: a branch's ``python -m pytest`` must find the
+same interpreter and packages as the caller. All capabilities are dropped and
+no_new_privs is set last.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 import re
 import socket
 import struct
+import sys
 from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
@@ -59,6 +63,7 @@ class SandboxPlan:
     helper_pid: int | None = None
     userns_fd: int | None = None  # join the helper's user namespace first (if it differs)
     mntns_fd: int | None = None  # then its mount namespace
+    keep_visible: tuple[str, ...] = ()  # host dirs under /tmp or /run to re-expose read-only
 
     @property
     def child_fds(self) -> list[int]:
@@ -71,6 +76,21 @@ class SandboxPlan:
             except OSError:
                 pass
         self.userns_fd = self.mntns_fd = None
+
+
+_COVERED = ("/tmp", "/run")
+
+
+def interpreter_dirs_to_keep() -> tuple[str, ...]:
+    """The running interpreter's prefixes that the sandbox's private ``/tmp`` or ``/run``
+    would hide (a virtualenv in a checkout under /tmp, say); outermost first, no nesting."""
+    found: list[str] = []
+    for prefix in sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}):
+        covered = any(prefix.startswith(c + "/") for c in _COVERED)
+        nested = any(prefix.startswith(k + "/") for k in found)
+        if covered and not nested and os.path.isdir(prefix):
+            found.append(prefix)
+    return tuple(found)
 
 
 def plan_sandbox(
@@ -90,6 +110,7 @@ def plan_sandbox(
         uid=euid,
         gid=os.getegid(),
         helper_pid=helper,
+        keep_visible=interpreter_dirs_to_keep(),
     )
     if plan.view == "/":
         raise WorkspaceError("refusing to sandbox with '/' as the writable branch directory")
@@ -159,8 +180,10 @@ def build_filesystem(plan: SandboxPlan) -> None:
     """In the pid-namespace init: make the read-only world with one writable view."""
     ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
     sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
-    # Grab the view before anything covers it (it may live under /tmp or /run).
+    # Grab the view (and the interpreter's dirs) before anything covers them: they may
+    # live under /tmp or /run.
     view_fd = sc.open_tree_clone(plan.view, recursive=True)
+    kept = [(path, sc.open_tree_clone(path, recursive=True)) for path in plan.keep_visible]
     try:
         sc.mount_setattr("/", set_=ro, recursive=True)
         sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
@@ -172,6 +195,10 @@ def build_filesystem(plan: SandboxPlan) -> None:
             if os.path.exists(path):
                 sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
                 sc.mount_setattr(path, set_=ro, recursive=True)
+        for path, fd in kept:
+            _ensure_dir(path)
+            sc.mount_setattr("", dirfd=fd, empty_path=True, recursive=True, set_=ro)
+            sc.move_mount_fd(fd, path)
         _ensure_dir(plan.target)
         sc.mount_setattr(
             "", dirfd=view_fd, empty_path=True, recursive=True,
@@ -180,6 +207,8 @@ def build_filesystem(plan: SandboxPlan) -> None:
         sc.move_mount_fd(view_fd, plan.target)
     finally:
         os.close(view_fd)
+        for _path, fd in kept:
+            os.close(fd)
     os.chdir(plan.target)
 
 

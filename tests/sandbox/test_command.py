@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from pathlib import Path
 
@@ -79,3 +80,24 @@ async def test_async_wrapper_and_cancellation(ws: Path, no_leftover: str) -> Non
     with pytest.raises(asyncio.CancelledError):
         await task
     assert wait_until_gone(no_leftover) == []
+
+
+def test_the_callers_interpreter_stays_reachable_under_a_private_tmp(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtualenv in a checkout under /tmp (a CI clone) must still run a branch's
+    ``python -m pytest``; the rest of the host's /tmp stays hidden, the prefix read-only."""
+    prefix = tmp_path / "venv"
+    (prefix / "bin").mkdir(parents=True)
+    tool = prefix / "bin" / "tool"
+    tool.write_text("#!/bin/sh\necho from-the-prefix\n")
+    tool.chmod(0o755)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host tmp\n")
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    assert str(tmp_path).startswith("/tmp/"), "pytest's tmp_path is expected under /tmp here"
+
+    ran = run_command(f"{tool} && cat {secret}; touch {prefix}/new", ws)
+    assert "from-the-prefix" in ran.stdout
+    assert "host tmp" not in ran.stdout, "the host's /tmp leaked into the sandbox"
+    assert "Read-only file system" in ran.stderr and not (prefix / "new").exists()
