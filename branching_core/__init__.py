@@ -8,9 +8,7 @@ importing pydantic-ai.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from branching_core._lazy import lazy_exports
 from branching_core.errors import *  # noqa: F403  (the error classes are cheap and always wanted)
 from branching_core.errors import __all__ as _error_names
 
@@ -75,14 +73,4 @@ _LAZY: dict[str, str] = {
 __all__ = sorted([*_error_names, *_LAZY])
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'branching_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

@@ -6,9 +6,7 @@ detector) does not import pydantic-ai.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from branching_core._lazy import lazy_exports
 from branching_core.review.editor import EditorDetector as EditorDetector
 from branching_core.review.editor import EditorKind as EditorKind
 
@@ -46,14 +44,4 @@ _LAZY: dict[str, str] = {
 __all__ = sorted(["EditorDetector", "EditorKind", *_LAZY])
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'branching_core.review' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)
