@@ -49,12 +49,10 @@ SHELL_TIMEOUT_S = 60.0
 SHELL_OUTPUT_LIMIT = 4000
 
 
-def _optional(module: str, name: str) -> Any:
-    """A class from a sibling helper's module, or None while that module is not built yet."""
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
+def _lazy(module: str, name: str) -> Any:
+    """``module.name``, imported on first use: the fork and merge UIs (and pydantic-ai behind
+    them) load only when a fork starts, which keeps the first frame fast."""
+    return getattr(importlib.import_module(module), name)
 
 
 class ChatScreen(Screen[None]):
@@ -82,9 +80,8 @@ class ChatScreen(Screen[None]):
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        badge_cls = _optional("app.widgets.fork_badge", "ForkBadgeWidget")
-        if badge_cls is not None:
-            yield badge_cls(id="fork-badge")
+        badge_cls = _lazy("app.widgets.fork_badge", "ForkBadgeWidget")
+        yield badge_cls(id="fork-badge")
         with Vertical(id="body"):
             yield MessageList(id="messages")
             yield Container(id="fork-slot")
@@ -193,9 +190,9 @@ class ChatScreen(Screen[None]):
 
     @work(exclusive=True, group="escape")
     async def confirm_escape(self, label: str | None) -> None:
-        confirm_cls = _optional("app.modals.confirm", "ConfirmModal")
+        confirm_cls = _lazy("app.modals.confirm", "ConfirmModal")
         coordinator = self.session.coordinator
-        if confirm_cls is None or coordinator is None:
+        if coordinator is None:
             return
         question = f"Terminate branch {label}?" if label else "Abort the entire fork?"
         if not await self.app.push_screen_wait(confirm_cls(question)):
@@ -409,10 +406,7 @@ class ChatScreen(Screen[None]):
     # -- forks ------------------------------------------------------------------------------
     @work(exclusive=True, group="fork")
     async def fork_flow(self) -> None:
-        picker_cls = _optional("app.modals.fork_picker", "ForkPickerModal")
-        if picker_cls is None:
-            self.notice("the fork picker is not in this build yet", "error")
-            return
+        picker_cls = _lazy("app.modals.fork_picker", "ForkPickerModal")
         settings = self.session.settings
         request = await self.app.push_screen_wait(
             picker_cls(
@@ -438,13 +432,12 @@ class ChatScreen(Screen[None]):
 
     async def open_fork_view(self, coordinator: Any) -> None:
         """Show the fork: tabs + panels in place of the transcript, badge on top."""
-        area_cls = _optional("app.widgets.fork_area", "ForkArea")
+        area_cls = _lazy("app.widgets.fork_area", "ForkArea")
         slot = self.query_one("#fork-slot")
-        if area_cls is not None:
-            self.fork_area = area_cls(coordinator, id="fork-area")
-            await slot.mount(self.fork_area)
-            slot.display = True
-            self.messages.display = False
+        self.fork_area = area_cls(coordinator, id="fork-area")
+        await slot.mount(self.fork_area)
+        slot.display = True
+        self.messages.display = False
         badge = self._badge()
         if badge is not None:
             badge.set_coordinator(coordinator)
@@ -516,9 +509,9 @@ class ChatScreen(Screen[None]):
 
     @work(group="approval")
     async def approval_flow(self, label: str, calls: Any) -> None:
-        modal_cls = _optional("app.modals.approval", "ApprovalModal")
+        modal_cls = _lazy("app.modals.approval", "ApprovalModal")
         coordinator = self.session.coordinator
-        if modal_cls is None or coordinator is None:
+        if coordinator is None:
             return
         decisions = await self.app.push_screen_wait(modal_cls(label, calls))
         if decisions is None:
@@ -567,10 +560,10 @@ class ChatScreen(Screen[None]):
     async def pick_winner(
         self, *, preselect: str | None = None, subtitle: str | None = None
     ) -> str | None:
-        picker_cls = _optional("app.modals.merge_picker", "MergePickerModal")
+        picker_cls = _lazy("app.modals.merge_picker", "MergePickerModal")
         coordinator = self.session.coordinator
-        if picker_cls is None or coordinator is None:
-            self.notice("the merge picker is not in this build yet", "error")
+        if coordinator is None:
+            self.notice("no fork is open: /fork first", "warning")
             return None
         try:
             report = await build_report(self.session)
@@ -590,19 +583,16 @@ class ChatScreen(Screen[None]):
         )
 
     def _diff_paths(self) -> Any:
-        paths_cls = _optional("app.widgets.merge_diff", "DiffPaths")
+        paths_cls = _lazy("app.widgets.merge_diff", "DiffPaths")
         coordinator = self.session.coordinator
-        if paths_cls is None or coordinator is None or coordinator.fork_id is None:
+        if coordinator is None or coordinator.fork_id is None:
             return None
         branch_paths = {rt.label: rt.path for rt in coordinator.branches.values()}
         return paths_cls.for_fork(self.session.root, coordinator.fork_id, branch_paths)
 
     async def _judge(self, coordinator: Any) -> Any:
         """Run ``branching_core.review.resolve``; None (and a notice) when it cannot decide."""
-        resolve = _optional("branching_core.review", "resolve")
-        if resolve is None:
-            self.notice("no judge in this build: pick the winner yourself", "warning")
-            return None
+        resolve = _lazy("branching_core.review", "resolve")
         self.notice("asking the judge… (the branches are awaited first)")
         try:
             return await resolve(
@@ -614,9 +604,7 @@ class ChatScreen(Screen[None]):
 
     async def _acceptance(self, outcome: Any) -> str | None:
         """``accept`` / ``override`` / None from T3's acceptance modal (it handles ``d``)."""
-        modal_cls = _optional("app.widgets.merge_acceptance", "MergeAcceptanceModal")
-        if modal_cls is None:
-            return "override"
+        modal_cls = _lazy("app.widgets.merge_acceptance", "MergeAcceptanceModal")
         coordinator = self.session.coordinator
         statuses = coordinator.inspect_branches() if coordinator is not None else []
         return await self.app.push_screen_wait(
@@ -671,8 +659,8 @@ class ChatScreen(Screen[None]):
 
     async def fork_diff_now(self, path: str | None) -> None:
         """``/fork diff [PATH]``: the external diff tool when one is detected, else the explorer."""
-        launch = _optional("app.widgets.merge_diff", "launch_difftool")
-        explorer_cls = _optional("app.screens.diff_explorer", "DiffExplorerScreen")
+        launch = _lazy("app.widgets.merge_diff", "launch_difftool")
+        explorer_cls = _lazy("app.screens.diff_explorer", "DiffExplorerScreen")
         try:
             report = await build_report(self.session, [path] if path else None)
         except Exception as exc:
@@ -683,7 +671,7 @@ class ChatScreen(Screen[None]):
             return
         paths = self._diff_paths()
         difftool = self.session.settings.difftool
-        if launch is not None and paths is not None:
+        if paths is not None:
             labels = [s.label for s in self.session.coordinator.inspect_branches()]  # type: ignore[union-attr]
             if path is not None:
                 entry = next(e for e in report.paths if e.path == path and e.touched_by)
@@ -698,9 +686,6 @@ class ChatScreen(Screen[None]):
             if not outcome.wants_tui:
                 self.notice(f"opened {outcome.kind} diff tool")
                 return
-        if explorer_cls is None:
-            self.notice("the diff explorer is not in this build yet", "error")
-            return
         await self.app.push_screen_wait(
             explorer_cls(report, paths=paths, difftool=difftool, initial_path=path)
         )
@@ -708,11 +693,7 @@ class ChatScreen(Screen[None]):
     # -- start-up recovery --------------------------------------------------------------------
     @work(group="recover")
     async def offer_recovery(self, open_forks: list[dict[str, Any]]) -> None:
-        modal_cls = _optional("app.modals.recover_fork", "RecoverForkModal")
-        if modal_cls is None:
-            ids = ", ".join(m.get("fork_id", "?") for m in open_forks)
-            self.notice(f"forks left open by an earlier session: {ids}", "warning")
-            return
+        modal_cls = _lazy("app.modals.recover_fork", "RecoverForkModal")
         choice = await self.app.push_screen_wait(modal_cls(open_forks))
         if choice is None:
             self.notice("the open fork is kept; you will be asked again next time")
