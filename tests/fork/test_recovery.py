@@ -3,10 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,10 +10,9 @@ from pydantic_ai import Agent
 
 from branching_core.fork import ForkCoordinator, list_open_forks
 from branching_core.fork.coordinator import INTERRUPTED
+from tests.support.killed_child import run_until_ready_then_kill
 
 from .helpers import Scripted, user_prompts
-
-REPO = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent(
     """
@@ -56,22 +51,7 @@ CHILD = textwrap.dedent(
 
 
 def test_killed_process_fork_is_recovered_and_merged(project: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(project)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("READY"), line + proc.stderr.read()
-        fork_id = line.split()[1]
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+    fork_id = run_until_ready_then_kill(CHILD, str(project))
 
     open_forks = list_open_forks(project)
     assert [m["fork_id"] for m in open_forks] == [fork_id]

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shlex
-import signal
 import subprocess
 import sys
 import textwrap
@@ -35,8 +33,7 @@ from branching_core.review.mirror_recovery import recover_mirrors
 from branching_core.sandbox import run_command
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, call
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.killed_child import run_until_ready_then_kill
 
 
 def eventually(check: Callable[[], bool], what: str, deadline: float = 15.0) -> None:
@@ -394,22 +391,7 @@ CHILD = textwrap.dedent(
 
 
 def _fork_and_kill(project: Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(project)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("READY"), line + proc.stderr.read()
-        return line.split()[1]
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+    return run_until_ready_then_kill(CHILD, str(project))
 
 
 async def test_killed_process_mirror_is_rebuilt_and_watched_again(project: Path) -> None:
