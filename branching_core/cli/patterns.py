@@ -96,15 +96,8 @@ def cmd_speculate(args: argparse.Namespace) -> int:
     ]
     labels = dict(enumerate(args.candidates))
     outcome = _execute(args, Speculate(cands, **opts), ws, labels)
-    data = {
-        "command": "speculate",
-        "committed": outcome.committed,
-        "winner": outcome.winner.branch_index if outcome.winner else None,
-        "candidates": len(args.candidates),
-        "results": _summary(outcome),
-    }
-    emit(args, data, _text(outcome, "candidate", labels))
-    return 0 if outcome.committed else 1
+    return _report(args, "speculate", outcome, "candidate", labels,
+                   candidates=len(args.candidates))
 
 
 def cmd_best_of_n(args: argparse.Namespace) -> int:
@@ -115,15 +108,36 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
     ws = open_workspace(args)
     task = CommandTask(cmd, score_fd=True, **_candidate_options(args, ws, limits))
     outcome = _execute(args, BestOfN(task, n=args.n, **opts), ws, {})
+    winner = outcome.winner
+    return _report(args, "best-of-n", outcome, "attempt", n=args.n,
+                   winner={"index": winner.branch_index, "score": winner.score} if winner else None)
+
+
+_INDEX = object()  # "winner": the committed branch's index (the seed-000 shape)
+
+
+def _report(
+    args: argparse.Namespace,
+    command: str,
+    outcome: Any,
+    noun: str,
+    labels: dict[int, str] | None = None,
+    *,
+    winner: Any = _INDEX,
+    **extra: Any,
+) -> int:
+    """Print the outcome (``--json``: one object) and return the exit status: 0 only if
+    something was committed."""
+    if winner is _INDEX:
+        winner = outcome.winner.branch_index if outcome.winner else None
     data = {
-        "command": "best-of-n",
-        "n": args.n,
+        "command": command,
+        **extra,
         "committed": outcome.committed,
-        "winner": {"index": outcome.winner.branch_index, "score": outcome.winner.score}
-        if outcome.winner else None,
+        "winner": winner,
         "results": _summary(outcome),
     }
-    emit(args, data, _text(outcome, "attempt", {}))
+    emit(args, data, _text(outcome, noun, labels or {}))
     return 0 if outcome.committed else 1
 
 
@@ -147,15 +161,7 @@ def cmd_reflexion(args: argparse.Namespace) -> int:
     critique = _critique(args.critique, ws, limits) if args.critique else None
     outcome = _execute(args, Reflexion(task, max_retries=args.retries, critique=critique,
                                        **opts), ws, {})
-    data = {
-        "command": "reflexion",
-        "committed": outcome.committed,
-        "attempts": len(outcome.all_results),
-        "winner": outcome.winner.branch_index if outcome.winner else None,
-        "results": _summary(outcome),
-    }
-    emit(args, data, _text(outcome, "attempt", {}))
-    return 0 if outcome.committed else 1
+    return _report(args, "reflexion", outcome, "attempt", attempts=len(outcome.all_results))
 
 
 def _judge(command: str, ws: Any) -> Callable[[Path, Path], int]:
@@ -186,17 +192,8 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     task = CommandTask(cmd, **_candidate_options(args, ws, limits))
     pattern = Tournament(task, n=args.n, judge=_judge(args.judge, ws), **opts)
     outcome = _execute(args, pattern, ws, {})
-    data = {
-        "command": "tournament",
-        "n": args.n,
-        "committed": outcome.committed,
-        "winner": outcome.winner.branch_index if outcome.winner else None,
-        "rounds": [[{"a": a, "b": b, "winner": w} for a, b, w in rnd]
-                   for rnd in pattern.rounds],
-        "results": _summary(outcome),
-    }
-    emit(args, data, _text(outcome, "candidate", {}))
-    return 0 if outcome.committed else 1
+    rounds = [[{"a": a, "b": b, "winner": w} for a, b, w in rnd] for rnd in pattern.rounds]
+    return _report(args, "tournament", outcome, "candidate", n=args.n, rounds=rounds)
 
 
 def _fan_out(text: str) -> list[int]:
@@ -217,16 +214,7 @@ def cmd_cascade(args: argparse.Namespace) -> int:
     task = CommandTask(cmd, **_candidate_options(args, ws, limits))
     pattern = Cascaded(task, fan_out=widths, **opts)
     outcome = _execute(args, pattern, ws, {})
-    data = {
-        "command": "cascade",
-        "fan_out": widths,
-        "committed": outcome.committed,
-        "winner": outcome.winner.branch_index if outcome.winner else None,
-        "waves": pattern.waves,
-        "results": _summary(outcome),
-    }
-    emit(args, data, _text(outcome, "attempt", {}))
-    return 0 if outcome.committed else 1
+    return _report(args, "cascade", outcome, "attempt", fan_out=widths, waves=pattern.waves)
 
 
 def _timeouts(p: argparse.ArgumentParser) -> None:
