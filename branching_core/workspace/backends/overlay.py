@@ -63,9 +63,7 @@ class OverlayBackend(Backend):
         return shared_helper()
 
     def create(self, branch_id: str, parent: ParentView) -> BranchLayout:
-        layout = self._prepare(branch_id, parent)
-        self._mount(layout, parent)
-        return layout
+        return self.create_many([branch_id], parent)[0]
 
     def create_many(self, branch_ids: list[str], parent: ParentView) -> list[BranchLayout]:
         """Prepare every store directory, then mount all views in one helper round trip."""
@@ -90,9 +88,7 @@ class OverlayBackend(Backend):
                 rmtree(layout.store_dir)
             raise
         for layout in layouts:
-            layout.view = helper.view_path(layout.store_dir / "view")
-            layout.extra["helper_pid"] = helper.pid
-            layout.mounted = True
+            self._mounted(layout, helper)
         return layouts
 
     def _prepare(self, branch_id: str, parent: ParentView) -> BranchLayout:
@@ -116,7 +112,12 @@ class OverlayBackend(Backend):
         helper.mount_overlay(
             parent.layers, layout.store_dir / "upper", layout.store_dir / "work", target
         )
-        layout.view = helper.view_path(target)
+        self._mounted(layout, helper)
+
+    @staticmethod
+    def _mounted(layout: BranchLayout, helper: MountHelper) -> None:
+        """Record that ``layout``'s view is mounted by ``helper`` (and where it is reached)."""
+        layout.view = helper.view_path(layout.store_dir / "view")
         layout.extra["helper_pid"] = helper.pid
         layout.mounted = True
 
