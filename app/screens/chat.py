@@ -105,9 +105,7 @@ class ChatScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#fork-slot").display = False
-        badge = self._badge()
-        if badge is not None:
-            badge.clear()
+        self.fork_badge.clear()
         self.input.focus()
         self.refresh_status()
         if self.session.subagents is not None:
@@ -120,9 +118,9 @@ class ChatScreen(Screen[None]):
         if unsubscribe is not None:
             unsubscribe()
 
-    def _badge(self) -> Any:
-        found = self.query("#fork-badge")
-        return found.first() if found else None
+    @property
+    def fork_badge(self) -> Any:
+        return self.query_one("#fork-badge")
 
     # -- status ---------------------------------------------------------------------------
     def refresh_status(self, activity: str | None = None) -> None:
@@ -438,9 +436,7 @@ class ChatScreen(Screen[None]):
         await slot.mount(self.fork_area)
         slot.display = True
         self.messages.display = False
-        badge = self._badge()
-        if badge is not None:
-            badge.set_coordinator(coordinator)
+        self.fork_badge.set_coordinator(coordinator)
         self._remove_listener = coordinator.add_listener(self._on_fork_event)
         self.refresh_status()
         self.input.focus()
@@ -454,9 +450,7 @@ class ChatScreen(Screen[None]):
             self.fork_area = None
         self.query_one("#fork-slot").display = False
         self.messages.display = True
-        badge = self._badge()
-        if badge is not None:
-            badge.set_coordinator(None)
+        self.fork_badge.set_coordinator(None)
         self.refresh_status()
 
     def _on_fork_event(self, event: Any) -> None:

@@ -257,10 +257,7 @@ class Runner:
         branches in one ``branch_many`` call (one mount round trip instead of N)."""
         if len(batch) < 2 or (self.max_parallel is not None and self.max_parallel < len(batch)):
             return
-        owners = {id(a.job.parent if a.job.parent is not None else parent) for a in batch}
-        if len(owners) != 1 or not hasattr(parent, "branch_many"):
-            return
-        if any(a.job.parent is not None for a in batch):
+        if any(a.job.parent is not None for a in batch) or not hasattr(parent, "branch_many"):
             return
         branches = parent.branch_many(
             [a.result.name for a in batch], on_success=None, on_error=None
