@@ -24,6 +24,11 @@ from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.usage import RunUsage
 
@@ -182,20 +187,20 @@ def render_transcript(messages: list[ModelMessage], *, max_chars: int = 400) -> 
     """One line per part: ``user:``, ``assistant:``, ``-> tool(args)``, ``<- tool: result``."""
     lines: list[str] = []
     for message in messages:
-        for part in message.parts:
-            kind = getattr(part, "part_kind", "")
-            if isinstance(message, ModelRequest):
-                if kind == "user-prompt":
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart):
                     lines.append(f"user: {_short(part.content, max_chars)}")
-                elif kind in ("tool-return", "retry-prompt"):
-                    outcome = getattr(part, "outcome", "success")
-                    mark = "<-" if outcome == "success" else "<- (failed)"
-                    content = getattr(part, "content", "")
-                    lines.append(f"{mark} {part.tool_name}: {_short(content, max_chars)}")
-            elif isinstance(message, ModelResponse):
-                if kind == "text" and part.content:
+                elif isinstance(part, ToolReturnPart):
+                    mark = "<-" if part.outcome == "success" else "<- (failed)"
+                    lines.append(f"{mark} {part.tool_name}: {_short(part.content, max_chars)}")
+                elif isinstance(part, RetryPromptPart) and part.tool_name:
+                    lines.append(f"<- (failed) {part.tool_name}: {_short(part.content, max_chars)}")
+        elif isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, TextPart) and part.content:
                     lines.append(f"assistant: {_short(part.content, max_chars)}")
-                elif kind == "tool-call":
+                elif isinstance(part, ToolCallPart):
                     lines.append(f"-> {part.tool_name}({_short(part.args or {}, max_chars)})")
     return lines
 
