@@ -12,6 +12,8 @@ clear error, when its :class:`Deadline` passes. Glob patterns go through the sam
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import time
 
 import regex
@@ -58,10 +60,66 @@ class Deadline:
             raise SearchTimeoutError(f"the search took longer than {self.seconds:g}s") from None
 
 
-def compile_regex(pattern: str) -> regex.Pattern[str]:
+class LineSearch:
+    """A regular expression searched line by line, as ``grep`` does, fast.
+
+    A ``timeout`` costs ~6 µs per match call, ten times a search of a short line, so
+    calling the engine once per line made ``grep`` 10x slower than ``re``. Instead the
+    whole file is searched once (MULTILINE, one timeout), and the lines its matches touch
+    are the candidates. That is exact, not a heuristic: a line that matches on its own also
+    matches inside the text (``^``, ``$`` and ``\\b`` behave the same at a line's edges),
+    and a match found inside one line is a match of that line alone. Only a match that
+    spans lines is checked again line by line. Patterns whose meaning depends on what lies
+    beyond the line (lookarounds, ``\\A``, ``\\Z``) take the line-by-line path.
+    """
+
+    _LINE_SENSITIVE = ("(?=", "(?!", "(?<=", "(?<!", "\\A", "\\Z", "\\z", "\\G")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self.line_regex = compile_regex(pattern)
+        self.text_regex: regex.Pattern[str] | None = None
+        if not any(token in pattern for token in self._LINE_SENSITIVE):
+            self.text_regex = compile_regex(pattern, regex.MULTILINE)
+
+    def matching_lines(
+        self, lines: list[str], deadline: Deadline, limit: int | None = None
+    ) -> list[int]:
+        """0-based indexes of the lines the pattern matches, in order; with ``limit``, the
+        search may stop once about that many are found (a pattern matching everything)."""
+        if self.text_regex is None:
+            found: list[int] = []
+            for i, line in enumerate(lines):
+                if limit is not None and len(found) >= limit:
+                    break
+                if deadline.search(self.line_regex, line):
+                    found.append(i)
+            return found
+        text = "\n".join(lines)
+        starts = [0, *itertools.accumulate(len(line) + 1 for line in lines)][:-1]
+        sure: set[int] = set()
+        maybe: set[int] = set()
+        try:
+            for match in self.text_regex.finditer(text, timeout=deadline.remaining()):
+                first = bisect.bisect_right(starts, match.start()) - 1
+                # a match that consumed a line's "\n" ends at the next line's start: it spans
+                last = bisect.bisect_right(starts, match.end()) - 1
+                if first == last:
+                    sure.add(first)
+                else:
+                    maybe.update(range(first, last + 1))
+                if limit is not None and len(sure) + len(maybe) >= limit:
+                    break
+        except TimeoutError:
+            raise SearchTimeoutError(f"the search took longer than {deadline.seconds:g}s") from None
+        checked = {i for i in maybe - sure if deadline.search(self.line_regex, lines[i])}
+        return sorted(sure | checked)
+
+
+def compile_regex(pattern: str, flags: int = 0) -> regex.Pattern[str]:
     """Compile a model's regular expression (Python ``re`` syntax)."""
     try:
-        return regex.compile(pattern, regex.VERSION0)
+        return regex.compile(pattern, regex.VERSION0 | flags)
     except (regex.error, ValueError, TypeError, OverflowError, RecursionError) as exc:
         raise InvalidPatternError(f"invalid regular expression {pattern!r}: {exc}") from None
 
@@ -118,6 +176,7 @@ __all__ = [
     "DEFAULT_SEARCH_TIMEOUT_S",
     "Deadline",
     "InvalidPatternError",
+    "LineSearch",
     "SearchTimeoutError",
     "compile_regex",
     "glob_to_regex",

@@ -43,8 +43,8 @@ from branching_core.agent.search import (
     DEFAULT_SEARCH_TIMEOUT_S,
     Deadline,
     InvalidPatternError,
+    LineSearch,
     SearchTimeoutError,
-    compile_regex,
     glob_to_regex,
 )
 from branching_core.agent.tool_guard import guard_tool
@@ -57,6 +57,7 @@ MAX_READ_BYTES = 10 * 1024 * 1024
 MAX_GREP_FILE_BYTES = 5 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
 MAX_GREP_MATCHES = 200
+MAX_GREP_COUNTED = 10_000
 MAX_GREP_LINE_CHARS = 300
 MAX_LISTED = 1000
 MAX_SKIPPED_NAMED = 5
@@ -448,7 +449,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
                 names anywhere ('*.py'), with '/' the whole relative path ('src/**/*.py').
         """
         try:
-            regex = compile_regex(pattern)
+            search = LineSearch(pattern)
         except InvalidPatternError as exc:
             raise _fail(str(exc)) from None
         path_regex = self._compile_glob(path_glob) if path_glob else None
@@ -468,14 +469,16 @@ class WorkspaceToolset(FunctionToolset[Any]):
                 data = self._grep_read(entry, rel, too_large, unreadable)
                 if data is None or _is_binary(data):
                     continue
-                text = data.decode("utf-8", errors="replace")
-                for lineno, line in enumerate(text.splitlines(), 1):
-                    if deadline.search(regex, line):
-                        total += 1
-                        if len(out) < MAX_GREP_MATCHES:
-                            if len(line) > MAX_GREP_LINE_CHARS:
-                                line = line[:MAX_GREP_LINE_CHARS] + "..."
-                            out.append(f"{rel}:{lineno}: {line}")
+                lines = data.decode("utf-8", errors="replace").splitlines()
+                if total >= MAX_GREP_COUNTED:
+                    break  # enough to say "narrow the pattern"; counting more costs time
+                for index in search.matching_lines(lines, deadline, MAX_GREP_COUNTED - total):
+                    total += 1
+                    if len(out) < MAX_GREP_MATCHES:
+                        line = lines[index]
+                        if len(line) > MAX_GREP_LINE_CHARS:
+                            line = line[:MAX_GREP_LINE_CHARS] + "..."
+                        out.append(f"{rel}:{index + 1}: {line}")
         except SearchTimeoutError as exc:
             raise _fail(
                 f"grep stopped: {exc} ({total} matches by then); the pattern may backtrack "
@@ -485,7 +488,12 @@ class WorkspaceToolset(FunctionToolset[Any]):
         skipped = _skipped_note(too_large, unreadable)
         if not out:
             return f"no matches for {pattern!r}" + (f"\n{skipped}" if skipped else "")
-        if total > len(out):
+        if total >= MAX_GREP_COUNTED:
+            out.append(
+                f"... at least {total - len(out)} more matches not shown (counting stopped at "
+                f"{MAX_GREP_COUNTED}); narrow the pattern"
+            )
+        elif total > len(out):
             out.append(f"... {total - len(out)} more matches not shown; narrow the pattern")
         if skipped:
             out.append(skipped)

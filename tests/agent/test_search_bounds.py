@@ -12,7 +12,7 @@ import pytest
 from pydantic_ai import ToolFailed
 
 from branching_core.agent import LocalCommandRunner, WorkspaceToolset, create_workspace_toolset
-from branching_core.agent.search import Deadline, SearchTimeoutError, compile_regex
+from branching_core.agent.search import Deadline, LineSearch, SearchTimeoutError, compile_regex
 from branching_core.agent.toolset import MAX_GREP_FILE_BYTES
 
 from .test_toolset import call_through_agent
@@ -145,3 +145,47 @@ def test_grep_and_glob_pass_a_fifo_by(tools: WorkspaceToolset, ws: Path) -> None
     os.mkfifo(ws / "pipe")
     assert _in_thread(lambda: tools.grep("hello")) == ["hello.txt:1: hello world"]
     assert "pipe" in _in_thread(lambda: tools.glob("*"))[0]  # type: ignore[operator]
+
+
+# -- the whole-text fast path finds exactly the lines a line-by-line search finds ----------
+
+ORACLE_PATTERNS = [
+    "^a",
+    "b$",
+    "a.b",
+    r"\bab\b",
+    r"a\s*b",
+    "[^x]+b",
+    "(?s)a.*b",
+    "a\nb",
+    "^$",
+    "(ab)+",
+    "a|^b",
+    "x*",
+    "(?<=a)b",
+    r"\Aa",
+    r"b\Z",
+    "(?m)^b",
+    r"\w+\s\w+",
+    r"b\s",
+    r"\s$",
+    "(?i)AB",
+    r"(a)\1",
+]
+
+
+@pytest.mark.parametrize("pattern", ORACLE_PATTERNS)
+def test_line_search_agrees_with_re_line_by_line(pattern: str) -> None:
+    import random
+    import re
+
+    rng = random.Random(pattern)
+    tokens = ["a", "b", "ab", " ", "  ", "x", "\t", "ba", "aa", "bb", ""]
+    oracle = re.compile(pattern)
+    search = LineSearch(pattern)
+    for _ in range(300):
+        lines = [
+            "".join(rng.choices(tokens, k=rng.randint(0, 6))) for _ in range(rng.randint(1, 8))
+        ]
+        expected = [i for i, line in enumerate(lines) if oracle.search(line)]
+        assert search.matching_lines(lines, Deadline(30)) == expected, lines
