@@ -4,8 +4,11 @@ never freezes the rest of the process; files a search did not look at are named.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -101,14 +104,48 @@ def test_grep_names_the_files_it_skipped(tools: WorkspaceToolset, ws: Path) -> N
     assert "big.log" in out.splitlines()[-1]
 
 
-def test_grep_names_unreadable_files(ws: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads mode-000 files; unreadability cannot be staged as root")
-    secret = ws / "secret.txt"
-    secret.write_text("needle\n")
-    secret.chmod(0)
-    tools = create_workspace_toolset(ws, command_runner=LocalCommandRunner())
-    assert "1 file unreadable: secret.txt" in tools.grep("needle")
+def _as_nobody(func: Callable[[], str]) -> str:
+    """``func()`` in a forked child that dropped to uid/gid 65534 (root cannot be denied a
+    read, so unreadability is staged for a real unprivileged user)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            os.write(write_end, func().encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        out = fh.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    return out
+
+
+def test_grep_names_unreadable_files() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to uid 65534")
+    root = Path(tempfile.mkdtemp(prefix="forkdeck-grep-"))
+    try:
+        root.chmod(0o755)
+        (root / "open.txt").write_text("needle\n")
+        (root / "secret.txt").write_text("needle\n")
+        (root / "secret.txt").chmod(0o600)  # root's; uid 65534 cannot read it
+        (root / "open.txt").chmod(0o644)
+        tools = create_workspace_toolset(root, command_runner=LocalCommandRunner())
+        out = _as_nobody(lambda: tools.grep("needle"))
+        assert out.splitlines() == [
+            "open.txt:1: needle",
+            "[not searched: 1 file unreadable: secret.txt; use run_command with grep for those]",
+        ]
+    finally:
+        shutil.rmtree(root)
 
 
 def _in_thread(func: object) -> list[object]:
