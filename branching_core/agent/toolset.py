@@ -13,6 +13,12 @@ non-zero is *not* a failure of the tool: its exit code is part of the normal res
 
 Tool results are short plain text meant for a model: no JSON, bounded size, the middle of
 anything huge cut out with a marker that says so.
+
+Bounded and safe by construction: ``glob`` and ``grep`` stop at ``search_timeout`` and
+never hold the GIL while matching (:mod:`branching_core.agent.search`); reads refuse
+FIFOs and devices without blocking; writes replace files atomically
+(:mod:`branching_core.atomicio`); and :func:`~branching_core.agent.tool_guard.guard_tool`
+turns any exception no check foresaw into a ``ToolFailed`` as well.
 """
 
 from __future__ import annotations
@@ -129,7 +135,8 @@ class WorkspaceToolset(FunctionToolset[Any]):
     ``root`` may be any directory path, including a ``/proc/<pid>/root/...`` view; it is
     never resolved and never becomes the current directory (a relative root is made
     absolute once, here). ``command_runner`` defaults to the sandbox runner;
-    ``on_output`` receives each output line of ``run_command`` as it is produced.
+    ``on_output`` receives each output line of ``run_command`` as it is produced;
+    ``search_timeout`` bounds one ``glob`` or ``grep`` call (seconds).
     """
 
     def __init__(
