@@ -9,7 +9,7 @@ user a session (or the rest of their file). So reading is forgiving and writing 
   syntax error falls back to all defaults and is reported once, with its line.
 * :class:`SettingsStore` mutators validate first (raising :class:`ConfigError`, one line,
   with the key, and touching nothing), then re-read the file, change one key and write the
-  whole file atomically (temp file in the same directory, fsync, ``os.replace``).
+  whole file atomically (:func:`branching_core.atomicio.atomic_write`, durable).
 
 File format (every key is optional; an absent key means its default)::
 
@@ -52,7 +52,18 @@ broken (TOML syntax error, not UTF-8, or a key whose type blocks the change, suc
 bytes to ``config.toml.broken-<UTC timestamp>`` (broken) or ``config.toml.bak-<UTC
 timestamp>`` (comments), then writes. The copy is returned in
 :attr:`SaveResult.backup` and kept on :attr:`SettingsStore.last_backup`, so the UI can say
-where the old text went. Nothing is ever deleted silently.
+where the old text went. Nothing is ever deleted silently. A change to a broken file
+carries over every value that still parses (the lines the parser rejects are left out,
+see :mod:`branching_core.toml_salvage`), so one typo never costs the user the rest.
+
+What is never touched: a ``config.toml`` (or ``.pydantic-deep/``) that is a symlink leading
+outside the workspace is neither read (defaults, one problem) nor written nor backed up
+(:class:`ConfigError`): a repository could ship ``config.toml -> ~/.bashrc``. A link that
+stays inside the workspace is read and written through. A read-only ``config.toml``
+(``chmod 444``) is the user's decision: mutators refuse with one line. Values nested
+deeper than :data:`branching_core.toml_salvage.MAX_NESTING` levels are a problem for
+that key (the parser and ``tomli_w`` recurse per level). Every write also leaves a
+``.gitignore`` in ``.pydantic-deep/`` that ignores everything but ``config.toml``.
 
 Pure stdlib + ``tomllib`` + ``tomli_w``: importing this module must stay cheap and must
 not import pydantic-ai, textual, rich or the app.
@@ -65,7 +76,7 @@ import math
 import os
 import re
 import shlex
-import tempfile
+import stat
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -76,9 +87,12 @@ from urllib.parse import urlsplit
 
 import tomli_w
 
+from branching_core import toml_salvage
+from branching_core.atomicio import atomic_write
 from branching_core.errors import ConfigError
+from branching_core.state_dir import STATE_DIR, ensure_gitignore, escape_target
 
-CONFIG_DIR = ".pydantic-deep"
+CONFIG_DIR = STATE_DIR
 CONFIG_FILE = "config.toml"
 
 BACKENDS = ("auto", "overlay", "reflink", "copy")
@@ -316,11 +330,41 @@ class _Raw:
     doc: dict[str, Any] | None
     problems: list[ConfigProblem]
     unreadable: str | None = None  # OS error text: the file exists but cannot be read
+    escapes_to: str | None = None  # where a symlink leads, when that is outside the workspace
+    lossy: bool = False  # ``doc`` lacks values of the file's (too deep): rewriting needs a backup
 
 
-def _read_raw(path: Path) -> _Raw:
+def _escape_reason(path: Path, outside: str) -> str:
+    return (
+        f"{path.parent.name}/{path.name} leads outside the workspace (to {outside}); "
+        "forkdeck neither reads nor writes settings through such a link"
+    )
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes; a FIFO, device or directory is refused without blocking."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        data = path.read_bytes()
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"not a regular file (mode {stat.filemode(st.st_mode)})")
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_raw(path: Path, workspace_root: Path | None = None) -> _Raw:
+    root = path.parent.parent if workspace_root is None else workspace_root
+    outside = escape_target(root, path)
+    if outside is not None:
+        reason = _escape_reason(path, outside) + "; using defaults"
+        exists = os.path.lexists(path)
+        return _Raw(exists, None, None, [ConfigProblem(None, reason)], escapes_to=outside)
+    try:
+        data = _read_bytes(path)
     except FileNotFoundError:
         return _Raw(False, None, {}, [])
     except OSError as exc:
@@ -332,10 +376,21 @@ def _read_raw(path: Path) -> _Raw:
         reason = f"not valid UTF-8 at byte {exc.start}; using defaults"
         return _Raw(True, data, None, [ConfigProblem(None, reason)])
     try:
-        doc = tomllib.loads(text)
+        doc = toml_salvage.parse(text)
     except tomllib.TOMLDecodeError as exc:
         return _Raw(True, data, None, [_syntax_problem(exc)])
-    return _Raw(True, data, doc, [])
+    deep = toml_salvage.too_deep(doc)
+    if not deep:
+        return _Raw(True, data, doc, [])
+    problems = [
+        ConfigProblem(
+            key,
+            f"nested deeper than {toml_salvage.MAX_NESTING} levels; ignored",
+            _find_line(text, key),
+        )
+        for key in deep
+    ]
+    return _Raw(True, data, toml_salvage.drop_keys(doc, deep), problems, lossy=True)
 
 
 def _syntax_problem(exc: tomllib.TOMLDecodeError) -> ConfigProblem:
@@ -489,12 +544,12 @@ def load_settings(workspace_root: Path) -> SettingsLoad:
     key's default and one problem naming the dotted key and the reason.
     """
     path = config_path(workspace_root)
-    raw = _read_raw(path)
+    raw = _read_raw(path, Path(workspace_root))
     if raw.doc is None:
         return SettingsLoad(Settings(), list(raw.problems), path, raw.exists)
     text = raw.data.decode("utf-8") if raw.data is not None else None
     settings, problems = _validate(raw.doc, text)
-    return SettingsLoad(settings, problems, path, raw.exists)
+    return SettingsLoad(settings, [*raw.problems, *problems], path, raw.exists)
 
 
 # --------------------------------------------------------------------------- writing
@@ -530,48 +585,25 @@ def _backup(path: Path, data: bytes, tag: str) -> Path:
     raise ConfigError(f"cannot find a free backup name for {path}", path=str(path))
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half.
-
-    A symlinked config is written through (its target is replaced), so dotfile managers
-    keep their link. The new file keeps the old one's permission bits.
-    """
-    target = path.resolve() if path.is_symlink() else path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = target.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fchmod(handle.fileno(), mode)
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the rename is done anyway
-    finally:
-        os.close(dir_fd)
-
-
 def _dump(doc: Mapping[str, Any]) -> bytes:
     ordered: dict[str, Any] = {name: doc[name] for name in _TABLES if name in doc}
     ordered.update({k: v for k, v in doc.items() if k not in ordered})
     return (_HEADER + "\n" + tomli_w.dumps(ordered)).encode("utf-8")
+
+
+def _salvage(data: bytes | None) -> dict[str, Any]:
+    """What a broken file still holds: lines that are not UTF-8 or that the parser rejects
+    are left out, every other value is kept (see :mod:`branching_core.toml_salvage`)."""
+    if not data:
+        return {}
+    lines: list[str] = []
+    for raw_line in data.split(b"\n"):
+        try:
+            lines.append(raw_line.decode("utf-8"))
+        except UnicodeDecodeError:
+            lines.append("")
+    doc, _ = toml_salvage.salvage("\n".join(lines))
+    return toml_salvage.drop_keys(doc, toml_salvage.too_deep(doc))
 
 
 class SettingsStore:
@@ -694,17 +726,22 @@ class SettingsStore:
     def _write(self, changes: Mapping[str, object]) -> SaveResult:
         """Apply ``changes`` (dotted key -> value, None = remove) to the file on disk."""
         path_text = str(self.path)
-        raw = _read_raw(self.path)
+        raw = _read_raw(self.path, self.workspace_root)
+        if raw.escapes_to is not None:
+            reason = _escape_reason(self.path, raw.escapes_to)
+            raise ConfigError(f"not changing settings: {reason}", path=path_text)
         if raw.unreadable is not None:
             raise ConfigError(
                 f"not changing {self.path}: {raw.unreadable.split(';')[0]}", path=path_text
             )
-        backup_tag: str | None = None
+        self._refuse_read_only()
+        backup_tag: str | None = "broken" if raw.lossy else None
         if raw.doc is None:
-            doc: dict[str, Any] = {}
+            base = _salvage(raw.data)  # carry over every value that still parses
             backup_tag = "broken"
         else:
-            doc = copy.deepcopy(raw.doc)
+            base = raw.doc
+        doc = copy.deepcopy(base)
         text = raw.data.decode("utf-8") if raw.data is not None and raw.doc is not None else None
 
         for key, value in changes.items():
@@ -713,9 +750,7 @@ class SettingsStore:
 
         # Validate the whole result; only problems the change *introduces* are refused, so a
         # bad key elsewhere (already reported) never blocks an unrelated command.
-        before = (
-            set() if raw.doc is None else {(p.key, p.reason) for p in _validate(raw.doc, None)[1]}
-        )
+        before = {(p.key, p.reason) for p in _validate(base, None)[1]}
         _, after_problems = _validate(doc, None)
         for p in after_problems:
             if (p.key, p.reason) in before or not (p.key is None or _touches(p.key, changes)):
@@ -731,16 +766,36 @@ class SettingsStore:
             backup_tag = "bak"
         backup: Path | None = None
         try:
+            payload = _dump(doc)
+            # A link inside the workspace is written through (dotfile managers keep it).
+            target = Path(os.path.realpath(self.path))
+            target.parent.mkdir(parents=True, exist_ok=True)
             if backup_tag is not None and raw.data is not None:
                 backup = _backup(self.path, raw.data, backup_tag)
-            _atomic_write(self.path, _dump(doc))
+            atomic_write(target, payload, durable=True)
         except OSError as exc:
             raise ConfigError(
                 f"cannot write {self.path}: {exc.strerror or exc}", path=path_text
             ) from None
+        ensure_gitignore(self.workspace_root)
         self.last_backup = backup
         self.reload()
         return SaveResult(self.path, backup)
+
+    def _refuse_read_only(self) -> None:
+        """A config.toml the user made read-only (``chmod 444``) is theirs: never replaced."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return  # missing: it will be created; other errors surface when writing
+        if st.st_mode & 0o222 and os.access(self.path, os.W_OK):
+            return
+        mode = stat.S_IMODE(st.st_mode)
+        raise ConfigError(
+            f"not changing {self.path}: the file is read-only (mode {mode:04o}); "
+            "make it writable (chmod u+w) to let forkdeck save settings",
+            path=str(self.path),
+        )
 
 
 _FALLBACK_SUFFIX_RE = re.compile(r"; (using .*|entry ignored|using defaults for it)$")

@@ -30,7 +30,15 @@ MAX_SYMLINK_HOPS = 40
 
 
 class UnsafePathError(BranchingError, ValueError):
-    """A path is absolute, escapes the root (by ``..`` or a symlink), or names hidden state."""
+    """A path is absolute, escapes the root (by ``..`` or a symlink), names hidden state, or
+    cannot be walked at all (a name too long, a directory that cannot be searched)."""
+
+
+def shown_path(path: str, limit: int = 80) -> str:
+    """``repr(path)`` cut to ``limit`` characters: a 300-character name should not be echoed
+    back whole in every error message."""
+    text = repr(path)
+    return text if len(text) <= limit else f"{text[: limit - 12]}...' ({len(path)} chars)"
 
 
 def _split(path: str) -> list[str]:
@@ -51,7 +59,8 @@ def resolve_in_root(root: Path, path: str, *, follow_final: bool = True) -> Path
         raise UnsafePathError("path contains a NUL byte")
     if path.startswith("/"):
         raise UnsafePathError(
-            f"absolute paths are not allowed ({path!r}); use a path relative to the workspace root"
+            f"absolute paths are not allowed ({shown_path(path)}); "
+            "use a path relative to the workspace root"
         )
     root_str = os.path.normpath(os.fspath(root))
     pending = _split(path)
@@ -62,12 +71,12 @@ def resolve_in_root(root: Path, path: str, *, follow_final: bool = True) -> Path
         name = pending.pop()
         if name == "..":
             if not resolved:
-                raise UnsafePathError(f"{path!r} escapes the workspace root")
+                raise UnsafePathError(f"{shown_path(path)} escapes the workspace root")
             resolved.pop()
             continue
         if name in HIDDEN_NAMES:
             raise UnsafePathError(
-                f"{path!r} is inside {name}/, which is project state, not workspace"
+                f"{shown_path(path)} is inside {name}/, which is project state, not workspace"
             )
         candidate = os.path.join(root_str, *resolved, name)
         try:
@@ -75,18 +84,29 @@ def resolve_in_root(root: Path, path: str, *, follow_final: bool = True) -> Path
         except (FileNotFoundError, NotADirectoryError):
             resolved.append(name)  # does not exist (yet): nothing to follow
             continue
+        except OSError as exc:  # ENAMETOOLONG, EACCES, ELOOP, EIO: the path cannot be walked
+            raise UnsafePathError(
+                f"{shown_path(path)} cannot be used: {exc.strerror or exc}"
+            ) from None
         if not stat.S_ISLNK(st.st_mode) or (not pending and not follow_final):
             resolved.append(name)
             continue
         hops += 1
         if hops > MAX_SYMLINK_HOPS:
-            raise UnsafePathError(f"{path!r}: too many levels of symbolic links")
-        target = os.readlink(candidate)
+            raise UnsafePathError(f"{shown_path(path)}: too many levels of symbolic links")
+        try:
+            target = os.readlink(candidate)
+        except OSError as exc:  # the link vanished or changed under us
+            raise UnsafePathError(
+                f"{shown_path(path)} cannot be used: {exc.strerror or exc}"
+            ) from None
         if target.startswith("/"):
             norm = os.path.normpath(target)
             if norm != root_str and not norm.startswith(root_str.rstrip("/") + "/"):
                 shown = "/".join([*resolved, name])
-                raise UnsafePathError(f"{path!r}: symlink {shown!r} points outside the workspace")
+                raise UnsafePathError(
+                    f"{shown_path(path)}: symlink {shown!r} points outside the workspace"
+                )
             resolved = []
             target = norm[len(root_str) :]
         parts = _split(target)
@@ -106,4 +126,5 @@ __all__ = [
     "UnsafePathError",
     "relative_to_root",
     "resolve_in_root",
+    "shown_path",
 ]

@@ -13,12 +13,17 @@ non-zero is *not* a failure of the tool: its exit code is part of the normal res
 
 Tool results are short plain text meant for a model: no JSON, bounded size, the middle of
 anything huge cut out with a marker that says so.
+
+Bounded and safe by construction: ``glob`` and ``grep`` stop at ``search_timeout`` and
+never hold the GIL while matching (:mod:`branching_core.agent.search`); reads refuse
+FIFOs and devices without blocking; writes replace files atomically
+(:mod:`branching_core.atomicio`); and :func:`~branching_core.agent.tool_guard.guard_tool`
+turns any exception no check foresaw into a ``ToolFailed`` as well.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +43,18 @@ from branching_core.agent.paths import (
     UnsafePathError,
     relative_to_root,
     resolve_in_root,
+    shown_path,
 )
+from branching_core.agent.search import (
+    DEFAULT_SEARCH_TIMEOUT_S,
+    Deadline,
+    InvalidPatternError,
+    LineSearch,
+    SearchTimeoutError,
+    glob_to_regex,
+)
+from branching_core.agent.tool_guard import guard_tool
+from branching_core.atomicio import atomic_write
 
 WALK_SKIP: frozenset[str] = HIDDEN_NAMES | {".git"}
 """Directory names that ``glob`` and ``grep`` never descend into (``.git`` is noise for a model)."""
@@ -47,8 +63,10 @@ MAX_READ_BYTES = 10 * 1024 * 1024
 MAX_GREP_FILE_BYTES = 5 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
 MAX_GREP_MATCHES = 200
+MAX_GREP_COUNTED = 10_000
 MAX_GREP_LINE_CHARS = 300
 MAX_LISTED = 1000
+MAX_SKIPPED_NAMED = 5
 DEFAULT_READ_LINES = 2000
 
 INSTRUCTIONS = (
@@ -66,43 +84,49 @@ def _is_binary(sample: bytes) -> bool:
     return b"\x00" in sample[:BINARY_SNIFF_BYTES]
 
 
-def glob_to_regex(pattern: str) -> re.Pattern[str]:
-    """Translate a glob to a regex over ``/``-separated relative paths.
+def _read_fd(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from ``fd`` (a file that grew since its fstat is cut there)."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1024 * 1024))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
-    ``*`` and ``?`` stay within one path component, ``**`` spans components (``a/**/b``
-    also matches ``a/b``), ``[...]`` is a character class. Python 3.11 has no
-    ``glob.translate``, hence this.
-    """
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "*":
-            if pattern.startswith("**", i):
-                i += 2
-                if pattern.startswith("/", i):
-                    out.append("(?:.*/)?")
-                    i += 1
-                else:
-                    out.append(".*")
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pattern.find("]", i + 2 if pattern.startswith("[!", i) else i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body.replace(chr(92), chr(92) * 2)}]")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+def _file_kind(mode: int) -> str:
+    """What a non-regular file is, in words a model understands."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    return "a special file"
+
+
+def _skipped_note(too_large: list[str], unreadable: list[str]) -> str:
+    """Say which files a search did not look at, so "no matches" is never a silent lie."""
+    notes: list[str] = []
+    for files, why in (
+        (too_large, f"over {MAX_GREP_FILE_BYTES // (1024 * 1024)} MB"),
+        (unreadable, "unreadable"),
+    ):
+        if not files:
+            continue
+        names = ", ".join(files[:MAX_SKIPPED_NAMED])
+        extra = len(files) - MAX_SKIPPED_NAMED
+        more = f" and {extra} more" if extra > 0 else ""
+        plural = "s" if len(files) > 1 else ""
+        notes.append(f"{len(files)} file{plural} {why}: {names}{more}")
+    if not notes:
+        return ""
+    return "[not searched: " + "; ".join(notes) + "; use run_command with grep for those]"
 
 
 class WorkspaceToolset(FunctionToolset[Any]):
@@ -111,7 +135,8 @@ class WorkspaceToolset(FunctionToolset[Any]):
     ``root`` may be any directory path, including a ``/proc/<pid>/root/...`` view; it is
     never resolved and never becomes the current directory (a relative root is made
     absolute once, here). ``command_runner`` defaults to the sandbox runner;
-    ``on_output`` receives each output line of ``run_command`` as it is produced.
+    ``on_output`` receives each output line of ``run_command`` as it is produced;
+    ``search_timeout`` bounds one ``glob`` or ``grep`` call (seconds).
     """
 
     def __init__(
@@ -123,6 +148,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
         max_command_timeout: float | None = None,
         on_output: OutputCallback | None = None,
         max_output_chars: int = 20_000,
+        search_timeout: float = DEFAULT_SEARCH_TIMEOUT_S,
         id: str | None = None,
     ) -> None:
         root_path = Path(os.path.abspath(os.fspath(root)))
@@ -135,6 +161,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
         self.max_command_timeout = max_command_timeout or max(command_timeout, 600.0)
         self.on_output = on_output
         self.max_output_chars = max_output_chars
+        self.search_timeout = search_timeout
         for func in (self.read_file, self.list_dir, self.glob, self.grep):
             self.add_function(func, takes_ctx=False)
         # Tools with side effects are barriers: when a model emits several calls in one
@@ -155,42 +182,75 @@ class WorkspaceToolset(FunctionToolset[Any]):
         return relative_to_root(self.root, path)
 
     def _read_bytes(self, path: str) -> tuple[Path, bytes]:
+        """Read a regular file; anything else (a FIFO, a device, a socket) is refused.
+
+        The file is opened with ``O_NONBLOCK`` (a FIFO with no writer would otherwise block
+        the open forever) and checked with ``fstat`` on the opened descriptor, so a file
+        swapped for a FIFO between a check and the open cannot hang the tool.
+        """
         target = self.resolve(path)
+        shown = shown_path(path)
         try:
-            st = os.stat(target)
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise _fail(f"{shown} does not exist") from None
+        except OSError as exc:
+            if os.path.isdir(target):
+                raise _fail(f"{shown} is a directory; use list_dir") from None
+            raise _fail(f"cannot read {shown}: {exc.strerror or exc}") from None
+        try:
+            st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
-                raise _fail(f"{path} is a directory; use list_dir")
+                raise _fail(f"{shown} is a directory; use list_dir")
+            if not stat.S_ISREG(st.st_mode):
+                raise _fail(
+                    f"{shown} is not a regular file ({_file_kind(st.st_mode)}); "
+                    "read_file reads regular files only"
+                )
             if st.st_size > MAX_READ_BYTES:
                 raise _fail(
-                    f"{path} is too large to read ({st.st_size} bytes); use grep, or "
+                    f"{shown} is too large to read ({st.st_size} bytes); use grep, or "
                     "run_command with head/sed"
                 )
-            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as fh:
-                return target, fh.read()
-        except FileNotFoundError:
-            raise _fail(f"{path} does not exist") from None
+            return target, _read_fd(fd, MAX_READ_BYTES)
         except OSError as exc:
-            raise _fail(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise _fail(f"cannot read {shown}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
 
     def _write_bytes(self, target: Path, data: bytes, shown: str) -> None:
+        """Replace ``target`` atomically (temp file + rename, the old file's mode kept): a
+        kill mid-write leaves the old content or the new, never an empty file."""
+        try:
+            st = os.lstat(target)
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        except OSError as exc:
+            raise _fail(f"cannot write {shown}: {exc.strerror or exc}") from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise _fail(f"{shown} is a directory")
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise _fail(
+                f"cannot write {shown}: it is not a regular file ({_file_kind(st.st_mode)})"
+            )
         try:
             if target.parent != target:
                 os.makedirs(target.parent, exist_ok=True)
-            if os.path.isdir(target):
-                raise _fail(f"{shown} is a directory")
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-        except FileExistsError:
+            atomic_write(target, data)
+        except (FileExistsError, NotADirectoryError):
             raise _fail(f"cannot write {shown}: a parent path is a file") from None
         except OSError as exc:
             raise _fail(f"cannot write {shown}: {exc.strerror or exc}") from None
 
-    def _walk(self, start: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        """Yield ``(relative path, entry)`` under ``start``, never following symlinked dirs."""
+    def _walk(
+        self, start: Path, deadline: Deadline | None = None
+    ) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """Yield ``(relative path, entry)`` under ``start``, never following symlinked dirs;
+        with a ``deadline``, stop (:class:`SearchTimeoutError`) when it passes."""
         stack = [start]
         while stack:
+            if deadline is not None:
+                deadline.remaining()
             directory = stack.pop()
             try:
                 with os.scandir(directory) as it:
@@ -209,6 +269,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
 
     # -- tools ---------------------------------------------------------------------------
 
+    @guard_tool
     def read_file(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LINES) -> str:
         """Read a text file from the workspace.
 
@@ -236,6 +297,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
             note += f"; call read_file with offset={end} for more"
         return f"{chunk.rstrip(chr(10))}\n{note}]"
 
+    @guard_tool
     def write_file(self, path: str, content: str) -> str:
         """Create or overwrite a file with the given content; parent directories are created.
 
@@ -250,6 +312,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
         verb = "overwrote" if existed else "created"
         return f"{verb} {self._rel(target)} ({len(data)} bytes)"
 
+    @guard_tool
     def edit_file(self, path: str, old: str, new: str, replace_all: bool = False) -> str:
         """Replace an exact piece of text in a file.
 
@@ -281,6 +344,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
         self._write_bytes(target, text.replace(old, new).encode("utf-8"), path)
         return f"edited {self._rel(target)}: replaced {count} occurrence{'s' if count > 1 else ''}"
 
+    @guard_tool
     def list_dir(self, path: str = ".") -> str:
         """List a directory: subdirectories end with '/', symlinks show their target.
 
@@ -317,6 +381,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
             lines.append(f"... and {len(entries) - MAX_LISTED} more entries")
         return "\n".join(lines)
 
+    @guard_tool
     def glob(self, pattern: str) -> str:
         """Find files and directories whose path matches a glob pattern.
 
@@ -326,17 +391,28 @@ class WorkspaceToolset(FunctionToolset[Any]):
         Args:
             pattern: Glob pattern relative to the workspace root.
         """
+        if not pattern:
+            raise _fail("the pattern is empty; try '**/*' for every path")
+        if "\x00" in pattern:
+            raise _fail("the pattern contains a NUL byte")
         if pattern.startswith("/"):
             raise _fail("the pattern must be relative to the workspace root")
         if ".." in pattern.split("/"):
             raise _fail("'..' is not allowed in a glob pattern")
         if pattern.startswith("./"):
             pattern = pattern[2:]
-        regex = glob_to_regex(pattern)
+        regex = self._compile_glob(pattern)
+        deadline = Deadline(self.search_timeout)
         matches: list[str] = []
-        for rel, entry in self._walk(self._walk_start(pattern)):
-            if regex.match(rel):
-                matches.append(rel + "/" if entry.is_dir(follow_symlinks=False) else rel)
+        try:
+            for rel, entry in self._walk(self._walk_start(pattern), deadline):
+                if deadline.fullmatch(regex, rel):
+                    matches.append(rel + "/" if entry.is_dir(follow_symlinks=False) else rel)
+        except SearchTimeoutError as exc:
+            raise _fail(
+                f"glob stopped: {exc} ({len(matches)} matches by then); use a simpler "
+                "pattern or a literal directory prefix"
+            ) from None
         if not matches:
             return f"no paths match {pattern!r}"
         matches.sort()
@@ -344,6 +420,13 @@ class WorkspaceToolset(FunctionToolset[Any]):
         if len(matches) > MAX_LISTED:
             shown.append(f"... and {len(matches) - MAX_LISTED} more")
         return "\n".join(shown)
+
+    @staticmethod
+    def _compile_glob(pattern: str) -> Any:
+        try:
+            return glob_to_regex(pattern)
+        except InvalidPatternError as exc:
+            raise _fail(str(exc)) from None
 
     def _walk_start(self, pattern: str) -> Path:
         """The deepest literal directory prefix of ``pattern`` (to avoid walking the whole tree)."""
@@ -363,6 +446,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
             pass
         return self.root
 
+    @guard_tool
     def grep(self, pattern: str, path_glob: str | None = None) -> str:
         """Search text files for a regular expression (binary files are skipped).
 
@@ -372,41 +456,81 @@ class WorkspaceToolset(FunctionToolset[Any]):
                 names anywhere ('*.py'), with '/' the whole relative path ('src/**/*.py').
         """
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise _fail(f"invalid regular expression {pattern!r}: {exc}") from None
-        path_regex = glob_to_regex(path_glob) if path_glob else None
+            search = LineSearch(pattern)
+        except InvalidPatternError as exc:
+            raise _fail(str(exc)) from None
+        path_regex = self._compile_glob(path_glob) if path_glob else None
         by_name = bool(path_glob) and "/" not in (path_glob or "")
+        deadline = Deadline(self.search_timeout)
         out: list[str] = []
         total = 0
-        for rel, entry in self._walk(self.root):
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            if path_regex is not None and not path_regex.match(entry.name if by_name else rel):
-                continue
-            try:
-                if entry.stat(follow_symlinks=False).st_size > MAX_GREP_FILE_BYTES:
+        too_large: list[str] = []
+        unreadable: list[str] = []
+        try:
+            for rel, entry in self._walk(self.root, deadline):
+                if not entry.is_file(follow_symlinks=False):
                     continue
-                fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
-                with os.fdopen(fd, "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                continue
-            if _is_binary(data):
-                continue
-            for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-                if regex.search(line):
+                subject = entry.name if by_name else rel
+                if path_regex is not None and not deadline.fullmatch(path_regex, subject):
+                    continue
+                data = self._grep_read(entry, rel, too_large, unreadable)
+                if data is None or _is_binary(data):
+                    continue
+                lines = data.decode("utf-8", errors="replace").splitlines()
+                if total >= MAX_GREP_COUNTED:
+                    break  # enough to say "narrow the pattern"; counting more costs time
+                for index in search.matching_lines(lines, deadline, MAX_GREP_COUNTED - total):
                     total += 1
                     if len(out) < MAX_GREP_MATCHES:
+                        line = lines[index]
                         if len(line) > MAX_GREP_LINE_CHARS:
                             line = line[:MAX_GREP_LINE_CHARS] + "..."
-                        out.append(f"{rel}:{lineno}: {line}")
+                        out.append(f"{rel}:{index + 1}: {line}")
+        except SearchTimeoutError as exc:
+            raise _fail(
+                f"grep stopped: {exc} ({total} matches by then); the pattern may backtrack "
+                "catastrophically (nested quantifiers such as (a+)+): simplify it, or narrow "
+                "path_glob"
+            ) from None
+        skipped = _skipped_note(too_large, unreadable)
         if not out:
-            return f"no matches for {pattern!r}"
-        if total > len(out):
+            return f"no matches for {pattern!r}" + (f"\n{skipped}" if skipped else "")
+        if total >= MAX_GREP_COUNTED:
+            out.append(
+                f"... at least {total - len(out)} more matches not shown (counting stopped at "
+                f"{MAX_GREP_COUNTED}); narrow the pattern"
+            )
+        elif total > len(out):
             out.append(f"... {total - len(out)} more matches not shown; narrow the pattern")
+        if skipped:
+            out.append(skipped)
         return "\n".join(out)
 
+    @staticmethod
+    def _grep_read(
+        entry: os.DirEntry[str], rel: str, too_large: list[str], unreadable: list[str]
+    ) -> bytes | None:
+        """A regular file's bytes, or None (noted in ``too_large``/``unreadable``)."""
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            unreadable.append(rel)
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None  # swapped for a FIFO or device since the walk saw it
+            if st.st_size > MAX_GREP_FILE_BYTES:
+                too_large.append(rel)
+                return None
+            return _read_fd(fd, MAX_GREP_FILE_BYTES)
+        except OSError:
+            unreadable.append(rel)
+            return None
+        finally:
+            os.close(fd)
+
+    @guard_tool
     def delete_file(self, path: str) -> str:
         """Delete a file (or a symlink itself, never its target).
 
@@ -427,6 +551,7 @@ class WorkspaceToolset(FunctionToolset[Any]):
             raise _fail(f"cannot delete {path}: {exc.strerror or exc}") from None
         return f"deleted {self._rel(target)}"
 
+    @guard_tool
     async def run_command(self, command: str, timeout: float | None = None) -> str:
         """Run a shell command in the workspace root (in the branch sandbox) and return its output.
 

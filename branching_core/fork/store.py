@@ -22,6 +22,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from branching_core.state_dir import ensure_gitignore
+
 PROJECT_STATE_DIR = ".pydantic-deep"
 MANIFEST_VERSION = 1
 
@@ -68,6 +70,7 @@ class ForkStore:
         manifest = {**manifest, "version": MANIFEST_VERSION}
         payload = json.dumps(manifest, sort_keys=True, indent=1).encode()
         _atomic_write(self.manifest_path(manifest["fork_id"]), payload, durable=durable)
+        ensure_gitignore(self.root)  # forks/ never shows up in the user's git status
 
     def write_history(
         self, fork_id: str, name: str, payload: bytes, *, durable: bool = False

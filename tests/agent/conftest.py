@@ -21,6 +21,8 @@ def snapshot(root: Path) -> dict[str, str]:
                 state[rel] = "-> " + os.readlink(full)
             elif full.is_dir():
                 state[rel] = "<dir>"
+            elif not full.is_file():
+                state[rel] = f"<special {oct(full.lstat().st_mode)}>"  # a FIFO: never read it
             else:
                 state[rel] = full.read_bytes().decode("latin-1")
     return state

@@ -389,7 +389,7 @@ def test_write_is_atomic_leaves_no_temp_files_and_keeps_mode(tmp_path: Path) -> 
     store = SettingsStore(tmp_path)
     for n in (4, 5, 6):
         store.set_branch_count(n)
-    assert sorted(p.name for p in path.parent.iterdir()) == ["config.toml"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [".gitignore", "config.toml"]
     assert path.stat().st_mode & 0o777 == 0o600
     assert read_doc(tmp_path) == {"fork": {"branches": 6}}
 
@@ -486,15 +486,17 @@ def test_mutators_reread_the_file_so_hand_edits_are_kept(tmp_path: Path) -> None
     assert store.settings.aggregate_budget_usd == 1.5
 
 
-def test_symlinked_config_is_written_through_the_link(tmp_path: Path) -> None:
-    dotfiles = tmp_path / "dotfiles"
-    dotfiles.mkdir()
-    real = dotfiles / "forkdeck.toml"
+def test_symlinked_config_inside_the_workspace_is_written_through_the_link(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "configs").mkdir(parents=True)
+    real = ws / "configs" / "forkdeck.toml"
     real.write_text("[fork]\nbranches = 2\n")
-    link = config_path(tmp_path / "ws")
+    link = config_path(ws)
     link.parent.mkdir(parents=True)
-    link.symlink_to(real)
-    SettingsStore(tmp_path / "ws").set_branch_count(3)
+    link.symlink_to("../configs/forkdeck.toml")
+    SettingsStore(ws).set_branch_count(3)
     assert link.is_symlink()
     assert tomllib.loads(real.read_text()) == {"fork": {"branches": 3}}
 
