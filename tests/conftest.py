@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,3 +15,46 @@ def _isolated_branch_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     store = tmp_path / "_stores"
     monkeypatch.setenv("FORKDECK_STORE", str(store))
     return store
+
+
+# -- CI guard: a capability the machine has must not be skipped ---------------------------
+
+# FORKDECK_REQUIRE names capabilities (space- or comma-separated) that this machine is known to
+# have; a skip whose reason says one of them is unavailable then fails the run instead of
+# hiding a broken backend or sandbox behind a green "skipped". .ci/run sets it.
+_CAPABILITY_SKIP_MARKERS: dict[str, tuple[str, ...]] = {
+    "overlay": ("overlay backend unavailable",),
+    "reflink": ("reflink backend unavailable", "btrfs"),
+    "copy": ("copy backend unavailable",),
+    "sandbox": ("sandbox unavailable", "no sandbox here", "sandbox cannot run"),
+    "cgroups": ("cgroup",),
+    "tmux": ("tmux",),
+    "unprivileged": ("uid 65534", "setpriv"),
+}
+
+
+def _required_capabilities() -> set[str]:
+    raw = os.environ.get("FORKDECK_REQUIRE", "")
+    wanted = {name for name in raw.replace(",", " ").split() if name}
+    unknown = wanted - set(_CAPABILITY_SKIP_MARKERS)
+    if unknown:
+        raise pytest.UsageError(f"FORKDECK_REQUIRE names unknown capabilities: {sorted(unknown)}")
+    return wanted
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Turn the skip of a required capability into a failure that quotes the skip's reason."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    required = _required_capabilities() if report.skipped else set()
+    if not required:
+        return
+    longrepr = report.longrepr
+    reason = str(longrepr[-1]) if isinstance(longrepr, tuple) else str(longrepr)
+    lowered = reason.lower()
+    for name in sorted(required):
+        if any(marker.lower() in lowered for marker in _CAPABILITY_SKIP_MARKERS[name]):
+            report.outcome = "failed"
+            report.longrepr = f"required capability {name!r} was skipped: {reason}"
+            return
