@@ -20,6 +20,8 @@ from branching_core.fork.coordinator import (
     list_open_forks,
 )
 from branching_core.fork.events import (
+    ApprovalCall,
+    BranchApprovalRequested,
     BranchCostUpdated,
     BranchStateChanged,
     BranchSteered,
@@ -36,6 +38,7 @@ from branching_core.fork.history import (
     load_history,
     trim_unanswered_tool_calls,
 )
+from branching_core.fork.options import ApprovalPolicy, ForkOptions
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
 from branching_core.fork.tools import create_fork_toolset
@@ -57,6 +60,9 @@ from branching_core.fork.types import (
 )
 
 __all__ = [
+    "ApprovalCall",
+    "ApprovalPolicy",
+    "BranchApprovalRequested",
     "BranchCost",
     "BranchCostUpdated",
     "BranchIsolation",
@@ -83,6 +89,7 @@ __all__ = [
     "ForkDepthLimitError",
     "ForkEvent",
     "ForkHandle",
+    "ForkOptions",
     "ForkResolved",
     "ForkStore",
     "LiveForkCapability",

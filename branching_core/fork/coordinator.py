@@ -26,7 +26,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from branching_core.fork.history import (
     load_history,
     trim_unanswered_tool_calls,
 )
+from branching_core.fork.options import ApprovalPolicy, DepsFactory, ForkOptions, ModelResolver
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
 from branching_core.fork.types import (
@@ -200,11 +201,6 @@ class _StateWriter:
             await asyncio.shield(self.task)
 
 
-ApprovalPolicy = Callable[[str, dict[str, Any]], bool] | Sequence[str] | bool
-"""Which workspace tool calls need a person's approval: a predicate over (tool name, args),
-a collection of tool names, or True for all of them."""
-
-
 def _approval_predicate(
     policy: ApprovalPolicy | None,
 ) -> Callable[[str, dict[str, Any]], bool] | None:
@@ -234,11 +230,9 @@ def _as_workspace(workspace: Workspace | str | os.PathLike[str]) -> Workspace:
     return workspace if isinstance(workspace, Workspace) else Workspace(workspace)
 
 
-ModelResolver = Callable[[str], Any]
 _COMMIT_LOCKS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], asyncio.Lock]] = (
     weakref.WeakKeyDictionary()
 )
-DepsFactory = Callable[[Any, BranchRuntime], Any]
 
 
 class ForkCoordinator:
@@ -247,11 +241,10 @@ class ForkCoordinator:
     ``agent`` is the pydantic-ai ``Agent`` the branches run (the parent's own agent when
     used through :class:`LiveForkCapability`). ``workspace`` is the project directory;
     ``parent_node`` is what branches are taken from (the workspace itself, or the outer
-    branch's ``Branch`` for a nested fork). ``model_resolver`` turns ``BranchSpec.model``
-    into a model (default: ``branching_core.agent.resolve_model``); ``price_fn`` prices one
-    response in USD (default: genai-prices). ``provide_workspace_tools`` gives each branch
-    run a workspace toolset bound to its branch path (the capability turns it off because
-    it contributes the same toolset itself).
+    branch's ``Branch`` for a nested fork). How branches run, are priced and guarded is one
+    :class:`ForkOptions` value (``options=``), handed whole to nested forks; its fields may
+    also be given as keyword arguments (``ForkCoordinator(agent, workspace=p, price_fn=f)``),
+    which override ``options``.
     """
 
     def __init__(
@@ -261,45 +254,25 @@ class ForkCoordinator:
         *,
         workspace: Workspace | str | os.PathLike[str],
         parent_node: Any = None,
-        max_branches: int = 10,
-        max_depth: int = 2,
         depth: int = 0,
         store: ForkStore | None = None,
         checkpoint_store: CheckpointStore | None = None,
-        model_resolver: ModelResolver | None = None,
-        price_fn: PriceFn | None = None,
-        default_model: Any = None,
-        command_runner: Any = None,
-        provide_workspace_tools: bool = True,
-        deps_factory: DepsFactory | None = None,
-        stream_text: bool = False,
-        usage_limits: Any = None,
         parent_runtime: BranchRuntime | None = None,
         parent_coordinator: ForkCoordinator | None = None,
-        approval_required: ApprovalPolicy | None = None,
-        materialize: bool = False,
-        keep_artifacts: bool = False,
+        options: ForkOptions | None = None,
+        **option_overrides: Any,
     ) -> None:
         self.agent = agent
         self.parent_deps = parent_deps
+        self.options = ForkOptions.build(options, **option_overrides)
         self.workspace = _as_workspace(workspace)
         self.parent_node = parent_node if parent_node is not None else self.workspace
-        self._max_branches = max_branches
-        self._max_depth = max_depth
         self.depth = depth
         self.store = store or ForkStore(self.workspace.path)
         self.checkpoints = checkpoint_store or CheckpointStore(self.store)
-        self.model_resolver = model_resolver
-        self.price_fn: PriceFn = price_fn or default_price
-        self.default_model = default_model
-        self.command_runner = command_runner
-        self.provide_workspace_tools = provide_workspace_tools
-        self.deps_factory = deps_factory
-        self.stream_text = stream_text
-        self.usage_limits = usage_limits
         self.parent_runtime = parent_runtime
         self.parent_coordinator = parent_coordinator
-        self.approval_required = _approval_predicate(approval_required)
+        self.approval_required = _approval_predicate(self.options.approval_required)
         self._handle: ForkHandle | None = None
         self._branches: dict[str, BranchRuntime] = {}
         self._resolved = False
@@ -312,15 +285,53 @@ class ForkCoordinator:
         self._writer = _StateWriter(self.store)
         self._background: set[asyncio.Task[Any]] = set()
         # On-disk mirror for diff tools (branching_core.review.materializer); nested
-        # coordinators inherit it from their parent coordinator.
-        outer = parent_coordinator
-        self.materialize = materialize or bool(outer is not None and outer.materialize)
-        self.keep_artifacts = keep_artifacts or bool(outer is not None and outer.keep_artifacts)
+        # coordinators inherit the setting with their options.
         self.mirror_hook: Any = None
         if self.materialize:
             from branching_core.review.materializer import ForkMaterializer
 
             self.mirror_hook = ForkMaterializer.attach(self, keep_artifacts=self.keep_artifacts)
+
+    # -- options (read-only views of ``self.options``) --------------------------------------
+    @property
+    def model_resolver(self) -> ModelResolver | None:
+        return self.options.model_resolver
+
+    @property
+    def price_fn(self) -> PriceFn:
+        return self.options.price_fn or default_price
+
+    @property
+    def default_model(self) -> Any:
+        return self.options.default_model
+
+    @property
+    def command_runner(self) -> Any:
+        return self.options.command_runner
+
+    @property
+    def provide_workspace_tools(self) -> bool:
+        return self.options.provide_workspace_tools
+
+    @property
+    def deps_factory(self) -> DepsFactory | None:
+        return self.options.deps_factory
+
+    @property
+    def stream_text(self) -> bool:
+        return self.options.stream_text
+
+    @property
+    def usage_limits(self) -> Any:
+        return self.options.usage_limits
+
+    @property
+    def materialize(self) -> bool:
+        return self.options.materialize
+
+    @property
+    def keep_artifacts(self) -> bool:
+        return self.options.keep_artifacts
 
     # -- properties (seed 004) -------------------------------------------------------------
     @property
@@ -333,11 +344,11 @@ class ForkCoordinator:
 
     @property
     def max_branches(self) -> int:
-        return self._max_branches
+        return self.options.max_branches
 
     @property
     def max_depth(self) -> int:
-        return self._max_depth
+        return self.options.max_depth
 
     @property
     def is_resolved(self) -> bool:
@@ -418,14 +429,14 @@ class ForkCoordinator:
             ]
             if not spec_list:
                 raise ValueError("a fork needs at least one branch spec")
-            if len(spec_list) > self._max_branches:
+            if len(spec_list) > self.max_branches:
                 raise ForkBranchLimitError(
-                    f"{len(spec_list)} branches requested; max_branches is {self._max_branches}"
+                    f"{len(spec_list)} branches requested; max_branches is {self.max_branches}"
                 )
-            if self.depth + 1 > self._max_depth:
+            if self.depth + 1 > self.max_depth:
                 raise ForkDepthLimitError(
                     f"a fork here would be {self.depth + 1} levels deep; "
-                    f"max_depth is {self._max_depth}"
+                    f"max_depth is {self.max_depth}"
                 )
             labels = [s.label.strip() for s in spec_list]
             if any(not label for label in labels) or len(set(labels)) != len(labels):
@@ -894,21 +905,12 @@ class ForkCoordinator:
                 self.parent_deps,
                 workspace=self.workspace,
                 parent_node=rt.ws_branch,
-                max_branches=self._max_branches,
-                max_depth=self._max_depth,
                 depth=self.depth + 1,
                 store=self.store,
                 checkpoint_store=self.checkpoints,
-                model_resolver=self.model_resolver,
-                price_fn=self.price_fn,
-                default_model=self.model_for(rt),
-                command_runner=self.command_runner,
-                provide_workspace_tools=self.provide_workspace_tools,
-                deps_factory=self.deps_factory,
-                stream_text=self.stream_text,
-                usage_limits=self.usage_limits,
                 parent_runtime=rt,
                 parent_coordinator=self,
+                options=replace(self.options, default_model=self.model_for(rt)),
             )
         return rt.child
 
@@ -987,8 +989,6 @@ class ForkCoordinator:
                 pre_fork_checkpoint_id=handle.parent_checkpoint_id,
             )
         if action == "auto":
-            from dataclasses import replace
-
             outcome = await self.resolve(
                 replace(handle.merge_strategy, kind="auto"), **judge_options
             )
@@ -1155,8 +1155,8 @@ class ForkCoordinator:
             "aggregate_budget_usd": handle.aggregate_budget_usd,
             "isolation": asdict(handle.isolation),
             "strategy": asdict(handle.merge_strategy),
-            "max_branches": self._max_branches,
-            "max_depth": self._max_depth,
+            "max_branches": self.max_branches,
+            "max_depth": self.max_depth,
             "pre_fork_checkpoint_id": handle.parent_checkpoint_id,
             "post_fork_checkpoint_id": self._post_checkpoint,
             "pid": os.getpid(),
@@ -1213,7 +1213,9 @@ class ForkCoordinator:
         cls,
         workspace: Workspace | str | os.PathLike[str],
         agent: Any = None,
-        **kwargs: Any,
+        *,
+        options: ForkOptions | None = None,
+        **option_overrides: Any,
     ) -> list[ForkCoordinator]:
         """Rebuild a coordinator for every fork left open under ``workspace`` (e.g. after a crash).
 
@@ -1221,7 +1223,10 @@ class ForkCoordinator:
         error says why); every branch keeps its partial history and its durable workspace
         branch, so the fork can be inspected, continued (:meth:`run_on_branch`), merged or
         aborted. Outer forks are recovered before the forks nested in their branches.
+        ``options`` (and keyword overrides of its fields) apply to every recovered fork;
+        each keeps the branch and depth limits its manifest recorded.
         """
+        base = ForkOptions.build(options, **option_overrides)
         ws = _as_workspace(workspace)
         store = ForkStore(ws.path)
         by_branch: dict[str, tuple[ForkCoordinator, BranchRuntime]] = {}
@@ -1235,13 +1240,15 @@ class ForkCoordinator:
                     agent,
                     workspace=ws,
                     parent_node=parent_node,
-                    max_branches=int(manifest.get("max_branches", 10)),
-                    max_depth=int(manifest.get("max_depth", 2)),
                     depth=int(manifest.get("depth", 1)) - 1,
                     store=store,
                     parent_runtime=owner[1] if owner else None,
                     parent_coordinator=owner[0] if owner else None,
-                    **kwargs,
+                    options=replace(
+                        base,
+                        max_branches=int(manifest.get("max_branches", base.max_branches)),
+                        max_depth=int(manifest.get("max_depth", base.max_depth)),
+                    ),
                 )
                 coord._restore(manifest)
             except Exception as exc:  # one broken fork must not hide the others
@@ -1252,10 +1259,10 @@ class ForkCoordinator:
             for rt in coord._branches.values():
                 by_branch[rt.branch_id] = (coord, rt)
             out.append(coord)
-        if kwargs.get("materialize"):  # rebuild or clean mirrors a killed process left
+        if base.materialize:  # rebuild or clean mirrors a killed process left
             from branching_core.review.mirror_recovery import recover_mirrors
 
-            recover_mirrors(ws, out, keep_artifacts=kwargs.get("keep_artifacts"))
+            recover_mirrors(ws, out, keep_artifacts=base.keep_artifacts)
         return out
 
     def _restore(self, manifest: dict[str, Any]) -> None:
