@@ -36,7 +36,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.budget import BranchMeter, PriceFn, aggregate_over, default_price
-from branching_core.fork.checkpoints import CheckpointStore
+from branching_core.fork.checkpoints import CheckpointStore, HeldFiles
 from branching_core.fork.diffs import diff_report
 from branching_core.fork.history import (
     copy_history,
@@ -950,7 +950,7 @@ class ForkCoordinator:
             self._resolved = True
             self._resolution = "abort"
             await self._writer.flush()
-            self._persist(durable=True)
+            await self._persist_durable()
             self._publish(
                 ev.ForkResolved(fork_id=self._handle.fork_id, action="abort", discarded=tuple(ids))
             )
@@ -1024,7 +1024,8 @@ class ForkCoordinator:
             report = await self._apply(winner)
             history = winner.partial_history or list(winner.seed_history)
             history_json = dumps_history(history)
-            post_id = self.checkpoints.save(
+            post_id = await asyncio.to_thread(
+                self.checkpoints.save,
                 handle.fork_id,
                 "post-fork",
                 history_json,
@@ -1036,7 +1037,7 @@ class ForkCoordinator:
             self._resolution = f"pick:{winner.branch_id}"
             self._post_checkpoint = post_id
             await self._writer.flush()
-            self._persist(durable=True)
+            await self._persist_durable()
             self._publish(
                 ev.ForkResolved(
                     fork_id=handle.fork_id,
@@ -1075,9 +1076,21 @@ class ForkCoordinator:
             return await self._apply_locked(rt)
 
     async def _apply_locked(self, rt: BranchRuntime) -> FlushReport:
-        branch = rt.ws_branch
+        # Everything that touches files (listing the changes, holding the pre-merge files,
+        # the commit, the per-path fallback) runs in one worker thread, and the copies of
+        # the replaced files are made after the commit (see CheckpointStore.hold_files): the
+        # event loop (a TUI) never waits on the size of the branch or of its files.
         fork_id = self._require_handle().fork_id
         parent_dir = self.parent_path
+        report, touched, held = await asyncio.to_thread(
+            self._apply_blocking, rt.ws_branch, fork_id, parent_dir
+        )
+        self._record_post_fork(fork_id, parent_dir, touched, held)
+        return report
+
+    def _apply_blocking(
+        self, branch: Any, fork_id: str, parent_dir: Path
+    ) -> tuple[FlushReport, list[str], HeldFiles]:
         branch_dir = Path(branch.path)
         changes = branch.changes()
         touched = changes.all_paths
@@ -1086,7 +1099,18 @@ class ForkCoordinator:
             for p in (*changes.created, *changes.modified)
             if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
         }
-        self.checkpoints.record_files(fork_id, "fork", parent_dir, touched)
+        held = self.checkpoints.hold_files(fork_id, "fork", parent_dir, touched)
+        try:
+            report = self._commit_or_apply(branch, branch_dir, parent_dir, changes, is_dir)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                held.finish()  # what the parent held before is still worth keeping
+            raise
+        return report, touched, held
+
+    def _commit_or_apply(
+        self, branch: Any, branch_dir: Path, parent_dir: Path, changes: Any, is_dir: set[str]
+    ) -> FlushReport:
         report = FlushReport()
         if branch.is_stale:
             # Another fork of the same parent committed first (the workspace's first-winner
@@ -1095,34 +1119,41 @@ class ForkCoordinator:
             conflicts = changed_since(changes, parent_dir, branch.created_ns)
             report.conflicts = conflicts
             self._apply_paths(branch_dir, parent_dir, changes, set(conflicts), is_dir, report)
-            await asyncio.to_thread(branch.abort)
-            report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
-            self._record_post_fork(fork_id, parent_dir, touched)
-            return report
-        try:
-            await asyncio.to_thread(branch.commit)
-            report.applied_paths = sorted(
-                p for p in {*changes.created, *changes.modified} if p not in is_dir
-            )
-            report.deleted_paths = list(changes.deleted)
-        except ConflictError as exc:
-            if exc.stale:
-                report.errors.append(FlushError("*", str(exc)))
-            else:
-                report.conflicts = sorted(exc.paths)
-                self._apply_paths(branch_dir, parent_dir, changes, set(exc.paths), is_dir, report)
-                if branch.is_open:
-                    await asyncio.to_thread(branch.abort)
+            branch.abort()
+        else:
+            try:
+                branch.commit()
+                report.applied_paths = sorted(
+                    p for p in {*changes.created, *changes.modified} if p not in is_dir
+                )
+                report.deleted_paths = list(changes.deleted)
+            except ConflictError as exc:
+                if exc.stale:
+                    report.errors.append(FlushError("*", str(exc)))
+                else:
+                    report.conflicts = sorted(exc.paths)
+                    self._apply_paths(
+                        branch_dir, parent_dir, changes, set(exc.paths), is_dir, report
+                    )
+                    if branch.is_open:
+                        branch.abort()
         report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
-        self._record_post_fork(fork_id, parent_dir, touched)
         return report
 
-    def _record_post_fork(self, fork_id: str, parent_dir: Path, touched: list[str]) -> None:
-        """Record the merged files for ``post-fork:<id>`` in a worker thread (``flush()`` waits)."""
+    def _record_post_fork(
+        self, fork_id: str, parent_dir: Path, touched: list[str], held: HeldFiles
+    ) -> None:
+        """Finish the pre-merge record (copy the held files) and record the merged files for
+        ``post-fork:<id>``, in a worker thread (``flush()`` waits for both)."""
         record = self.checkpoints.record_files
-        task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(record, fork_id, "post-fork", parent_dir, touched)
-        )
+
+        def work() -> None:
+            try:
+                held.finish()
+            finally:
+                record(fork_id, "post-fork", parent_dir, touched)
+
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(work))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -1191,6 +1222,12 @@ class ForkCoordinator:
             self.store.write_manifest(self._manifest(), durable=durable)
         else:
             self._writer.submit(self._handle.fork_id, "manifest", self._manifest())
+
+    async def _persist_durable(self) -> None:
+        """Save the manifest with fsync, in a worker thread (an fsync can take a while)."""
+        if self._handle is not None:
+            self._writer.pending.pop((self._handle.fork_id, "manifest"), None)
+            await asyncio.to_thread(self.store.write_manifest, self._manifest(), durable=True)
 
     def _save_history(self, rt: BranchRuntime) -> None:
         if self._handle is not None:
