@@ -712,11 +712,16 @@ class ForkCoordinator:
         )
         if rt.state != "running":
             return True
+        cap = self._handle.aggregate_budget_usd if self._handle else None
+        has_cap = rt.spec.budget_usd is not None or cap is not None
+        if has_cap and rt.meter.price_error and self.options.on_unknown_price == "stop":
+            rt.error = f"cost unknown, so the budget cannot be checked: {rt.meter.price_error}"
+            self._set_state(rt, "budget_unknown")
+            return True
         if rt.meter.over(rt.spec.budget_usd):
             rt.error = f"budget ${rt.spec.budget_usd:g} exhausted (spent ${rt.meter.cost_usd:.6f})"
             self._set_state(rt, "budget_exhausted")
             return True
-        cap = self._handle.aggregate_budget_usd if self._handle else None
         if aggregate_over([r.meter for r in self._branches.values()], cap):
             total = sum(r.meter.cost_usd for r in self._branches.values())
             for other in self._branches.values():
