@@ -121,6 +121,8 @@ class BranchRuntime:
     child: ForkCoordinator | None = None
     pending_approvals: list[ev.ApprovalCall] = field(default_factory=list)
     """Tool calls waiting for :meth:`ForkCoordinator.approve` (state ``awaiting_approval``)."""
+    save_error: str | None = None
+    """Why the latest save of this branch's state or history failed (logged too)."""
     _done: asyncio.Event | None = None
 
     @property
@@ -151,7 +153,11 @@ class BranchRuntime:
             resolution=self.resolution,
             started_at=self.started_at,
             finished_at=self.finished_at,
+            save_error=self.save_error,
         )
+
+
+SaveErrorHandler = Callable[[str, str, BaseException], None]
 
 
 class _StateWriter:
@@ -163,8 +169,9 @@ class _StateWriter:
     until everything submitted so far is on disk.
     """
 
-    def __init__(self, store: ForkStore) -> None:
+    def __init__(self, store: ForkStore, on_error: SaveErrorHandler) -> None:
         self.store = store
+        self.on_error = on_error
         self.pending: dict[tuple[str, str], Any] = {}
         self.task: asyncio.Task[None] | None = None
 
@@ -187,8 +194,8 @@ class _StateWriter:
                 self.store.write_manifest(payload)
             else:
                 self.store.write_history(fork_id, name, payload)
-        except OSError as exc:
-            log.warning("cannot save fork state %s/%s: %s", fork_id, name, exc)
+        except Exception as exc:  # reported (logged and shown on the branch), never lost
+            self.on_error(fork_id, name, exc)
 
     async def _drain(self) -> None:
         while self.pending:
@@ -282,7 +289,9 @@ class ForkCoordinator:
         self._queues: list[asyncio.Queue[ev.ForkEvent]] = []
         self._listeners: list[Callable[[ev.ForkEvent], None]] = []
         self.recovery_errors: list[str] = []
-        self._writer = _StateWriter(self.store)
+        self.save_errors: list[str] = []
+        """Every failed save of fork state (each is also logged and set on its branch)."""
+        self._writer = _StateWriter(self.store, self._save_failed)
         self._background: set[asyncio.Task[Any]] = set()
         # On-disk mirror for diff tools (branching_core.review.materializer); nested
         # coordinators inherit the setting with their options.
@@ -632,14 +641,45 @@ class ForkCoordinator:
             if rt.state == "running":
                 self._set_state(rt, "failed", persist=False)
         finally:
-            rt.queue.detach()
+            left = rt.queue.detach(rt.history)  # steers no request carried
             _BRANCH_CTX.reset(token)
             rt.finished_at = time.time()
-            with contextlib.suppress(Exception):
-                self._save_history(rt)
-                self._persist()
+            self._save_history(rt)  # each save on its own: one failing never skips the other
+            self._persist_or_report(rt)
             if rt._done is not None:
                 rt._done.set()
+            if left and rt.state != "awaiting_approval":  # (a resumed run gets them at once)
+                asyncio.get_running_loop().call_soon(self._deliver_left_steers, rt)
+
+    def _deliver_left_steers(self, rt: BranchRuntime) -> None:
+        """Send the steers a finished run never carried as the branch's next turn, or, when
+        the branch cannot go on, report them undelivered (:class:`BranchSteerUndelivered`)."""
+        if rt.task is not None and not rt.task.done():
+            return  # a new run started meanwhile: it was handed them when it attached
+        messages = rt.queue.take_held()
+        if not messages:
+            return
+        if rt.state == "done" and rt.ws_branch is not None and not self._lock.locked():
+            rt.turns += 1
+            history = rt.partial_history or list(rt.seed_history)
+            self._start(rt, "\n\n".join(messages), history)
+            rt.queue.delivered.extend(messages)
+            return
+        reason = (
+            "the fork is being resolved"
+            if self._lock.locked() or rt.ws_branch is None
+            else f"the branch is {rt.state}"
+        )
+        log.warning("steer to %s not delivered: %s", rt.label, reason)
+        self._publish(
+            ev.BranchSteerUndelivered(
+                fork_id=self.fork_id or "",
+                branch_id=rt.branch_id,
+                label=rt.label,
+                messages=tuple(messages),
+                reason=reason,
+            )
+        )
 
     def _on_tool_event(self, rt: BranchRuntime, event: Any) -> None:
         kind = getattr(event, "event_kind", "")
@@ -695,8 +735,7 @@ class ForkCoordinator:
             )
         )
         if persist:
-            with contextlib.suppress(Exception):
-                self._persist()
+            self._persist_or_report(rt)
 
     # -- budgets ---------------------------------------------------------------------------
     def _account(self, rt: BranchRuntime, response: ModelResponse) -> bool:
@@ -745,9 +784,12 @@ class ForkCoordinator:
         """Send ``message`` to the branch with this label or id: it becomes part of that
         branch's very next model request (no other branch sees it).
 
-        Returns True when it was handed to the live run, False when it is held until the
-        branch's run starts. Raises ``RuntimeError`` for a branch that is not running (use
-        :meth:`run_on_branch` to start a new turn on a finished one).
+        Returns True when it was handed to the live run, False when it is held for the
+        branch's next request. A message the run was handed too late to send (it was
+        finishing) is not lost: the branch gets it as its next turn, or, when it cannot go
+        on, a :class:`BranchSteerUndelivered` event says so. Raises ``RuntimeError`` for a
+        branch that is not running (use :meth:`run_on_branch` to start a new turn on a
+        finished one).
         """
         rt = self.get_branch(key)
         if rt.state != "running":
@@ -926,9 +968,12 @@ class ForkCoordinator:
         """Cancel a running branch (state ``terminated``, or ``reason``); idempotent."""
         rt = self.get_branch(branch_id)
         task = rt.task
-        if rt.state == "running" and task is not None and not task.done():
-            self._set_state(rt, reason or "terminated")
-            task.cancel()
+        if task is not None and not task.done():
+            if rt.state == "running":
+                self._set_state(rt, reason or "terminated")
+                task.cancel()
+            # A task already told to stop (by an earlier, interrupted call) is still waited
+            # for: its workspace branch must not be discarded under it.
             if task is not asyncio.current_task():
                 await asyncio.wait([task])
         return rt.status()
@@ -968,8 +1013,9 @@ class ForkCoordinator:
         for rt in self._branches.values():
             if rt.task is not None and not rt.task.done():
                 rt.task.cancel()
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait([rt.task])
+                # asyncio.wait never raises the task's own error; what it raises is the
+                # caller's cancellation, which must reach the caller.
+                await asyncio.wait([rt.task])
 
     # -- merge ---------------------------------------------------------------------------------
     async def merge_or_select(self, action: str, **judge_options: Any) -> MergeResult:
@@ -1235,8 +1281,39 @@ class ForkCoordinator:
             await asyncio.to_thread(self.store.write_manifest, self._manifest(), durable=True)
 
     def _save_history(self, rt: BranchRuntime) -> None:
-        if self._handle is not None:
-            self._writer.submit(self._handle.fork_id, rt.branch_id, dumps_history(rt.history))
+        """Queue ``rt``'s history for the writer; a failure is reported, never raised (a
+        history that cannot be saved must not end the branch or skip its manifest)."""
+        if self._handle is None:
+            return
+        try:
+            payload = dumps_history(rt.history)
+        except Exception as exc:
+            self._save_failed(self._handle.fork_id, rt.branch_id, exc)
+            return
+        self._writer.submit(self._handle.fork_id, rt.branch_id, payload)
+
+    def _persist_or_report(self, rt: BranchRuntime | None = None) -> None:
+        """:meth:`_persist`, reporting a failure instead of raising it."""
+        try:
+            self._persist()
+        except Exception as exc:
+            self._save_failed(self.fork_id or "", "manifest", exc, rt)
+
+    def _save_failed(
+        self, fork_id: str, name: str, exc: BaseException, rt: BranchRuntime | None = None
+    ) -> None:
+        """Log a failed save and show it: on its branch (``save_error``, a history) or on
+        ``rt``/every branch (the manifest), and in :attr:`save_errors`."""
+        what = "the fork manifest" if name == "manifest" else f"the history of {name}"
+        message = f"cannot save {what} of fork {fork_id}: {type(exc).__name__}: {exc}"
+        log.error("%s", message)
+        self.save_errors.append(message)
+        if name != "manifest":
+            targets = [r for r in self._branches.values() if r.branch_id == name]
+        else:
+            targets = [rt] if rt is not None else list(self._branches.values())
+        for target in targets:
+            target.save_error = message
 
     async def rewind_to_checkpoint(self, checkpoint_id: str) -> list[ModelMessage]:
         """Restore ``fork:<id>`` / ``post-fork:<id>`` (files + history) into the parent."""

@@ -135,6 +135,9 @@ class BranchStatus:
     resolution: BranchResolution | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    save_error: str | None = None
+    """Why the branch's latest state or history could not be saved to disk (``None``: it
+    was, or is being, saved); the live state above is still right."""
 
 
 @dataclass
