@@ -47,6 +47,7 @@ from branching_core.fork.history import (
 from branching_core.fork.options import ApprovalPolicy, DepsFactory, ForkOptions, ModelResolver
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
+from branching_core.fork.sweep import sweep_interrupted_forks
 from branching_core.fork.types import (
     SETTLED_STATES,
     BranchCost,
@@ -67,6 +68,7 @@ from branching_core.fork.types import (
 )
 from branching_core.workspace import Workspace
 from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.journal import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -458,6 +460,20 @@ class ForkCoordinator:
             seed = copy_history(parent_history)
             seed_json = dumps_history(seed)
             runtimes: list[BranchRuntime] = []
+            # The intent comes first: a process killed from here until the full manifest is
+            # written leaves durable branches that fork/sweep.py finds and aborts.
+            self.store.write_manifest(
+                {
+                    "fork_id": fork_id,
+                    "creating": True,
+                    "pid": os.getpid(),
+                    "created_at": time.time(),
+                    "depth": self.depth + 1,
+                    "resolved": False,
+                    "branches": [],
+                }
+            )
+            crash_point("fork:intent")
             ws_branches = self.parent_node.branch_many(
                 [_ws_name(spec.label, fork_id, i) for i, spec in enumerate(spec_list)],
                 on_success=None,
@@ -484,7 +500,9 @@ class ForkCoordinator:
                 for ws_branch in ws_branches:
                     with contextlib.suppress(Exception):
                         ws_branch.abort()
+                self.store.remove(fork_id)
                 raise
+            crash_point("fork:branches")
 
             self._branches = {rt.branch_id: rt for rt in runtimes}
             self._resolved = False
@@ -514,6 +532,7 @@ class ForkCoordinator:
             # Not fsync'ed: the rename is atomic against a killed process, and fork() must stay
             # cheap (the workspace branches themselves are durable).
             self._persist(now=True)
+            crash_point("fork:manifest")
             self._publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(self._handle.branches)))
             for rt in runtimes:
                 self._start(rt, rt.spec.steer, seed)
@@ -1348,6 +1367,7 @@ class ForkCoordinator:
         base = ForkOptions.build(options, **option_overrides)
         ws = _as_workspace(workspace)
         store = ForkStore(ws.path)
+        sweep_interrupted_forks(ws, store)
         by_branch: dict[str, tuple[ForkCoordinator, BranchRuntime]] = {}
         out: list[ForkCoordinator] = []
         for manifest in store.list_open():
