@@ -64,6 +64,8 @@ def parse_checkpoint_id(checkpoint_id: str) -> tuple[str, str]:
 
 
 PENDING = "pending"
+PRUNED = "pruned"
+"""Marker: the file copies were dropped by the retention policy (fork/retention.py)."""
 MAX_HELD = 256
 """At most this many pre-merge files are held open per merge (the rest are copied)."""
 
@@ -267,6 +269,11 @@ class CheckpointStore:
             raise KeyError(f"no checkpoint {checkpoint_id!r}")
         target = Path(target_dir) if target_dir is not None else self.store.root
         index_path = base / "index.json"
+        if (base / PRUNED).exists():
+            raise RuntimeError(
+                f"checkpoint {checkpoint_id} is older than the rewind window: its file "
+                "copies were pruned ([fork] keep_resolved / fork/retention.py)"
+            )
         if (base / PENDING).exists():
             raise RuntimeError(
                 f"checkpoint {checkpoint_id} is incomplete: the process exited while it "

@@ -45,6 +45,7 @@ from branching_core.fork.history import (
     trim_unanswered_tool_calls,
 )
 from branching_core.fork.options import ApprovalPolicy, DepsFactory, ForkOptions, ModelResolver
+from branching_core.fork.retention import prune_resolved
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
 from branching_core.fork.sweep import sweep_interrupted_forks
@@ -287,6 +288,7 @@ class ForkCoordinator:
         self._resolved = False
         self._resolution: str | None = None
         self._post_checkpoint: str | None = None
+        self._resolved_at: float | None = None
         self._lock = asyncio.Lock()
         self._queues: list[asyncio.Queue[ev.ForkEvent]] = []
         self._listeners: list[Callable[[ev.ForkEvent], None]] = []
@@ -506,6 +508,7 @@ class ForkCoordinator:
 
             self._branches = {rt.branch_id: rt for rt in runtimes}
             self._resolved = False
+            self._resolved_at = None
             self._resolution = None
             self._post_checkpoint = None
             parent_ws_id = (
@@ -1018,8 +1021,10 @@ class ForkCoordinator:
                 ids.append(rt.branch_id)
             self._resolved = True
             self._resolution = "abort"
+            self._resolved_at = time.time()
             await self._writer.flush()
             await self._persist_durable()
+            self._prune_later()
             self._publish(
                 ev.ForkResolved(fork_id=self._handle.fork_id, action="abort", discarded=tuple(ids))
             )
@@ -1106,8 +1111,10 @@ class ForkCoordinator:
             self._resolved = True
             self._resolution = f"pick:{winner.branch_id}"
             self._post_checkpoint = post_id
+            self._resolved_at = time.time()
             await self._writer.flush()
             await self._persist_durable()
+            self._prune_later()
             self._publish(
                 ev.ForkResolved(
                     fork_id=handle.fork_id,
@@ -1253,6 +1260,7 @@ class ForkCoordinator:
             "parent_fork_id": self.parent_coordinator.fork_id if self.parent_coordinator else None,
             "resolved": self._resolved,
             "resolution": self._resolution,
+            "resolved_at": self._resolved_at,
             "aggregate_budget_usd": handle.aggregate_budget_usd,
             "isolation": asdict(handle.isolation),
             "strategy": asdict(handle.merge_strategy),
@@ -1292,6 +1300,21 @@ class ForkCoordinator:
             self.store.write_manifest(self._manifest(), durable=durable)
         else:
             self._writer.submit(self._handle.fork_id, "manifest", self._manifest())
+
+    def _prune_later(self) -> None:
+        """Apply the retention policy (fork/retention.py) in a worker thread, after the
+        checkpoint recording under way (``flush()`` waits for it)."""
+        keep = self.options.keep_resolved
+        pending = list(self._background)
+
+        async def prune() -> None:
+            if pending:
+                await asyncio.wait(pending)
+            await asyncio.to_thread(prune_resolved, self.store, keep)
+
+        task = asyncio.get_running_loop().create_task(prune())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _persist_durable(self) -> None:
         """Save the manifest with fsync, in a worker thread (an fsync can take a while)."""
@@ -1368,6 +1391,7 @@ class ForkCoordinator:
         ws = _as_workspace(workspace)
         store = ForkStore(ws.path)
         sweep_interrupted_forks(ws, store)
+        prune_resolved(store, base.keep_resolved)
         by_branch: dict[str, tuple[ForkCoordinator, BranchRuntime]] = {}
         out: list[ForkCoordinator] = []
         for manifest in store.list_open():
@@ -1459,6 +1483,7 @@ class ForkCoordinator:
         )
         self._resolved = bool(manifest.get("resolved"))
         self._resolution = manifest.get("resolution")
+        self._resolved_at = manifest.get("resolved_at")
         self._persist(durable=True)
 
     # -- review (branching_core.review; imported lazily) ----------------------------------

@@ -40,7 +40,8 @@ class ForkOptions:
     ``on_unknown_price`` decides what a branch with a budget does when a response cannot be
     priced; ``materialize``/``keep_artifacts`` control the on-disk mirror for diff tools;
     ``keep_resolved`` is how many resolved forks keep their manifest and histories on disk
-    (``None``: keep all; file copies of resolved forks are dropped when they are pruned).
+    (``"all"``: every one; ``"settings"``: ``[fork] keep_resolved`` of the workspace's
+    config.toml, default 20; see ``fork/retention.py`` for when file copies are dropped).
     """
 
     max_branches: int = 10
@@ -57,7 +58,7 @@ class ForkOptions:
     on_unknown_price: UnknownPricePolicy = "stop"
     materialize: bool = False
     keep_artifacts: bool = False
-    keep_resolved: int | None = None
+    keep_resolved: int | Literal["all", "settings"] = "settings"
 
     @classmethod
     def build(cls, base: ForkOptions | None = None, **overrides: Any) -> ForkOptions:

@@ -42,9 +42,11 @@ def pid_alive(pid: object) -> bool:
 def _referenced(store: ForkStore) -> set[str]:
     ids: set[str] = set()
     for manifest in store.list_forks(include_creating=True):
-        ids.update(str(b["workspace_branch_id"]) for b in manifest.get("branches", ()) if b.get(
-            "workspace_branch_id"
-        ))
+        ids.update(
+            str(b["workspace_branch_id"])
+            for b in manifest.get("branches", ())
+            if b.get("workspace_branch_id")
+        )
         if manifest.get("parent_workspace_branch_id"):
             ids.add(str(manifest["parent_workspace_branch_id"]))
     return ids
