@@ -24,7 +24,6 @@ import os
 import re
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 
+from branching_core.agent.subagents.merge import landing_lock
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.budget import BranchMeter, PriceFn, aggregate_over, default_price
@@ -238,11 +238,6 @@ def _ws_name(label: str, fork_id: str, index: int) -> str:
 
 def _as_workspace(workspace: Workspace | str | os.PathLike[str]) -> Workspace:
     return workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-
-
-_COMMIT_LOCKS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 class ForkCoordinator:
@@ -1146,10 +1141,9 @@ class ForkCoordinator:
 
     async def _apply(self, rt: BranchRuntime) -> FlushReport:
         """Commit ``rt``'s workspace branch into the parent; fall back to per-path on conflict."""
-        key = (str(self.workspace.path), getattr(self.parent_node, "node_id", "root"))
-        locks = _COMMIT_LOCKS.setdefault(asyncio.get_running_loop(), {})
-        lock = locks.setdefault(key, asyncio.Lock())
-        async with lock:  # forks of one parent merge one at a time (stale check + commit)
+        # One lock per parent path for every landing (forks of one parent, sub-agents):
+        # the stale check and the commit of two landings never interleave.
+        async with landing_lock(self.parent_node):
             return await self._apply_locked(rt)
 
     async def _apply_locked(self, rt: BranchRuntime) -> FlushReport:
