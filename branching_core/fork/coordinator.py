@@ -1497,9 +1497,18 @@ class ForkCoordinator:
 
 
 def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The manifests of forks not yet merged or aborted (no coordinator is built)."""
-    root = workspace.path if isinstance(workspace, Workspace) else Path(workspace)
-    return ForkStore(root).list_open()
+    """The manifests of forks not yet merged or aborted (no coordinator is built).
+
+    Given an open ``Workspace`` (what a starting app has), it first drops what a process
+    killed inside ``fork()`` left (fork/sweep.py): never anything of a live process."""
+    if isinstance(workspace, Workspace):
+        store = ForkStore(workspace.path)
+        try:
+            sweep_interrupted_forks(workspace, store)
+        except Exception as exc:  # listing must work even when sweeping cannot
+            log.warning("cannot sweep interrupted forks: %s", exc)
+        return store.list_open()
+    return ForkStore(Path(workspace)).list_open()
 
 
 def states_final(statuses: Sequence[BranchStatus]) -> bool:

@@ -6,7 +6,8 @@ between leaves durable branches no fork will ever merge or abort. At the next
 :meth:`ForkCoordinator.recover` this sweep aborts them:
 
 * every durable workspace branch named like a fork branch (``fork-<fork_id>-...``) whose
-  owning process is gone and that no manifest lists;
+  owning process is gone and that no open fork still needs (a killed ``fork()``'s, or one
+  a merge or abort killed half-way left behind);
 * the fork directory of an intent manifest whose process is gone (nothing ran in it).
 
 A branch or intent of a live process (another coordinator mid-``fork()``) is never touched.
@@ -40,13 +41,15 @@ def pid_alive(pid: object) -> bool:
 
 
 def _referenced(store: ForkStore) -> set[str]:
+    """Workspace branches an unresolved fork still needs: its live (unresolved) branches
+    and the outer branch it was taken from."""
     ids: set[str] = set()
     for manifest in store.list_forks(include_creating=True):
-        ids.update(
-            str(b["workspace_branch_id"])
-            for b in manifest.get("branches", ())
-            if b.get("workspace_branch_id")
-        )
+        if manifest.get("resolved"):
+            continue
+        for branch in manifest.get("branches", ()):
+            if branch.get("workspace_branch_id") and branch.get("resolution") is None:
+                ids.add(str(branch["workspace_branch_id"]))
         if manifest.get("parent_workspace_branch_id"):
             ids.add(str(manifest["parent_workspace_branch_id"]))
     return ids

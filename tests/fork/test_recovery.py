@@ -152,3 +152,14 @@ def test_kill_inside_fork_leaves_no_unreferenced_durable_branch(project: Path, p
         assert coords == [] and durable == {} and list_open_forks(project) == []
         assert not any(ForkStore(project).forks_dir.iterdir())
     assert [b for b in Workspace(project).list_branches() if b.durable] == []
+
+
+def test_a_starting_app_listing_open_forks_sweeps_a_killed_fork(project: Path) -> None:
+    """What the app does at start (list the open forks of its Workspace) sweeps too."""
+    from branching_core.workspace import Workspace
+
+    _kill_inside_fork(project, "fork:branches")
+    ws = Workspace(project)
+    assert [b for b in ws.list_branches() if b.durable], "the kill left no branch to sweep"
+    assert list_open_forks(ws) == []
+    assert [b for b in ws.list_branches() if b.durable] == []
