@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
@@ -33,8 +34,9 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from branching_core.agent import LocalCommandRunner, SandboxCommandRunner, sandbox_available
+from branching_core.agent import LocalCommandRunner, SandboxCommandRunner
 from branching_core.fork import BranchSpec, ForkCoordinator
+from branching_core.sandbox import sandbox_available
 from branching_core.workspace import Workspace
 
 
@@ -149,6 +151,85 @@ async def bench_merge(ws: Workspace, reps: int) -> list[float]:
     return samples
 
 
+class StallProbe:
+    """A ticker task that sleeps 1 ms at a time and records its worst lateness (ms): how
+    long the event loop was blocked (what freezes a TUI) while the probe ran."""
+
+    def __init__(self) -> None:
+        self.worst_ms = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(0.001)
+            self.worst_ms = max(self.worst_ms, (time.perf_counter() - t0 - 0.001) * 1000)
+
+    async def __aenter__(self) -> StallProbe:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        await asyncio.sleep(0.002)  # let it start
+        self.worst_ms = 0.0
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def bench_merge_modified(
+    ws: Workspace, reps: int, big_mb: int
+) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    """Merge of 98 modified existing files + 2 new ones, and of one modified ``big_mb`` MB
+    file: merge ms and the worst event-loop stall (ms) during each merge, and the worst
+    stall of an idle loop over the same time (the noise floor of a shared machine)."""
+    agent = Agent(FunctionModel(two_writes))
+    root = Path(ws.path)
+    existing = sorted(p.relative_to(root) for p in root.glob("d*/f*.txt"))[:98]
+    big = root / "big.bin"
+    if not big.exists():
+        with big.open("wb") as fh:
+            for _ in range(big_mb):
+                fh.write(os.urandom(1 << 20))
+    merge_ms, stall_ms, big_ms, big_stall_ms, idle_stall_ms = [], [], [], [], []
+    for rep in range(reps + 1):
+        coord = ForkCoordinator(agent, workspace=ws, command_runner=LocalCommandRunner())
+        await coord.fork([BranchSpec("m", f"mod{rep}")], parent_history=[])
+        await coord.wait(timeout=60)
+        branch_dir = coord.get_branch("m").path
+        for rel in existing:
+            (branch_dir / rel).write_text(f"modified {rep}\n")
+        async with StallProbe() as probe:
+            t0 = time.perf_counter()
+            result = await coord.merge_or_select("pick:m")
+            elapsed = (time.perf_counter() - t0) * 1000
+        assert len(result.applied_paths) == 100 and not result.conflicts, result
+        await coord.flush()
+        if rep:
+            merge_ms.append(elapsed)
+            stall_ms.append(probe.worst_ms)
+
+        coord = ForkCoordinator(agent, workspace=ws, command_runner=LocalCommandRunner())
+        await coord.fork([BranchSpec("m", f"big{rep}")], parent_history=[])
+        await coord.wait(timeout=60)
+        with (coord.get_branch("m").path / "big.bin").open("r+b") as fh:
+            fh.write(f"rep {rep}".encode())  # a modification: the whole file is copied up
+        async with StallProbe() as probe:
+            t0 = time.perf_counter()
+            result = await coord.merge_or_select("pick:m")
+            elapsed = (time.perf_counter() - t0) * 1000
+            await coord.flush()  # the post-fork record of the big file runs meanwhile
+        assert "big.bin" in result.applied_paths and not result.conflicts, result
+        async with StallProbe() as idle:  # the machine's own noise, nothing running
+            await asyncio.sleep(elapsed / 1000)
+        if rep:
+            big_ms.append(elapsed)
+            big_stall_ms.append(probe.worst_ms)
+            idle_stall_ms.append(idle.worst_ms)
+    return merge_ms, stall_ms, big_ms, big_stall_ms, idle_stall_ms
+
+
 async def bench_command(ws: Workspace, reps: int, runner: object) -> list[float]:
     agent = Agent(FunctionModel(one_command))
     samples = []
@@ -179,10 +260,11 @@ async def main() -> None:
     parser.add_argument(
         "--big", type=int, default=10000, help="workspace size for the run_command figure"
     )
+    parser.add_argument("--big-mb", type=int, default=100, help="size of the one big file")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="forkbench-"))
     os.environ.setdefault("FORKDECK_STORE", str(tmp / "_stores"))
-    runner = SandboxCommandRunner() if sandbox_available() else LocalCommandRunner()
+    runner = SandboxCommandRunner() if sandbox_available()[0] else LocalCommandRunner()
     rows: dict[str, dict[str, str]] = {}
     backends = {}
     try:
@@ -197,12 +279,21 @@ async def main() -> None:
             fork_ms, done_ms = await bench_fork(ws_small, args.reps)
             bare_ms = bench_bare_branches(ws_small, args.reps)
             merge_ms = await bench_merge(ws_small, args.reps)
+            mod_ms, mod_stall, big_ms, big_stall, idle_stall = await bench_merge_modified(
+                ws_small, max(3, args.reps // 2), args.big_mb
+            )
             cmd_ms = await bench_command(ws_big, max(3, args.reps // 2), runner)
             rows[backend] = {
                 "fork": fmt(fork_ms),
                 "done": fmt(done_ms),
                 "bare": fmt(bare_ms),
                 "merge": fmt(merge_ms),
+                "mod": fmt(mod_ms),
+                "mod_stall": fmt(mod_stall),
+                "big": fmt(big_ms),
+                "big_stall": fmt(big_stall),
+                "idle_stall": fmt(idle_stall),
+                "_p50m": f"{pct(mod_ms, 50)},{max(mod_stall)},{max(big_stall)}",
                 "cmd": fmt(cmd_ms),
                 "_p50": f"{pct(fork_ms, 50)},{pct(done_ms, 50)},{pct(merge_ms, 50)},{pct(cmd_ms, 50)}",
             }
@@ -228,6 +319,19 @@ async def main() -> None:
     print(f"| merge, 100 changed files | < 50 ms | {a['merge']} | {ok[2]} | {c['merge']} |")
     print(
         f"| one run_command in a branch, {args.big}-file workspace, end to end | < 100 ms | {a['cmd']} | {ok[3]} | {c['cmd']} |"
+    )
+    m = [float(x) for x in a["_p50m"].split(",")]
+    okm = ["yes" if v <= t else "NO" for v, t in zip(m, [50, 20, 20], strict=True)]
+    print(f"| merge, 98 modified + 2 new files | <= 50 ms | {a['mod']} | {okm[0]} | {c['mod']} |")
+    print(
+        f"| worst event-loop stall during that merge | <= 20 ms (max) | {a['mod_stall']} | {okm[1]} | {c['mod_stall']} |"
+    )
+    print(f"| merge, one modified {args.big_mb} MB file | | {a['big']} | | {c['big']} |")
+    print(
+        f"| worst event-loop stall during that merge (+ post-fork record) | <= 20 ms (max) | {a['big_stall']} | {okm[2]} | {c['big_stall']} |"
+    )
+    print(
+        f"| (worst stall of an idle loop, same duration: noise) | | {a['idle_stall']} | | {c['idle_stall']} |"
     )
 
 

@@ -40,6 +40,8 @@ _LAZY: dict[str, str] = {
     "BranchStatus": "branching_core.fork",
     "BranchIsolation": "branching_core.fork",
     "ForkHandle": "branching_core.fork",
+    "ForkOptions": "branching_core.fork",
+    "BranchApprovalRequested": "branching_core.fork",
     "MergeStrategy": "branching_core.fork",
     "MergeResult": "branching_core.fork",
     "ForkCostSummary": "branching_core.fork",

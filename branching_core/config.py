@@ -20,6 +20,7 @@ File format (every key is optional; an absent key means its default)::
     max_depth = 2                     # nested forks, 1..10
     per_branch_budget_usd = 0.25      # > 0, or absent for no budget
     aggregate_budget_usd = 2.0        # > 0, or absent for no budget
+    keep_resolved = 20                # resolved forks kept in .pydantic-deep/forks, 0..10000
 
     [fork.models]                     # branch slot (1-based) -> "provider:model"
     1 = "anthropic:claude-opus-4-6"
@@ -122,6 +123,7 @@ class Settings:
     max_depth: int = 2
     per_branch_budget_usd: float | None = None
     aggregate_budget_usd: float | None = None
+    keep_resolved: int = 20
     branch_models: dict[int, str] = field(default_factory=dict)
     model: str | None = None
     openai_base_url: str | None = None
@@ -295,6 +297,7 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("max_depth", "fork.max_depth", _int_in(1, MAX_DEPTH_LIMIT), False),
     _Field("per_branch_budget_usd", "fork.per_branch_budget_usd", _positive, True),
     _Field("aggregate_budget_usd", "fork.aggregate_budget_usd", _positive, True),
+    _Field("keep_resolved", "fork.keep_resolved", _int_in(0, 10000), False),
     _Field("model", "model.default", _model_name, True),
     _Field("openai_base_url", "model.openai_base_url", _base_url, True),
     _Field("ollama_base_url", "model.ollama_base_url", _base_url, True),

@@ -14,7 +14,7 @@ from branching_core.agent.commands import (
     LocalCommandRunner,
     OutputCallback,
     SandboxCommandRunner,
-    sandbox_available,
+    sandbox_importable,
     truncate_middle,
 )
 from branching_core.agent.models import (
@@ -72,6 +72,6 @@ __all__ = [
     "resolve_in_root",
     "resolve_model",
     "response_cost_usd",
-    "sandbox_available",
+    "sandbox_importable",
     "truncate_middle",
 ]

@@ -262,8 +262,9 @@ class SandboxCommandRunner:
         )
 
 
-def sandbox_available() -> bool:
-    """Whether ``branching_core.sandbox`` can be imported here (it is written separately)."""
+def sandbox_importable() -> bool:
+    """Whether ``branching_core.sandbox`` can be imported here; NOT whether a sandbox can
+    run (that is ``branching_core.sandbox.sandbox_available()``, which starts one)."""
     try:
         from branching_core import sandbox
     except ImportError:
@@ -278,6 +279,6 @@ __all__ = [
     "LocalCommandRunner",
     "OutputCallback",
     "SandboxCommandRunner",
-    "sandbox_available",
+    "sandbox_importable",
     "truncate_middle",
 ]

@@ -3,31 +3,52 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from branching_core.cli._common import emit, open_workspace
 
 
-def _forks(root: Path) -> list[dict[str, Any]]:
-    forks = []
-    for manifest in sorted((root / ".pydantic-deep" / "forks").glob("*/manifest.json")):
-        entry: dict[str, Any] = {"id": manifest.parent.name, "manifest": str(manifest)}
-        try:
-            data = json.loads(manifest.read_text())
-        except (OSError, ValueError) as exc:
-            entry["error"] = f"unreadable manifest: {exc}"
-        else:
-            if isinstance(data, dict):
-                for key in ("state", "status", "created", "created_at"):
-                    if key in data:
-                        entry[key] = data[key]
-                branches = data.get("branches")
-                if isinstance(branches, list | dict):
-                    entry["branches"] = len(branches)
-        forks.append(entry)
-    return forks
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _forks(root: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """What ``.pydantic-deep/forks`` holds (every fork, its state and size) and its totals."""
+    from branching_core.fork.retention import REWIND_WINDOW, forks_usage, keep_resolved_setting
+    from branching_core.fork.store import ForkStore
+
+    store = ForkStore(root)
+    forks = [
+        {
+            "id": u.fork_id,
+            "manifest": str(store.manifest_path(u.fork_id)),
+            "state": u.state,
+            "created_at": u.created_at,
+            "resolved_at": u.resolved_at,
+            "branches": u.branches,
+            "size_bytes": u.size_bytes,
+            "rewindable": u.rewindable,
+        }
+        for u in forks_usage(store)
+    ]
+    try:
+        keep: int | None = keep_resolved_setting(root)
+    except Exception:  # a broken config.toml must not break status
+        keep = None
+    totals = {
+        "path": str(store.forks_dir),
+        "count": len(forks),
+        "size_bytes": sum(f["size_bytes"] for f in forks),
+        "keep_resolved": keep,
+        "rewind_window": REWIND_WINDOW,
+    }
+    return forks, totals
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -38,7 +59,7 @@ def cmd_status(args: argparse.Namespace) -> int:
          "durable": b.durable, "owner_alive": b.owner_alive}
         for b in infos
     ]
-    forks = _forks(ws.path)
+    forks, fork_totals = _forks(ws.path)
     data = {
         "command": "status",
         "workspace": str(ws.path),
@@ -48,6 +69,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "branches": [b.name for b in infos],
         "branch_details": details,
         "forks": forks,
+        "forks_store": fork_totals,
     }
     lines = [f"workspace: {ws.path}", f"backend: {ws.fstype}"]
     for name, why in ws.passed_over.items():
@@ -61,8 +83,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         lines.append("branches: (none)")
     if forks:
-        lines.append(f"forks ({len(forks)}):")
-        lines.extend(f"  {f['id']}  {f.get('state', f.get('status', ''))}" for f in forks)
+        keep = fork_totals["keep_resolved"]
+        lines.append(
+            f"forks ({len(forks)}, {_human(fork_totals['size_bytes'])} in {fork_totals['path']}; "
+            f"keeps the newest {keep if keep is not None else '?'} resolved, "
+            f"file copies of the newest {fork_totals['rewind_window']}):"
+        )
+        lines.extend(
+            f"  {f['id']}  {f['state']}  {f['branches']} branches  {_human(f['size_bytes'])}"
+            + ("  rewindable" if f["rewindable"] else "")
+            for f in forks
+        )
+    else:
+        lines.append("forks: (none)")
     emit(args, data, "\n".join(lines))
     return 0
 

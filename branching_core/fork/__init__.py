@@ -20,9 +20,12 @@ from branching_core.fork.coordinator import (
     list_open_forks,
 )
 from branching_core.fork.events import (
+    ApprovalCall,
+    BranchApprovalRequested,
     BranchCostUpdated,
     BranchStateChanged,
     BranchSteered,
+    BranchSteerUndelivered,
     BranchTextDelta,
     BranchToolCall,
     BranchToolResult,
@@ -36,6 +39,7 @@ from branching_core.fork.history import (
     load_history,
     trim_unanswered_tool_calls,
 )
+from branching_core.fork.options import ApprovalPolicy, ForkOptions
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
 from branching_core.fork.tools import create_fork_toolset
@@ -57,6 +61,9 @@ from branching_core.fork.types import (
 )
 
 __all__ = [
+    "ApprovalCall",
+    "ApprovalPolicy",
+    "BranchApprovalRequested",
     "BranchCost",
     "BranchCostUpdated",
     "BranchIsolation",
@@ -67,6 +74,7 @@ __all__ = [
     "BranchState",
     "BranchStateChanged",
     "BranchStatus",
+    "BranchSteerUndelivered",
     "BranchSteered",
     "BranchTextDelta",
     "BranchToolCall",
@@ -83,6 +91,7 @@ __all__ = [
     "ForkDepthLimitError",
     "ForkEvent",
     "ForkHandle",
+    "ForkOptions",
     "ForkResolved",
     "ForkStore",
     "LiveForkCapability",

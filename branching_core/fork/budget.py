@@ -3,25 +3,23 @@
 ``price_fn(response) -> float | None`` prices one ``ModelResponse`` in USD. The default
 uses genai-prices through pydantic-ai (``ModelResponse.cost()``, via the agent layer's
 ``response_cost_usd``): the offline model costs 0, a model genai-prices does not know
-gives ``None`` (its branch's cost becomes unknown and its cap cannot fire). Tests and
-custom deployments pass their own ``price_fn``; the coordinator calls it on the same code
-path either way.
+gives ``None`` (its branch's cost becomes unknown). Tests and custom deployments pass
+their own ``price_fn``; the coordinator calls it on the same code path either way.
+
+A ``price_fn`` that raises (or returns something that is not a finite, non-negative
+number) is a broken price, not a free response: :func:`price_response` logs it, falls
+back to genai-prices, and when that cannot price the response either reports the reason,
+which stops a branch that has a budget (state ``budget_unknown``) instead of silently
+running it with no cap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic_ai.messages import ModelResponse
 
-PriceFn = Callable[[ModelResponse], "float | None"]
-
-
-def default_price(response: ModelResponse) -> float | None:
-    from branching_core.agent import response_cost_usd
-
-    return response_cost_usd(response)
+from branching_core.agent.pricing import PriceFn, default_price, price_response
 
 
 @dataclass
@@ -33,6 +31,9 @@ class BranchMeter:
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    price_error: str | None = None
+    """Why the latest response could not be priced although it should have been (see
+    :func:`price_response`); ``None`` when it was priced or its model has no known price."""
 
     def add(self, response: ModelResponse, price_fn: PriceFn) -> float | None:
         """Account one response; returns its price (``None`` if unknown)."""
@@ -40,14 +41,11 @@ class BranchMeter:
         usage = response.usage
         self.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)
         self.output_tokens += int(getattr(usage, "output_tokens", 0) or 0)
-        try:
-            price = price_fn(response)
-        except Exception:
-            price = None
+        price, self.price_error = price_response(response, price_fn)
         if price is None:
             self.cost_known = False
         else:
-            self.cost_usd += float(price)
+            self.cost_usd += price
         return price
 
     @property
@@ -65,6 +63,7 @@ class BranchMeter:
             "requests": self.requests,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "price_error": self.price_error,
         }
 
     @classmethod
@@ -76,6 +75,7 @@ class BranchMeter:
             requests=int(data.get("requests", 0) or 0),  # type: ignore[call-overload]
             input_tokens=int(data.get("input_tokens", 0) or 0),  # type: ignore[call-overload]
             output_tokens=int(data.get("output_tokens", 0) or 0),  # type: ignore[call-overload]
+            price_error=str(data["price_error"]) if data.get("price_error") else None,
         )
 
 
@@ -86,4 +86,4 @@ def aggregate_over(meters: list[BranchMeter], cap: float | None) -> bool:
     return sum(m.cost_usd for m in meters) > cap
 
 
-__all__ = ["BranchMeter", "PriceFn", "aggregate_over", "default_price"]
+__all__ = ["BranchMeter", "PriceFn", "aggregate_over", "default_price", "price_response"]

@@ -19,7 +19,7 @@ forking tools drive a nested coordinator whose branches are taken from the branc
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.toolsets import CombinedToolset
 
 from branching_core.fork.coordinator import BranchRunContext, ForkCoordinator, current_branch
+from branching_core.fork.options import ForkOptions
 from branching_core.fork.tools import create_fork_toolset
 from branching_core.workspace import Workspace
 
@@ -40,6 +41,9 @@ class LiveForkCapability(AbstractCapability[Any]):
     ``price_fn`` prices responses (default genai-prices), ``command_runner`` runs the
     ``run_command`` tool (default: the sandbox). ``deps_factory(parent_deps, runtime)`` may
     clone deps per branch (default: the parent's deps object is shared).
+    ``approval_required`` names the workspace tool calls of branch runs a person must approve
+    (see :class:`ForkOptions`); ``options`` is a whole :class:`ForkOptions` the fields above
+    are laid over (what every coordinator of this capability is built from).
     """
 
     workspace: Any = None
@@ -56,6 +60,8 @@ class LiveForkCapability(AbstractCapability[Any]):
     materialize: bool = False
     """Mirror every fork under ``.pydantic-deep/forks/<id>/{parent,branches}`` for diff tools
     (``branching_core.review.materializer``); removed on merge/abort unless ``keep_artifacts``."""
+    approval_required: Any = None
+    options: ForkOptions | None = None
 
     coordinator: ForkCoordinator | None = field(default=None, repr=False, compare=False)
     """The run's coordinator (set on the per-run copy returned by ``for_run``)."""
@@ -98,19 +104,13 @@ class LiveForkCapability(AbstractCapability[Any]):
     # -- per run -----------------------------------------------------------------------------
     async def for_run(self, ctx: Any) -> LiveForkCapability:
         template = self._template or self
-        clone = LiveForkCapability(
-            workspace=template.workspace,
-            max_branches=template.max_branches,
-            max_depth=template.max_depth,
-            include_workspace_tools=template.include_workspace_tools,
-            command_runner=template.command_runner,
-            command_timeout=template.command_timeout,
-            model_resolver=template.model_resolver,
-            price_fn=template.price_fn,
-            deps_factory=template.deps_factory,
-            stream_text=template.stream_text,
-            keep_artifacts=template.keep_artifacts,
-            materialize=template.materialize,
+        clone = replace(
+            template,
+            coordinator=None,
+            _branch=None,
+            _template=None,
+            _latest_messages=[],
+            _ws=None,
         )
         clone._template = template
         bctx = current_branch()
@@ -127,17 +127,7 @@ class LiveForkCapability(AbstractCapability[Any]):
                 ctx.agent,
                 ctx.deps,
                 workspace=ws,
-                max_branches=template.max_branches,
-                max_depth=template.max_depth,
-                model_resolver=template.model_resolver,
-                price_fn=template.price_fn,
-                default_model=ctx.model,
-                command_runner=template.command_runner,
-                provide_workspace_tools=False,
-                deps_factory=template.deps_factory,
-                stream_text=template.stream_text,
-                materialize=template.materialize,
-                keep_artifacts=template.keep_artifacts,
+                options=replace(template.fork_options(), default_model=ctx.model),
             )
             template._all.add(coord)
         template._claimed.add(coord)
@@ -148,6 +138,27 @@ class LiveForkCapability(AbstractCapability[Any]):
             except (AttributeError, TypeError):
                 pass
         return clone
+
+    def fork_options(self) -> ForkOptions:
+        """The options every coordinator of this capability is built from (one place).
+
+        The capability contributes the workspace toolset itself, so its coordinators never
+        add a second one to branch runs.
+        """
+        return ForkOptions.build(
+            self.options,
+            max_branches=self.max_branches,
+            max_depth=self.max_depth,
+            command_runner=self.command_runner,
+            model_resolver=self.model_resolver,
+            price_fn=self.price_fn,
+            deps_factory=self.deps_factory,
+            stream_text=self.stream_text,
+            keep_artifacts=self.keep_artifacts,
+            materialize=self.materialize,
+            approval_required=self.approval_required,
+            provide_workspace_tools=False,
+        )
 
     def _adopt(self, deps: Any) -> ForkCoordinator | None:
         previous = getattr(deps, "fork_coordinator", None) if deps is not None else None
@@ -179,16 +190,7 @@ class LiveForkCapability(AbstractCapability[Any]):
         """Rebuild the forks left open in the workspace (after a crash or a restart)."""
         root = self._template or self
         coords = ForkCoordinator.recover(
-            root.get_workspace_obj(),
-            agent,
-            model_resolver=root.model_resolver,
-            price_fn=root.price_fn,
-            command_runner=root.command_runner,
-            provide_workspace_tools=not root.include_workspace_tools,
-            deps_factory=root.deps_factory,
-            stream_text=root.stream_text,
-            materialize=root.materialize,
-            keep_artifacts=root.keep_artifacts,
+            root.get_workspace_obj(), agent, options=root.fork_options()
         )
         for coord in coords:
             root._all.add(coord)
@@ -201,11 +203,15 @@ class LiveForkCapability(AbstractCapability[Any]):
         if self.include_workspace_tools and root is not None and Path(root).is_dir():
             from branching_core.agent import create_workspace_toolset
 
-            toolsets.append(
-                create_workspace_toolset(
-                    root, command_runner=self.command_runner, command_timeout=self.command_timeout
-                )
+            toolset: Any = create_workspace_toolset(
+                root, command_runner=self.command_runner, command_timeout=self.command_timeout
             )
+            needs = self._branch.coordinator.approval_required if self._branch else None
+            if needs is not None:  # a branch run: its coordinator's approvals apply
+                toolset = toolset.approval_required(
+                    lambda _ctx, tool_def, args: needs(tool_def.name, args)
+                )
+            toolsets.append(toolset)
         toolsets.append(create_fork_toolset(lambda: self.coordinator))
         return CombinedToolset(toolsets)
 

@@ -6,8 +6,12 @@ rewinding restores **files** too. How, and why it is exact:
 
 * Just before the winner is committed, every path the merge is about to change (the
   winner's created, modified and deleted paths) is recorded from the parent into
-  ``checkpoints/fork/``: its bytes, or that it was a directory, a symlink or absent.
-  Right after the merge, the same paths are recorded into ``checkpoints/post-fork/``.
+  ``checkpoints/fork/``: its bytes, or that it was a directory, a symlink or absent. The
+  bytes are not copied then: each file is held open across the commit (which replaces
+  paths by rename, so the descriptor keeps reading the old bytes) and copied afterwards
+  in a worker thread (:meth:`CheckpointStore.hold_files`), so a merge never waits on, nor
+  blocks the event loop with, a copy. Right after the merge, the same paths are recorded
+  into ``checkpoints/post-fork/`` (also in a worker thread).
 * A path the merge applies was, by the workspace's commit rule, *not* changed in the
   parent since the branch was created (otherwise it is a conflict and is not applied), so
   its pre-merge content *is* its pre-fork content. Restoring the recorded paths therefore
@@ -25,8 +29,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +61,68 @@ def parse_checkpoint_id(checkpoint_id: str) -> tuple[str, str]:
             f"not a fork checkpoint id: {checkpoint_id!r} (want fork:<id> or post-fork:<id>)"
         )
     return kind, fork_id
+
+
+PENDING = "pending"
+PRUNED = "pruned"
+"""Marker: the file copies were dropped by the retention policy (fork/retention.py)."""
+MAX_HELD = 256
+"""At most this many pre-merge files are held open per merge (the rest are copied)."""
+
+
+def _copy_into(src: Path, dst: Path, mode: int) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    os.chmod(dst, mode & 0o7777)
+
+
+def _copy_fd(fd: int, dst: Path, mode: int) -> None:
+    """Copy what ``fd`` reads (from offset 0) into a new file ``dst``."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        offset = 0
+        size = os.fstat(fd).st_size
+        try:
+            while offset < size:
+                sent = os.sendfile(out, fd, offset, min(size - offset, 1 << 30))
+                if sent == 0:
+                    break
+                offset += sent
+        except OSError:  # a filesystem without sendfile between files: plain reads
+            os.lseek(out, offset, os.SEEK_SET)
+            while chunk := os.pread(fd, 1 << 20, offset):
+                os.write(out, chunk)
+                offset += len(chunk)
+        os.fchmod(out, mode)
+    finally:
+        os.close(out)
+
+
+@dataclass
+class HeldFiles:
+    """A pre-merge record in progress (see :meth:`CheckpointStore.hold_files`)."""
+
+    base: Path
+    index: dict[str, str] = field(default_factory=dict)
+    open: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def finish(self) -> None:
+        """Copy the held files, write the index durably, drop the ``pending`` marker."""
+        try:
+            for rel, fd, mode in self.open:
+                _copy_fd(fd, self.base / "files" / rel, mode)
+        finally:
+            self.close()
+        _atomic_write(
+            self.base / "index.json", json.dumps(self.index, sort_keys=True).encode(), durable=True
+        )
+        (self.base / PENDING).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        for _rel, fd, _mode in self.open:
+            os.close(fd)
+        self.open = []
 
 
 class CheckpointStore:
@@ -117,6 +184,53 @@ class CheckpointStore:
                 index[rel] = "file"
         _atomic_write(base / "index.json", json.dumps(index, sort_keys=True).encode(), durable=True)
 
+    def hold_files(self, fork_id: str, kind: str, parent_dir: Path, paths: list[str]) -> HeldFiles:
+        """Begin recording ``paths`` as they are now, without copying anything yet.
+
+        Regular files are opened (read-only; opening changes no time stamp the commit's
+        conflict rule reads) and their descriptors kept: the commit replaces each changed
+        path by rename, so an open descriptor still reads the pre-merge bytes afterwards.
+        :meth:`HeldFiles.finish` copies them, in a worker thread after the commit, so a
+        merge costs the same for a 1 KB and a 1 GB file and never waits on a copy. Until
+        then a ``pending`` marker says the record is incomplete (a process killed in between
+        leaves a checkpoint that refuses to rewind those files rather than restoring
+        wrong bytes). Beyond ``MAX_HELD`` files the rest are copied at once.
+        """
+        base = self._dir(fork_id, kind)
+        files = base / "files"
+        if files.exists():
+            shutil.rmtree(files)
+        base.mkdir(parents=True, exist_ok=True)
+        held = HeldFiles(base)
+        _atomic_write(base / PENDING, b"")
+        try:
+            for rel in sorted(set(paths)):
+                src = parent_dir / rel
+                try:
+                    st = os.lstat(src)
+                except FileNotFoundError:
+                    held.index[rel] = "absent"
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    held.index[rel] = "link:" + os.readlink(src)
+                elif stat.S_ISDIR(st.st_mode):
+                    held.index[rel] = "dir"
+                elif len(held.open) < MAX_HELD:
+                    try:
+                        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    except FileNotFoundError:
+                        held.index[rel] = "absent"
+                        continue
+                    held.open.append((rel, fd, st.st_mode & 0o7777))
+                    held.index[rel] = "file"
+                else:
+                    _copy_into(src, files / rel, st.st_mode)
+                    held.index[rel] = "file"
+        except BaseException:
+            held.close()
+            raise
+        return held
+
     def get(self, checkpoint_id: str) -> Checkpoint | None:
         kind, fork_id = parse_checkpoint_id(checkpoint_id)
         base = self._dir(fork_id, kind)
@@ -155,6 +269,16 @@ class CheckpointStore:
             raise KeyError(f"no checkpoint {checkpoint_id!r}")
         target = Path(target_dir) if target_dir is not None else self.store.root
         index_path = base / "index.json"
+        if (base / PRUNED).exists():
+            raise RuntimeError(
+                f"checkpoint {checkpoint_id} is older than the rewind window: its file "
+                "copies were pruned ([fork] keep_resolved / fork/retention.py)"
+            )
+        if (base / PENDING).exists():
+            raise RuntimeError(
+                f"checkpoint {checkpoint_id} is incomplete: the process exited while it "
+                "recorded the files the merge replaced, so they cannot be restored"
+            )
         if kind == "fork" and not index_path.exists():
             index: dict[str, str] = {}
         else:
@@ -197,4 +321,4 @@ class CheckpointStore:
                 os.symlink(state[5:], dst)
 
 
-__all__ = ["Checkpoint", "CheckpointStore", "parse_checkpoint_id"]
+__all__ = ["Checkpoint", "CheckpointStore", "HeldFiles", "parse_checkpoint_id"]

@@ -24,19 +24,19 @@ import os
 import re
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 
+from branching_core.agent.subagents.merge import landing_lock
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.budget import BranchMeter, PriceFn, aggregate_over, default_price
-from branching_core.fork.checkpoints import CheckpointStore
+from branching_core.fork.checkpoints import CheckpointStore, HeldFiles
 from branching_core.fork.diffs import diff_report
 from branching_core.fork.history import (
     copy_history,
@@ -44,8 +44,11 @@ from branching_core.fork.history import (
     load_history,
     trim_unanswered_tool_calls,
 )
+from branching_core.fork.options import ApprovalPolicy, DepsFactory, ForkOptions, ModelResolver
+from branching_core.fork.retention import prune_resolved
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
+from branching_core.fork.sweep import sweep_interrupted_forks
 from branching_core.fork.types import (
     SETTLED_STATES,
     BranchCost,
@@ -66,6 +69,7 @@ from branching_core.fork.types import (
 )
 from branching_core.workspace import Workspace
 from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.journal import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +124,8 @@ class BranchRuntime:
     child: ForkCoordinator | None = None
     pending_approvals: list[ev.ApprovalCall] = field(default_factory=list)
     """Tool calls waiting for :meth:`ForkCoordinator.approve` (state ``awaiting_approval``)."""
+    save_error: str | None = None
+    """Why the latest save of this branch's state or history failed (logged too)."""
     _done: asyncio.Event | None = None
 
     @property
@@ -150,7 +156,11 @@ class BranchRuntime:
             resolution=self.resolution,
             started_at=self.started_at,
             finished_at=self.finished_at,
+            save_error=self.save_error,
         )
+
+
+SaveErrorHandler = Callable[[str, str, BaseException], None]
 
 
 class _StateWriter:
@@ -162,8 +172,9 @@ class _StateWriter:
     until everything submitted so far is on disk.
     """
 
-    def __init__(self, store: ForkStore) -> None:
+    def __init__(self, store: ForkStore, on_error: SaveErrorHandler) -> None:
         self.store = store
+        self.on_error = on_error
         self.pending: dict[tuple[str, str], Any] = {}
         self.task: asyncio.Task[None] | None = None
 
@@ -186,8 +197,8 @@ class _StateWriter:
                 self.store.write_manifest(payload)
             else:
                 self.store.write_history(fork_id, name, payload)
-        except OSError as exc:
-            log.warning("cannot save fork state %s/%s: %s", fork_id, name, exc)
+        except Exception as exc:  # reported (logged and shown on the branch), never lost
+            self.on_error(fork_id, name, exc)
 
     async def _drain(self) -> None:
         while self.pending:
@@ -198,11 +209,6 @@ class _StateWriter:
     async def flush(self) -> None:
         while self.task is not None and not self.task.done():
             await asyncio.shield(self.task)
-
-
-ApprovalPolicy = Callable[[str, dict[str, Any]], bool] | Sequence[str] | bool
-"""Which workspace tool calls need a person's approval: a predicate over (tool name, args),
-a collection of tool names, or True for all of them."""
 
 
 def _approval_predicate(
@@ -234,24 +240,16 @@ def _as_workspace(workspace: Workspace | str | os.PathLike[str]) -> Workspace:
     return workspace if isinstance(workspace, Workspace) else Workspace(workspace)
 
 
-ModelResolver = Callable[[str], Any]
-_COMMIT_LOCKS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-DepsFactory = Callable[[Any, BranchRuntime], Any]
-
-
 class ForkCoordinator:
     """Owns the branches of one fork of one parent run (see the module docstring).
 
     ``agent`` is the pydantic-ai ``Agent`` the branches run (the parent's own agent when
     used through :class:`LiveForkCapability`). ``workspace`` is the project directory;
     ``parent_node`` is what branches are taken from (the workspace itself, or the outer
-    branch's ``Branch`` for a nested fork). ``model_resolver`` turns ``BranchSpec.model``
-    into a model (default: ``branching_core.agent.resolve_model``); ``price_fn`` prices one
-    response in USD (default: genai-prices). ``provide_workspace_tools`` gives each branch
-    run a workspace toolset bound to its branch path (the capability turns it off because
-    it contributes the same toolset itself).
+    branch's ``Branch`` for a nested fork). How branches run, are priced and guarded is one
+    :class:`ForkOptions` value (``options=``), handed whole to nested forks; its fields may
+    also be given as keyword arguments (``ForkCoordinator(agent, workspace=p, price_fn=f)``),
+    which override ``options``.
     """
 
     def __init__(
@@ -261,66 +259,87 @@ class ForkCoordinator:
         *,
         workspace: Workspace | str | os.PathLike[str],
         parent_node: Any = None,
-        max_branches: int = 10,
-        max_depth: int = 2,
         depth: int = 0,
         store: ForkStore | None = None,
         checkpoint_store: CheckpointStore | None = None,
-        model_resolver: ModelResolver | None = None,
-        price_fn: PriceFn | None = None,
-        default_model: Any = None,
-        command_runner: Any = None,
-        provide_workspace_tools: bool = True,
-        deps_factory: DepsFactory | None = None,
-        stream_text: bool = False,
-        usage_limits: Any = None,
         parent_runtime: BranchRuntime | None = None,
         parent_coordinator: ForkCoordinator | None = None,
-        approval_required: ApprovalPolicy | None = None,
-        materialize: bool = False,
-        keep_artifacts: bool = False,
+        options: ForkOptions | None = None,
+        **option_overrides: Any,
     ) -> None:
         self.agent = agent
         self.parent_deps = parent_deps
+        self.options = ForkOptions.build(options, **option_overrides)
         self.workspace = _as_workspace(workspace)
         self.parent_node = parent_node if parent_node is not None else self.workspace
-        self._max_branches = max_branches
-        self._max_depth = max_depth
         self.depth = depth
         self.store = store or ForkStore(self.workspace.path)
         self.checkpoints = checkpoint_store or CheckpointStore(self.store)
-        self.model_resolver = model_resolver
-        self.price_fn: PriceFn = price_fn or default_price
-        self.default_model = default_model
-        self.command_runner = command_runner
-        self.provide_workspace_tools = provide_workspace_tools
-        self.deps_factory = deps_factory
-        self.stream_text = stream_text
-        self.usage_limits = usage_limits
         self.parent_runtime = parent_runtime
         self.parent_coordinator = parent_coordinator
-        self.approval_required = _approval_predicate(approval_required)
+        self.approval_required = _approval_predicate(self.options.approval_required)
         self._handle: ForkHandle | None = None
         self._branches: dict[str, BranchRuntime] = {}
         self._resolved = False
         self._resolution: str | None = None
         self._post_checkpoint: str | None = None
+        self._resolved_at: float | None = None
         self._lock = asyncio.Lock()
         self._queues: list[asyncio.Queue[ev.ForkEvent]] = []
         self._listeners: list[Callable[[ev.ForkEvent], None]] = []
         self.recovery_errors: list[str] = []
-        self._writer = _StateWriter(self.store)
+        self.save_errors: list[str] = []
+        """Every failed save of fork state (each is also logged and set on its branch)."""
+        self._writer = _StateWriter(self.store, self._save_failed)
         self._background: set[asyncio.Task[Any]] = set()
         # On-disk mirror for diff tools (branching_core.review.materializer); nested
-        # coordinators inherit it from their parent coordinator.
-        outer = parent_coordinator
-        self.materialize = materialize or bool(outer is not None and outer.materialize)
-        self.keep_artifacts = keep_artifacts or bool(outer is not None and outer.keep_artifacts)
+        # coordinators inherit the setting with their options.
         self.mirror_hook: Any = None
         if self.materialize:
             from branching_core.review.materializer import ForkMaterializer
 
             self.mirror_hook = ForkMaterializer.attach(self, keep_artifacts=self.keep_artifacts)
+
+    # -- options (read-only views of ``self.options``) --------------------------------------
+    @property
+    def model_resolver(self) -> ModelResolver | None:
+        return self.options.model_resolver
+
+    @property
+    def price_fn(self) -> PriceFn:
+        return self.options.price_fn or default_price
+
+    @property
+    def default_model(self) -> Any:
+        return self.options.default_model
+
+    @property
+    def command_runner(self) -> Any:
+        return self.options.command_runner
+
+    @property
+    def provide_workspace_tools(self) -> bool:
+        return self.options.provide_workspace_tools
+
+    @property
+    def deps_factory(self) -> DepsFactory | None:
+        return self.options.deps_factory
+
+    @property
+    def stream_text(self) -> bool:
+        return self.options.stream_text
+
+    @property
+    def usage_limits(self) -> Any:
+        return self.options.usage_limits
+
+    @property
+    def materialize(self) -> bool:
+        return self.options.materialize
+
+    @property
+    def keep_artifacts(self) -> bool:
+        return self.options.keep_artifacts
 
     # -- properties (seed 004) -------------------------------------------------------------
     @property
@@ -333,11 +352,11 @@ class ForkCoordinator:
 
     @property
     def max_branches(self) -> int:
-        return self._max_branches
+        return self.options.max_branches
 
     @property
     def max_depth(self) -> int:
-        return self._max_depth
+        return self.options.max_depth
 
     @property
     def is_resolved(self) -> bool:
@@ -418,14 +437,14 @@ class ForkCoordinator:
             ]
             if not spec_list:
                 raise ValueError("a fork needs at least one branch spec")
-            if len(spec_list) > self._max_branches:
+            if len(spec_list) > self.max_branches:
                 raise ForkBranchLimitError(
-                    f"{len(spec_list)} branches requested; max_branches is {self._max_branches}"
+                    f"{len(spec_list)} branches requested; max_branches is {self.max_branches}"
                 )
-            if self.depth + 1 > self._max_depth:
+            if self.depth + 1 > self.max_depth:
                 raise ForkDepthLimitError(
                     f"a fork here would be {self.depth + 1} levels deep; "
-                    f"max_depth is {self._max_depth}"
+                    f"max_depth is {self.max_depth}"
                 )
             labels = [s.label.strip() for s in spec_list]
             if any(not label for label in labels) or len(set(labels)) != len(labels):
@@ -438,6 +457,20 @@ class ForkCoordinator:
             seed = copy_history(parent_history)
             seed_json = dumps_history(seed)
             runtimes: list[BranchRuntime] = []
+            # The intent comes first: a process killed from here until the full manifest is
+            # written leaves durable branches that fork/sweep.py finds and aborts.
+            self.store.write_manifest(
+                {
+                    "fork_id": fork_id,
+                    "creating": True,
+                    "pid": os.getpid(),
+                    "created_at": time.time(),
+                    "depth": self.depth + 1,
+                    "resolved": False,
+                    "branches": [],
+                }
+            )
+            crash_point("fork:intent")
             ws_branches = self.parent_node.branch_many(
                 [_ws_name(spec.label, fork_id, i) for i, spec in enumerate(spec_list)],
                 on_success=None,
@@ -464,10 +497,13 @@ class ForkCoordinator:
                 for ws_branch in ws_branches:
                     with contextlib.suppress(Exception):
                         ws_branch.abort()
+                self.store.remove(fork_id)
                 raise
+            crash_point("fork:branches")
 
             self._branches = {rt.branch_id: rt for rt in runtimes}
             self._resolved = False
+            self._resolved_at = None
             self._resolution = None
             self._post_checkpoint = None
             parent_ws_id = (
@@ -494,6 +530,7 @@ class ForkCoordinator:
             # Not fsync'ed: the rename is atomic against a killed process, and fork() must stay
             # cheap (the workspace branches themselves are durable).
             self._persist(now=True)
+            crash_point("fork:manifest")
             self._publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(self._handle.branches)))
             for rt in runtimes:
                 self._start(rt, rt.spec.steer, seed)
@@ -621,14 +658,45 @@ class ForkCoordinator:
             if rt.state == "running":
                 self._set_state(rt, "failed", persist=False)
         finally:
-            rt.queue.detach()
+            left = rt.queue.detach(rt.history)  # steers no request carried
             _BRANCH_CTX.reset(token)
             rt.finished_at = time.time()
-            with contextlib.suppress(Exception):
-                self._save_history(rt)
-                self._persist()
+            self._save_history(rt)  # each save on its own: one failing never skips the other
+            self._persist_or_report(rt)
             if rt._done is not None:
                 rt._done.set()
+            if left and rt.state != "awaiting_approval":  # (a resumed run gets them at once)
+                asyncio.get_running_loop().call_soon(self._deliver_left_steers, rt)
+
+    def _deliver_left_steers(self, rt: BranchRuntime) -> None:
+        """Send the steers a finished run never carried as the branch's next turn, or, when
+        the branch cannot go on, report them undelivered (:class:`BranchSteerUndelivered`)."""
+        if rt.task is not None and not rt.task.done():
+            return  # a new run started meanwhile: it was handed them when it attached
+        messages = rt.queue.take_held()
+        if not messages:
+            return
+        if rt.state == "done" and rt.ws_branch is not None and not self._lock.locked():
+            rt.turns += 1
+            history = rt.partial_history or list(rt.seed_history)
+            self._start(rt, "\n\n".join(messages), history)
+            rt.queue.delivered.extend(messages)
+            return
+        reason = (
+            "the fork is being resolved"
+            if self._lock.locked() or rt.ws_branch is None
+            else f"the branch is {rt.state}"
+        )
+        log.warning("steer to %s not delivered: %s", rt.label, reason)
+        self._publish(
+            ev.BranchSteerUndelivered(
+                fork_id=self.fork_id or "",
+                branch_id=rt.branch_id,
+                label=rt.label,
+                messages=tuple(messages),
+                reason=reason,
+            )
+        )
 
     def _on_tool_event(self, rt: BranchRuntime, event: Any) -> None:
         kind = getattr(event, "event_kind", "")
@@ -684,8 +752,7 @@ class ForkCoordinator:
             )
         )
         if persist:
-            with contextlib.suppress(Exception):
-                self._persist()
+            self._persist_or_report(rt)
 
     # -- budgets ---------------------------------------------------------------------------
     def _account(self, rt: BranchRuntime, response: ModelResponse) -> bool:
@@ -701,11 +768,16 @@ class ForkCoordinator:
         )
         if rt.state != "running":
             return True
+        cap = self._handle.aggregate_budget_usd if self._handle else None
+        has_cap = rt.spec.budget_usd is not None or cap is not None
+        if has_cap and rt.meter.price_error and self.options.on_unknown_price == "stop":
+            rt.error = f"cost unknown, so the budget cannot be checked: {rt.meter.price_error}"
+            self._set_state(rt, "budget_unknown")
+            return True
         if rt.meter.over(rt.spec.budget_usd):
             rt.error = f"budget ${rt.spec.budget_usd:g} exhausted (spent ${rt.meter.cost_usd:.6f})"
             self._set_state(rt, "budget_exhausted")
             return True
-        cap = self._handle.aggregate_budget_usd if self._handle else None
         if aggregate_over([r.meter for r in self._branches.values()], cap):
             total = sum(r.meter.cost_usd for r in self._branches.values())
             for other in self._branches.values():
@@ -729,9 +801,12 @@ class ForkCoordinator:
         """Send ``message`` to the branch with this label or id: it becomes part of that
         branch's very next model request (no other branch sees it).
 
-        Returns True when it was handed to the live run, False when it is held until the
-        branch's run starts. Raises ``RuntimeError`` for a branch that is not running (use
-        :meth:`run_on_branch` to start a new turn on a finished one).
+        Returns True when it was handed to the live run, False when it is held for the
+        branch's next request. A message the run was handed too late to send (it was
+        finishing) is not lost: the branch gets it as its next turn, or, when it cannot go
+        on, a :class:`BranchSteerUndelivered` event says so. Raises ``RuntimeError`` for a
+        branch that is not running (use :meth:`run_on_branch` to start a new turn on a
+        finished one).
         """
         rt = self.get_branch(key)
         if rt.state != "running":
@@ -894,21 +969,12 @@ class ForkCoordinator:
                 self.parent_deps,
                 workspace=self.workspace,
                 parent_node=rt.ws_branch,
-                max_branches=self._max_branches,
-                max_depth=self._max_depth,
                 depth=self.depth + 1,
                 store=self.store,
                 checkpoint_store=self.checkpoints,
-                model_resolver=self.model_resolver,
-                price_fn=self.price_fn,
-                default_model=self.model_for(rt),
-                command_runner=self.command_runner,
-                provide_workspace_tools=self.provide_workspace_tools,
-                deps_factory=self.deps_factory,
-                stream_text=self.stream_text,
-                usage_limits=self.usage_limits,
                 parent_runtime=rt,
                 parent_coordinator=self,
+                options=replace(self.options, default_model=self.model_for(rt)),
             )
         return rt.child
 
@@ -919,9 +985,12 @@ class ForkCoordinator:
         """Cancel a running branch (state ``terminated``, or ``reason``); idempotent."""
         rt = self.get_branch(branch_id)
         task = rt.task
-        if rt.state == "running" and task is not None and not task.done():
-            self._set_state(rt, reason or "terminated")
-            task.cancel()
+        if task is not None and not task.done():
+            if rt.state == "running":
+                self._set_state(rt, reason or "terminated")
+                task.cancel()
+            # A task already told to stop (by an earlier, interrupted call) is still waited
+            # for: its workspace branch must not be discarded under it.
             if task is not asyncio.current_task():
                 await asyncio.wait([task])
         return rt.status()
@@ -947,8 +1016,10 @@ class ForkCoordinator:
                 ids.append(rt.branch_id)
             self._resolved = True
             self._resolution = "abort"
+            self._resolved_at = time.time()
             await self._writer.flush()
-            self._persist(durable=True)
+            await self._persist_durable()
+            self._prune_later()
             self._publish(
                 ev.ForkResolved(fork_id=self._handle.fork_id, action="abort", discarded=tuple(ids))
             )
@@ -961,8 +1032,9 @@ class ForkCoordinator:
         for rt in self._branches.values():
             if rt.task is not None and not rt.task.done():
                 rt.task.cancel()
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait([rt.task])
+                # asyncio.wait never raises the task's own error; what it raises is the
+                # caller's cancellation, which must reach the caller.
+                await asyncio.wait([rt.task])
 
     # -- merge ---------------------------------------------------------------------------------
     async def merge_or_select(self, action: str, **judge_options: Any) -> MergeResult:
@@ -987,8 +1059,6 @@ class ForkCoordinator:
                 pre_fork_checkpoint_id=handle.parent_checkpoint_id,
             )
         if action == "auto":
-            from dataclasses import replace
-
             outcome = await self.resolve(
                 replace(handle.merge_strategy, kind="auto"), **judge_options
             )
@@ -1024,7 +1094,8 @@ class ForkCoordinator:
             report = await self._apply(winner)
             history = winner.partial_history or list(winner.seed_history)
             history_json = dumps_history(history)
-            post_id = self.checkpoints.save(
+            post_id = await asyncio.to_thread(
+                self.checkpoints.save,
                 handle.fork_id,
                 "post-fork",
                 history_json,
@@ -1035,8 +1106,10 @@ class ForkCoordinator:
             self._resolved = True
             self._resolution = f"pick:{winner.branch_id}"
             self._post_checkpoint = post_id
+            self._resolved_at = time.time()
             await self._writer.flush()
-            self._persist(durable=True)
+            await self._persist_durable()
+            self._prune_later()
             self._publish(
                 ev.ForkResolved(
                     fork_id=handle.fork_id,
@@ -1068,16 +1141,27 @@ class ForkCoordinator:
 
     async def _apply(self, rt: BranchRuntime) -> FlushReport:
         """Commit ``rt``'s workspace branch into the parent; fall back to per-path on conflict."""
-        key = (str(self.workspace.path), getattr(self.parent_node, "node_id", "root"))
-        locks = _COMMIT_LOCKS.setdefault(asyncio.get_running_loop(), {})
-        lock = locks.setdefault(key, asyncio.Lock())
-        async with lock:  # forks of one parent merge one at a time (stale check + commit)
+        # One lock per parent path for every landing (forks of one parent, sub-agents):
+        # the stale check and the commit of two landings never interleave.
+        async with landing_lock(self.parent_node):
             return await self._apply_locked(rt)
 
     async def _apply_locked(self, rt: BranchRuntime) -> FlushReport:
-        branch = rt.ws_branch
+        # Everything that touches files (listing the changes, holding the pre-merge files,
+        # the commit, the per-path fallback) runs in one worker thread, and the copies of
+        # the replaced files are made after the commit (see CheckpointStore.hold_files): the
+        # event loop (a TUI) never waits on the size of the branch or of its files.
         fork_id = self._require_handle().fork_id
         parent_dir = self.parent_path
+        report, touched, held = await asyncio.to_thread(
+            self._apply_blocking, rt.ws_branch, fork_id, parent_dir
+        )
+        self._record_post_fork(fork_id, parent_dir, touched, held)
+        return report
+
+    def _apply_blocking(
+        self, branch: Any, fork_id: str, parent_dir: Path
+    ) -> tuple[FlushReport, list[str], HeldFiles]:
         branch_dir = Path(branch.path)
         changes = branch.changes()
         touched = changes.all_paths
@@ -1086,7 +1170,18 @@ class ForkCoordinator:
             for p in (*changes.created, *changes.modified)
             if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
         }
-        self.checkpoints.record_files(fork_id, "fork", parent_dir, touched)
+        held = self.checkpoints.hold_files(fork_id, "fork", parent_dir, touched)
+        try:
+            report = self._commit_or_apply(branch, branch_dir, parent_dir, changes, is_dir)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                held.finish()  # what the parent held before is still worth keeping
+            raise
+        return report, touched, held
+
+    def _commit_or_apply(
+        self, branch: Any, branch_dir: Path, parent_dir: Path, changes: Any, is_dir: set[str]
+    ) -> FlushReport:
         report = FlushReport()
         if branch.is_stale:
             # Another fork of the same parent committed first (the workspace's first-winner
@@ -1095,34 +1190,41 @@ class ForkCoordinator:
             conflicts = changed_since(changes, parent_dir, branch.created_ns)
             report.conflicts = conflicts
             self._apply_paths(branch_dir, parent_dir, changes, set(conflicts), is_dir, report)
-            await asyncio.to_thread(branch.abort)
-            report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
-            self._record_post_fork(fork_id, parent_dir, touched)
-            return report
-        try:
-            await asyncio.to_thread(branch.commit)
-            report.applied_paths = sorted(
-                p for p in {*changes.created, *changes.modified} if p not in is_dir
-            )
-            report.deleted_paths = list(changes.deleted)
-        except ConflictError as exc:
-            if exc.stale:
-                report.errors.append(FlushError("*", str(exc)))
-            else:
-                report.conflicts = sorted(exc.paths)
-                self._apply_paths(branch_dir, parent_dir, changes, set(exc.paths), is_dir, report)
-                if branch.is_open:
-                    await asyncio.to_thread(branch.abort)
+            branch.abort()
+        else:
+            try:
+                branch.commit()
+                report.applied_paths = sorted(
+                    p for p in {*changes.created, *changes.modified} if p not in is_dir
+                )
+                report.deleted_paths = list(changes.deleted)
+            except ConflictError as exc:
+                if exc.stale:
+                    report.errors.append(FlushError("*", str(exc)))
+                else:
+                    report.conflicts = sorted(exc.paths)
+                    self._apply_paths(
+                        branch_dir, parent_dir, changes, set(exc.paths), is_dir, report
+                    )
+                    if branch.is_open:
+                        branch.abort()
         report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
-        self._record_post_fork(fork_id, parent_dir, touched)
         return report
 
-    def _record_post_fork(self, fork_id: str, parent_dir: Path, touched: list[str]) -> None:
-        """Record the merged files for ``post-fork:<id>`` in a worker thread (``flush()`` waits)."""
+    def _record_post_fork(
+        self, fork_id: str, parent_dir: Path, touched: list[str], held: HeldFiles
+    ) -> None:
+        """Finish the pre-merge record (copy the held files) and record the merged files for
+        ``post-fork:<id>``, in a worker thread (``flush()`` waits for both)."""
         record = self.checkpoints.record_files
-        task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(record, fork_id, "post-fork", parent_dir, touched)
-        )
+
+        def work() -> None:
+            try:
+                held.finish()
+            finally:
+                record(fork_id, "post-fork", parent_dir, touched)
+
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(work))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -1152,11 +1254,12 @@ class ForkCoordinator:
             "parent_fork_id": self.parent_coordinator.fork_id if self.parent_coordinator else None,
             "resolved": self._resolved,
             "resolution": self._resolution,
+            "resolved_at": self._resolved_at,
             "aggregate_budget_usd": handle.aggregate_budget_usd,
             "isolation": asdict(handle.isolation),
             "strategy": asdict(handle.merge_strategy),
-            "max_branches": self._max_branches,
-            "max_depth": self._max_depth,
+            "max_branches": self.max_branches,
+            "max_depth": self.max_depth,
             "pre_fork_checkpoint_id": handle.parent_checkpoint_id,
             "post_fork_checkpoint_id": self._post_checkpoint,
             "pid": os.getpid(),
@@ -1192,9 +1295,61 @@ class ForkCoordinator:
         else:
             self._writer.submit(self._handle.fork_id, "manifest", self._manifest())
 
-    def _save_history(self, rt: BranchRuntime) -> None:
+    def _prune_later(self) -> None:
+        """Apply the retention policy (fork/retention.py) in a worker thread, after the
+        checkpoint recording under way (``flush()`` waits for it)."""
+        keep = self.options.keep_resolved
+        pending = list(self._background)
+
+        async def prune() -> None:
+            if pending:
+                await asyncio.wait(pending)
+            await asyncio.to_thread(prune_resolved, self.store, keep)
+
+        task = asyncio.get_running_loop().create_task(prune())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _persist_durable(self) -> None:
+        """Save the manifest with fsync, in a worker thread (an fsync can take a while)."""
         if self._handle is not None:
-            self._writer.submit(self._handle.fork_id, rt.branch_id, dumps_history(rt.history))
+            self._writer.pending.pop((self._handle.fork_id, "manifest"), None)
+            await asyncio.to_thread(self.store.write_manifest, self._manifest(), durable=True)
+
+    def _save_history(self, rt: BranchRuntime) -> None:
+        """Queue ``rt``'s history for the writer; a failure is reported, never raised (a
+        history that cannot be saved must not end the branch or skip its manifest)."""
+        if self._handle is None:
+            return
+        try:
+            payload = dumps_history(rt.history)
+        except Exception as exc:
+            self._save_failed(self._handle.fork_id, rt.branch_id, exc)
+            return
+        self._writer.submit(self._handle.fork_id, rt.branch_id, payload)
+
+    def _persist_or_report(self, rt: BranchRuntime | None = None) -> None:
+        """:meth:`_persist`, reporting a failure instead of raising it."""
+        try:
+            self._persist()
+        except Exception as exc:
+            self._save_failed(self.fork_id or "", "manifest", exc, rt)
+
+    def _save_failed(
+        self, fork_id: str, name: str, exc: BaseException, rt: BranchRuntime | None = None
+    ) -> None:
+        """Log a failed save and show it: on its branch (``save_error``, a history) or on
+        ``rt``/every branch (the manifest), and in :attr:`save_errors`."""
+        what = "the fork manifest" if name == "manifest" else f"the history of {name}"
+        message = f"cannot save {what} of fork {fork_id}: {type(exc).__name__}: {exc}"
+        log.error("%s", message)
+        self.save_errors.append(message)
+        if name != "manifest":
+            targets = [r for r in self._branches.values() if r.branch_id == name]
+        else:
+            targets = [rt] if rt is not None else list(self._branches.values())
+        for target in targets:
+            target.save_error = message
 
     async def rewind_to_checkpoint(self, checkpoint_id: str) -> list[ModelMessage]:
         """Restore ``fork:<id>`` / ``post-fork:<id>`` (files + history) into the parent."""
@@ -1213,7 +1368,9 @@ class ForkCoordinator:
         cls,
         workspace: Workspace | str | os.PathLike[str],
         agent: Any = None,
-        **kwargs: Any,
+        *,
+        options: ForkOptions | None = None,
+        **option_overrides: Any,
     ) -> list[ForkCoordinator]:
         """Rebuild a coordinator for every fork left open under ``workspace`` (e.g. after a crash).
 
@@ -1221,9 +1378,14 @@ class ForkCoordinator:
         error says why); every branch keeps its partial history and its durable workspace
         branch, so the fork can be inspected, continued (:meth:`run_on_branch`), merged or
         aborted. Outer forks are recovered before the forks nested in their branches.
+        ``options`` (and keyword overrides of its fields) apply to every recovered fork;
+        each keeps the branch and depth limits its manifest recorded.
         """
+        base = ForkOptions.build(options, **option_overrides)
         ws = _as_workspace(workspace)
         store = ForkStore(ws.path)
+        sweep_interrupted_forks(ws, store)
+        prune_resolved(store, base.keep_resolved)
         by_branch: dict[str, tuple[ForkCoordinator, BranchRuntime]] = {}
         out: list[ForkCoordinator] = []
         for manifest in store.list_open():
@@ -1235,13 +1397,15 @@ class ForkCoordinator:
                     agent,
                     workspace=ws,
                     parent_node=parent_node,
-                    max_branches=int(manifest.get("max_branches", 10)),
-                    max_depth=int(manifest.get("max_depth", 2)),
                     depth=int(manifest.get("depth", 1)) - 1,
                     store=store,
                     parent_runtime=owner[1] if owner else None,
                     parent_coordinator=owner[0] if owner else None,
-                    **kwargs,
+                    options=replace(
+                        base,
+                        max_branches=int(manifest.get("max_branches", base.max_branches)),
+                        max_depth=int(manifest.get("max_depth", base.max_depth)),
+                    ),
                 )
                 coord._restore(manifest)
             except Exception as exc:  # one broken fork must not hide the others
@@ -1252,10 +1416,10 @@ class ForkCoordinator:
             for rt in coord._branches.values():
                 by_branch[rt.branch_id] = (coord, rt)
             out.append(coord)
-        if kwargs.get("materialize"):  # rebuild or clean mirrors a killed process left
+        if base.materialize:  # rebuild or clean mirrors a killed process left
             from branching_core.review.mirror_recovery import recover_mirrors
 
-            recover_mirrors(ws, out, keep_artifacts=kwargs.get("keep_artifacts"))
+            recover_mirrors(ws, out, keep_artifacts=base.keep_artifacts)
         return out
 
     def _restore(self, manifest: dict[str, Any]) -> None:
@@ -1313,6 +1477,7 @@ class ForkCoordinator:
         )
         self._resolved = bool(manifest.get("resolved"))
         self._resolution = manifest.get("resolution")
+        self._resolved_at = manifest.get("resolved_at")
         self._persist(durable=True)
 
     # -- review (branching_core.review; imported lazily) ----------------------------------
@@ -1332,9 +1497,18 @@ class ForkCoordinator:
 
 
 def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The manifests of forks not yet merged or aborted (no coordinator is built)."""
-    root = workspace.path if isinstance(workspace, Workspace) else Path(workspace)
-    return ForkStore(root).list_open()
+    """The manifests of forks not yet merged or aborted (no coordinator is built).
+
+    Given an open ``Workspace`` (what a starting app has), it first drops what a process
+    killed inside ``fork()`` left (fork/sweep.py): never anything of a live process."""
+    if isinstance(workspace, Workspace):
+        store = ForkStore(workspace.path)
+        try:
+            sweep_interrupted_forks(workspace, store)
+        except Exception as exc:  # listing must work even when sweeping cannot
+            log.warning("cannot sweep interrupted forks: %s", exc)
+        return store.list_open()
+    return ForkStore(Path(workspace)).list_open()
 
 
 def states_final(statuses: Sequence[BranchStatus]) -> bool:

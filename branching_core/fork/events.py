@@ -61,6 +61,18 @@ class BranchSteered(ForkEvent):
 
 
 @dataclass(frozen=True)
+class BranchSteerUndelivered(ForkEvent):
+    """Steering messages no request of the branch carried, and that cannot be sent now (the
+    branch failed or was stopped, or its fork is being resolved). A front end that showed
+    them as sent must say they were not."""
+
+    branch_id: str = ""
+    label: str = ""
+    messages: tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class BranchCostUpdated(ForkEvent):
     branch_id: str = ""
     label: str = ""

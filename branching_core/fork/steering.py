@@ -6,13 +6,32 @@ message is handed to pydantic-ai's own pending-message queue (``AgentRun.enqueue
 priority ``'asap'``), which its always-on drain capability prepends to the next
 ``ModelRequest`` (or, if the run was about to end, turns into one more request). Messages
 put before the run exists are held and handed over the moment it starts.
+
+A message handed over after the run's last chance to send it (the run was already
+finishing) would otherwise vanish: :meth:`SteeringQueue.detach` checks the run's messages
+for every message handed to it, and holds again the ones no request carried, so the
+coordinator can deliver them (a new turn) or report them undelivered.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _user_texts(messages: Sequence[Any]) -> Counter[str]:
+    texts: Counter[str] = Counter()
+    for message in messages:
+        for part in getattr(message, "parts", ()):
+            if getattr(part, "part_kind", "") == "user-prompt" and isinstance(part.content, str):
+                texts[part.content] += 1
+    return texts
 
 
 @dataclass
@@ -21,8 +40,11 @@ class SteeringQueue:
 
     _held: list[str] = field(default_factory=list)
     _run: Any = None
+    _sent: list[str] = field(default_factory=list)
+    """Handed to the current run, not yet checked against its messages."""
+    _base: int = 0
     delivered: list[str] = field(default_factory=list)
-    """Every message handed to the run, in order (what the branch has been told)."""
+    """Every message a model request carried, in order (what the branch has been told)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -30,15 +52,18 @@ class SteeringQueue:
         return self._run is not None and getattr(self._run, "result", None) is None
 
     def put(self, message: str) -> bool:
-        """Queue ``message``; True when it went straight to the live run."""
+        """Queue ``message``; True when it went straight to the live run, False when it is
+        held for the branch's next request (see the module docstring)."""
         with self._lock:
             run = self._run
             if run is not None and getattr(run, "result", None) is None:
                 try:
                     run.enqueue(message, priority="asap")
-                except Exception:  # the run ended between the check and the call
+                except Exception as exc:  # the run ended between the check and the call
+                    log.info("steer held for the next request: %s", exc)
                     self._held.append(message)
                     return False
+                self._sent.append(message)
                 self.delivered.append(message)
                 return True
             self._held.append(message)
@@ -48,14 +73,33 @@ class SteeringQueue:
         """Bind to a live ``AgentRun`` and hand it every held message."""
         with self._lock:
             self._run = run
+            try:
+                self._base = len(run.all_messages())
+            except Exception:
+                self._base = 0
             held, self._held = self._held, []
             for message in held:
                 run.enqueue(message, priority="asap")
+                self._sent.append(message)
                 self.delivered.append(message)
 
-    def detach(self) -> None:
+    def detach(self, messages: Sequence[Any] = ()) -> list[str]:
+        """Unbind from the run whose final ``messages`` are given; returns the messages held
+        now: those handed to the run that none of its requests carried, and any put since."""
         with self._lock:
             self._run = None
+            carried = _user_texts(messages[self._base :])
+            missed = []
+            for message in self._sent:
+                if carried[message] > 0:
+                    carried[message] -= 1
+                else:
+                    missed.append(message)
+            for message in missed:
+                self.delivered.remove(message)
+            self._sent = []
+            self._held = missed + self._held
+            return list(self._held)
 
     def take_held(self) -> list[str]:
         """Messages that never reached a run (e.g. the branch ended first)."""

@@ -91,14 +91,15 @@ class ForkStore:
         except OSError:
             return None
 
-    def list_forks(self) -> list[dict[str, Any]]:
-        """Every readable manifest, oldest first."""
+    def list_forks(self, *, include_creating: bool = False) -> list[dict[str, Any]]:
+        """Every readable manifest, oldest first; the intents of forks still (or, killed,
+        forever) being created only with ``include_creating`` (see ``fork/sweep.py``)."""
         if not self.forks_dir.is_dir():
             return []
         out = []
         for entry in self.forks_dir.iterdir():
             manifest = self.read_manifest(entry.name)
-            if manifest is not None:
+            if manifest is not None and (include_creating or not manifest.get("creating")):
                 out.append(manifest)
         return sorted(out, key=lambda m: (m.get("depth", 1), m.get("created_at", 0.0)))
 

@@ -135,7 +135,9 @@ def create_fork_toolset(
     def inspect_branches() -> list[dict[str, Any]]:
         """Current state of every branch.
 
-        States: running, done, failed, terminated, budget_exhausted, aggregate_budget_exhausted.
+        States: running, done, failed, terminated, budget_exhausted, aggregate_budget_exhausted,
+        budget_unknown (a response could not be priced, so its budget could not be checked),
+        awaiting_approval.
         """
         return [_status_dict(s) for s in active().inspect_branches()]
 

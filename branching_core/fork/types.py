@@ -15,17 +15,24 @@ BranchState = Literal[
     "terminated",
     "budget_exhausted",
     "aggregate_budget_exhausted",
+    "budget_unknown",
     "awaiting_approval",
 ]
 """Lifecycle of one branch. ``awaiting_approval`` is a pause: the branch's run ended on tool
-calls that need a person's approval (:meth:`ForkCoordinator.approve` resumes it). Every
-other state but ``running`` is final for the current turn; ``budget_exhausted`` /
-``aggregate_budget_exhausted`` / ``terminated`` branches stay
-mergeable (their partial history and their files)."""
+calls that need a person's approval (:meth:`ForkCoordinator.approve` resumes it).
+``budget_unknown``: the branch has a budget (or its fork an aggregate one) but a response
+could not be priced (the ``price_fn`` failed), so the cap could not be checked and the
+branch was stopped rather than run without one. Every other state but ``running`` is
+final for the current turn; ``budget_exhausted`` / ``aggregate_budget_exhausted`` /
+``budget_unknown`` / ``terminated`` branches stay mergeable (their partial history and
+their files)."""
 
-FINAL_STATES: frozenset[str] = frozenset(
-    {"done", "failed", "terminated", "budget_exhausted", "aggregate_budget_exhausted"}
+STOPPED_STATES: frozenset[str] = frozenset(
+    {"terminated", "budget_exhausted", "aggregate_budget_exhausted", "budget_unknown"}
 )
+"""Branches stopped before they finished (mergeable: their partial work)."""
+
+FINAL_STATES: frozenset[str] = frozenset({"done", "failed"}) | STOPPED_STATES
 
 SETTLED_STATES: frozenset[str] = FINAL_STATES | {"awaiting_approval"}
 """States in which a branch does nothing until someone acts (``wait`` returns on these)."""
@@ -128,6 +135,9 @@ class BranchStatus:
     resolution: BranchResolution | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    save_error: str | None = None
+    """Why the branch's latest state or history could not be saved to disk (``None``: it
+    was, or is being, saved); the live state above is still right."""
 
 
 @dataclass
@@ -238,6 +248,7 @@ class ForkCostSummary:
 __all__ = [
     "FINAL_STATES",
     "SETTLED_STATES",
+    "STOPPED_STATES",
     "BranchCost",
     "BranchIsolation",
     "BranchResolution",

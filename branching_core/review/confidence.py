@@ -40,6 +40,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from branching_core.fork.types import STOPPED_STATES as FORK_STOPPED_STATES
 from branching_core.review.types import BranchDiffReport, ConfidenceSignals
 
 JUDGE_WEIGHT = 0.6
@@ -51,7 +52,7 @@ CONVERGENCE_SLOPE, CONVERGENCE_OFFSET = 1.5, -0.5
 HEALTH_WEIGHT = 3.0
 FAILED_PENALTY = -2.0
 STOPPED_PENALTY = -0.5
-STOPPED_STATES = frozenset({"terminated", "budget_exhausted", "aggregate_budget_exhausted"})
+STOPPED_STATES = FORK_STOPPED_STATES
 
 
 def _logit(p: float) -> float:

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from branching_core.errors import BranchingError
 from branching_core.fork import events as ev
 from branching_core.fork.store import ForkStore
+from branching_core.fork.types import FINAL_STATES
 from branching_core.review.mirror_sync import MirroredBranch, MirrorTree, relevant
 
 if TYPE_CHECKING:
@@ -470,9 +471,7 @@ def remove_mirror(fork_dir: Path) -> None:
             (fork_dir / name).unlink()
 
 
-_FINAL_STATES = frozenset(
-    {"done", "failed", "terminated", "budget_exhausted", "aggregate_budget_exhausted"}
-)
+_FINAL_STATES = FINAL_STATES
 
 
 @dataclass(eq=False)

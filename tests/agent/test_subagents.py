@@ -658,6 +658,34 @@ async def test_budget_stops_a_branch_after_the_response_that_crossed_it(
     assert run.state == "budget_exhausted" and run.cost_usd == 2.0
 
 
+async def test_price_fn_that_raises_stops_a_budgeted_branch_as_budget_unknown(
+    workspace: Workspace,
+) -> None:
+    """15.2: a broken price_fn once made the cost "unknown", and unknown never crossed a cap."""
+    calls: list[str] = []
+
+    def tick(label: str) -> str:
+        """Record a call."""
+        calls.append(label)
+        return "ticked"
+
+    def broken(response: Any) -> float:
+        raise KeyError("no price table")
+
+    sub = Script([call("tick", label="first"), call("tick", label="second"), finish()])
+    definition = FACT_CHECK.with_(model=sub.model, tools=[tick], budget_usd=0.01)
+    subagents = registry(workspace, definition, price_fn=broken)
+    parent = Script([call("branch", name="FactCheck", claim="c"), "ok"], marker=TASK)
+
+    result = await run_parent(parent_agent(parent, subagents))
+
+    assert calls == []  # stopped at its first response, before that response's tool ran
+    (part,) = tool_returns(result.all_messages(), "branch")
+    assert "cost is unknown" in part.content and "no price table" in part.content
+    (run,) = subagents.runs
+    assert run.state == "budget_unknown"
+
+
 async def test_max_steps_bounds_model_requests(workspace: Workspace) -> None:
     sub = Script([call("list_dir")])  # never finishes
     subagents = registry(workspace, FACT_CHECK.with_(model=sub.model, max_steps=3))

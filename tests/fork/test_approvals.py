@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from pydantic_ai import Agent
 
-from branching_core.fork import BranchSpec, ForkCoordinator
+from branching_core.fork import BranchSpec, ForkCoordinator, LiveForkCapability
 from branching_core.fork.events import BranchApprovalRequested
 
 from .helpers import Scripted, call
@@ -73,4 +74,44 @@ async def test_denied_call_never_runs_and_the_model_reads_why(ws, runner) -> Non
     assert returns == ["not on my machine"]
     with pytest.raises(RuntimeError, match="waits on no approval"):
         await coord.approve("a", {})
+    await coord.aclose()
+
+
+async def test_nested_fork_branches_need_approval_when_the_outer_fork_does(ws, runner) -> None:
+    """15.1: nested() once re-typed the options by hand and dropped ``approval_required``."""
+    s = Scripted({"A": ["A: over"], "X": [call("run_command", command="echo x > x.txt")]})
+    coord = ForkCoordinator(
+        Agent(s.model), workspace=ws, command_runner=runner, approval_required=["run_command"]
+    )
+    await coord.fork([BranchSpec("a", "A")], parent_history=[])
+    await coord.wait(timeout=20)
+    inner = coord.nested("a")
+    await inner.fork([BranchSpec("x", "X")], parent_history=[])
+    await inner.wait(timeout=20)
+    x = inner.get_branch("x")
+    assert x.state == "awaiting_approval", x.status()
+    assert not (x.path / "x.txt").exists(), "the nested branch ran a tool nobody approved"
+    assert [c.tool_name for c in inner.pending_approvals("x")] == ["run_command"]
+    assert inner.options == replace(coord.options, default_model=inner.options.default_model)
+    await coord.aclose()
+
+
+async def test_capability_branch_runs_need_approval(project: Path, runner) -> None:
+    """The capability's own workspace toolset (what branch runs use) honours approvals."""
+    s = Scripted(
+        {
+            "P": [call("fork_run", specs=[{"label": "x", "steer": "X"}]), "P: forked"],
+            "X": [call("run_command", command="echo x > x.txt")],
+        }
+    )
+    cap = LiveForkCapability(
+        workspace=project, command_runner=runner, approval_required=["run_command"]
+    )
+    agent = Agent(s.model, capabilities=[cap])
+    await agent.run("P")
+    (coord,) = cap.open_coordinators()
+    await coord.wait(timeout=20)
+    x = coord.get_branch("x")
+    assert x.state == "awaiting_approval", x.status()
+    assert not (x.path / "x.txt").exists()
     await coord.aclose()

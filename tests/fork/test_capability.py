@@ -9,8 +9,9 @@ from typing import Any
 
 from pydantic_ai import Agent
 
-from branching_core.agent import sandbox_available
+from branching_core.agent import LocalCommandRunner
 from branching_core.fork import ForkCoordinator, LiveForkCapability
+from branching_core.sandbox import sandbox_available
 
 from .helpers import Scripted, call, user_prompts
 
@@ -127,11 +128,9 @@ async def test_fork_depth_limit_is_a_tool_failure_the_model_reads(project: Path,
 async def test_shell_command_in_one_branch_is_invisible_to_sibling_and_parent(
     project: Path,
 ) -> None:
-    runner = (
-        None
-        if sandbox_available()
-        else __import__("branching_core.agent", fromlist=["x"]).LocalCommandRunner()
-    )
+    # The real sandbox when this machine can run one (the capability's default runner),
+    # else plain subprocesses in the branch directory.
+    runner = None if sandbox_available()[0] else LocalCommandRunner()
     proceed = asyncio.Event()
     s = Scripted(
         {

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from pathlib import Path
 
+import pytest
 from pydantic_ai import Agent
 
-from branching_core.fork import ForkCoordinator, list_open_forks
+from branching_core.fork import ForkCoordinator, ForkStore, list_open_forks
 from branching_core.fork.coordinator import INTERRUPTED
 from tests.support.killed_child import run_until_ready_then_kill
 
@@ -67,8 +69,6 @@ def test_killed_process_fork_is_recovered_and_merged(project: Path) -> None:
     assert user_prompts(a.history) == ["parent", "A"] and len(a.partial_history) >= 5
     assert not (project / "a.txt").exists()
 
-    import asyncio
-
     result = asyncio.run(coord.merge_or_select("pick:a"))
     assert result.partial and sorted(result.applied_paths) == ["a-shell.txt", "a.txt"]
     assert (project / "a.txt").read_text() == "from a" and not (project / "b.txt").exists()
@@ -81,3 +81,85 @@ def test_killed_process_fork_is_recovered_and_merged(project: Path) -> None:
     assert tools == ["write_file", "run_command"]  # the hanging call was never answered: trimmed
     assert list_open_forks(project) == []
     assert ForkCoordinator.recover(project, Agent(s.model)) == []
+
+
+FORKING_CHILD = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pydantic_ai import Agent
+    from branching_core.agent import LocalCommandRunner
+    from branching_core.fork import BranchSpec, ForkCoordinator
+    from branching_core.workspace import Workspace
+    from tests.fork.helpers import Scripted, call
+
+    async def main():
+        s = Scripted({"A": [call("hang")], "B": [call("hang")]})
+        agent = Agent(s.model)
+
+        @agent.tool_plain
+        async def hang() -> str:
+            await asyncio.Event().wait()
+            return "never"
+
+        coord = ForkCoordinator(agent, workspace=Workspace(sys.argv[1]), command_runner=LocalCommandRunner())
+        await coord.fork([BranchSpec("a", "A"), BranchSpec("b", "B")], parent_history=[])
+        await coord.nested("a").fork([BranchSpec("x", "X")], parent_history=[])
+        print("FORKED", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def _kill_inside_fork(project: Path, point: str) -> None:
+    """Run the child with ``FORKDECK_CRASH_AT=point``: it SIGKILLs itself right there."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.killed_child import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FORKDECK_CRASH_AT": point}
+    proc = subprocess.run(
+        [sys.executable, "-c", FORKING_CHILD, str(project)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("point", ["fork:intent", "fork:branches", "fork:manifest"])
+def test_kill_inside_fork_leaves_no_unreferenced_durable_branch(project: Path, point: str) -> None:
+    """12.12: workspace branches created before the manifest existed leaked for good."""
+    from branching_core.workspace import Workspace
+
+    _kill_inside_fork(project, point)
+    # (the first fork of the child is killed at ``point``; nothing after it ran)
+    coords = ForkCoordinator.recover(project, Agent(Scripted({}).model))
+    referenced = {rt.workspace_branch_id for c in coords for rt in c.branches.values()}
+    ws = Workspace(project)
+    durable = {b.id: b.name for b in ws.list_branches() if b.durable}
+    assert set(durable) <= referenced, f"leaked: {durable}"
+    if point == "fork:manifest":  # the fork was complete: recovered, its branches kept
+        assert len(coords) == 1 and len(durable) == 2
+        assert {rt.state for rt in coords[0].branches.values()} == {"terminated"}
+        asyncio.run(coords[0].abort_fork())
+    else:  # never got a manifest: nothing left, not even the intent
+        assert coords == [] and durable == {} and list_open_forks(project) == []
+        assert not any(ForkStore(project).forks_dir.iterdir())
+    assert [b for b in Workspace(project).list_branches() if b.durable] == []
+
+
+def test_a_starting_app_listing_open_forks_sweeps_a_killed_fork(project: Path) -> None:
+    """What the app does at start (list the open forks of its Workspace) sweeps too."""
+    from branching_core.workspace import Workspace
+
+    _kill_inside_fork(project, "fork:branches")
+    ws = Workspace(project)
+    assert [b for b in ws.list_branches() if b.durable], "the kill left no branch to sweep"
+    assert list_open_forks(ws) == []
+    assert [b for b in ws.list_branches() if b.durable] == []

@@ -7,14 +7,17 @@ fallback the fork coordinator uses), after checking that none of its paths chang
 parent since it was created. A branch whose paths collide is not applied at all: it is a
 conflict, reported to the parent with the paths, never a silent partial overwrite.
 
-Landings into one parent are serialised (an asyncio lock per parent node), so the stale
-check and the copy cannot interleave with a sibling's.
+Landings into one parent are serialised by :func:`landing_lock`, one asyncio lock per
+parent *path*, which the fork coordinator's merges take too: the stale check and the
+commit of a sub-agent and of a fork's winner can never interleave.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,15 +25,19 @@ from typing import Any
 from branching_core.errors import ConflictError
 from branching_core.workspace.apply import apply_paths, changed_since
 
-_LOCKS: dict[tuple[int, str, str], asyncio.Lock] = {}
+_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def _parent_lock(branch: Any) -> asyncio.Lock:
-    loop = asyncio.get_running_loop()
-    key = (id(loop), str(branch.workspace.path), str(branch.parent.node_id))
-    lock = _LOCKS.get(key)
+def landing_lock(parent: Any) -> asyncio.Lock:
+    """The one lock for landing anything (a sub-agent's branch, a fork's winner) into
+    ``parent`` (a ``Workspace`` or ``Branch``): keyed by its path, per event loop."""
+    locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
+    key = os.path.abspath(parent.path)  # not realpath: /proc/<pid>/root views are magic links
+    lock = locks.get(key)
     if lock is None:
-        lock = _LOCKS[key] = asyncio.Lock()
+        lock = locks[key] = asyncio.Lock()
     return lock
 
 
@@ -67,7 +74,7 @@ async def abort_quietly(branch: Any) -> None:
 
 async def land(branch: Any) -> Landing:
     """Commit ``branch`` into its parent, sibling-safe; the branch is closed afterwards."""
-    async with _parent_lock(branch):
+    async with landing_lock(branch.parent):
         try:
             return await _land_locked(branch)
         finally:
@@ -111,4 +118,4 @@ async def _land_locked(branch: Any) -> Landing:
     return landing
 
 
-__all__ = ["Landing", "abort_quietly", "changed_since", "land"]
+__all__ = ["Landing", "abort_quietly", "changed_since", "land", "landing_lock"]

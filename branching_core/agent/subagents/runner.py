@@ -33,6 +33,7 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.usage import UsageLimits
 
+from branching_core.agent.pricing import PriceFn, default_price, price_response
 from branching_core.agent.subagents.definition import MergeMode, SubAgent
 from branching_core.agent.subagents.history import inherited_history, input_prompt
 from branching_core.agent.subagents.merge import abort_quietly, land
@@ -47,7 +48,6 @@ from branching_core.agent.subagents.transcript import (
     render_transcript,
 )
 
-PriceFn = Callable[[ModelResponse], "float | None"]
 SUMMARY_INSTRUCTIONS = (
     "You summarise the work of a sub-agent for the agent that delegated it. In a few "
     "sentences say what it did (tools used, what it found or changed) and how it reached "
@@ -57,6 +57,10 @@ SUMMARY_INSTRUCTIONS = (
 
 class BudgetExhausted(Exception):
     """A sub-agent's priced cost crossed its ``budget_usd``."""
+
+
+class BudgetUnknown(Exception):
+    """A sub-agent with a ``budget_usd`` got a response nobody could price."""
 
 
 class SubAgentConflict(Exception):
@@ -75,15 +79,9 @@ class Settings:
     transcript_dir: Path | None = None
     hub: EventHub = field(default_factory=EventHub)
 
-    def price(self, response: ModelResponse) -> float | None:
-        if self.price_fn is not None:
-            try:
-                return self.price_fn(response)
-            except Exception:
-                return None
-        from branching_core.agent.models import response_cost_usd
-
-        return response_cost_usd(response)
+    def price(self, response: ModelResponse) -> tuple[float | None, str | None]:
+        """``(price, error)``: see ``branching_core.agent.pricing.price_response``."""
+        return price_response(response, self.price_fn or default_price)
 
     def resolve(self, model: Any) -> Any:
         if model is None or not isinstance(model, str):
@@ -201,6 +199,8 @@ class SubAgentRunner:
                 self._fail("cancelled", f"{definition.name} was cancelled ({reason})", exc)
             except BudgetExhausted as exc:
                 self._fail("budget_exhausted", str(exc), exc)
+            except BudgetUnknown as exc:
+                self._fail("budget_unknown", str(exc), exc)
             except UsageLimitExceeded as exc:
                 self._fail(
                     "step_limit",
@@ -340,12 +340,17 @@ class SubAgentRunner:
             self.settings.hub.publish(SubAgentProgress(self.run, new))
 
     def _account(self, response: ModelResponse) -> None:
-        price = self.settings.price(response)
+        price, error = self.settings.price(response)
         if price is None:
             self.run.cost_known = False
         else:
             self.run.cost_usd += float(price)
         budget = self.definition.budget_usd
+        if budget is not None and error is not None:
+            raise BudgetUnknown(
+                f"{self.definition.name} stopped: its cost is unknown, so its budget of "
+                f"${budget:g} cannot be checked ({error})"
+            )
         if budget is not None and self.run.cost_known and self.run.cost_usd > budget:
             raise BudgetExhausted(
                 f"{self.definition.name} exhausted its budget of ${budget:g} "
@@ -415,7 +420,7 @@ class SubAgentRunner:
         return str(result.output)
 
     def _account_summary(self, response: ModelResponse) -> None:
-        price = self.settings.price(response)
+        price, _error = self.settings.price(response)
         if price is None:
             self.run.cost_known = False
         else:

@@ -41,11 +41,21 @@ RunState = Literal[
     "timed_out",
     "cancelled",
     "budget_exhausted",
+    "budget_unknown",
     "step_limit",
     "conflict",
 ]
 FINAL_STATES: frozenset[str] = frozenset(
-    {"succeeded", "failed", "timed_out", "cancelled", "budget_exhausted", "step_limit", "conflict"}
+    {
+        "succeeded",
+        "failed",
+        "timed_out",
+        "cancelled",
+        "budget_exhausted",
+        "budget_unknown",
+        "step_limit",
+        "conflict",
+    }
 )
 
 
