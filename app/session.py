@@ -102,6 +102,10 @@ class ChatSession:
     """A ``SubAgentBranches`` registry (seed 002) the parent agent may delegate to; its runs
     show as expandable ``branch`` tool calls. Without a workspace of its own it uses ours."""
     env: dict[str, str] | None = None
+    base_url: str | None = None
+    """``--base-url``: an OpenAI-compatible server for every model name (over ``[model]``)."""
+    price: str | None = None
+    """``--price IN/OUT``: USD per million tokens for a model without a listed price."""
     settings_store: SettingsStore = field(init=False)
     workspace: Workspace | None = field(init=False, default=None)
     model: Any = field(init=False, default=None)
@@ -141,9 +145,8 @@ class ChatSession:
         import pydantic_ai
         from pydantic_ai import Agent
 
-        from branching_core.agent import display_name, is_offline, resolve_model
-        from branching_core.agent.toolset import INSTRUCTIONS
-        from branching_core.errors import ConfigError
+        from branching_core.agent import display_name, is_offline
+        from branching_core.agent.models import connect_or_offline
         from branching_core.workspace import Workspace
 
         # The TUI owns the terminal: pydantic-ai's first-run banner would print over it.
@@ -151,15 +154,14 @@ class ChatSession:
         notices: list[StartupNotice] = []
         backend = self.backend or self.settings.backend
         self.workspace = Workspace(self.root, backend=backend)
-        settings_view = {
-            "model": self.settings.model,
-            "base_url": self.settings.openai_base_url,
-        }
-        try:
-            self.model = resolve_model(self.requested_model, settings=settings_view, env=self.env)
-        except ConfigError as exc:
-            notices.append(StartupNotice(f"model: {exc}; using the offline model instead", "error"))
-            self.model = resolve_model("offline")
+        # A model that cannot be used (no API key, unknown name) never wedges the session.
+        self.model, problem = connect_or_offline(
+            self.requested_model, self.model_config, env=self.env
+        )
+        if problem is not None:
+            notices.append(
+                StartupNotice(f"model: {problem}; using the offline model instead", "error")
+            )
         self.offline = is_offline(self.model)
         self.model_label = display_name(self.model)
         if self.offline:
@@ -169,12 +171,21 @@ class ChatSession:
             if self.subagents.workspace is None:
                 self.subagents.workspace = self.workspace
             capabilities.append(self.subagents)
-        self.agent = Agent(
-            self.model, instructions=INSTRUCTIONS, name="forkdeck", capabilities=capabilities
-        )
+        # No agent-level instructions: every run gets the workspace toolset, whose instructions
+        # are the same text (giving both sent two identical system messages per request).
+        self.agent = Agent(self.model, name="forkdeck", capabilities=capabilities)
         self.ready = True
         self.notices = notices
         return notices
+
+    @property
+    def model_config(self) -> Any:
+        """``[model]``/``[fork.prices]`` settings with ``--base-url``/``--price`` applied."""
+        from branching_core.agent.model_config import ModelConfig
+
+        return ModelConfig.from_settings(self.settings).with_overrides(
+            base_url=self.base_url, price=self.price
+        )
 
     def workspace_toolset(self) -> Any:
         from branching_core.agent import create_workspace_toolset
@@ -233,9 +244,20 @@ class ChatSession:
             max_branches=self.settings.max_branches,
             max_depth=self.settings.max_depth,
             default_model=self.model,
-            model_resolver=self.model_resolver,
+            **self._model_options(),
             stream_text=True,
         )
+
+    def _model_options(self) -> dict[str, Any]:
+        """Per-branch models reach the configured server; user prices count in budgets."""
+        from branching_core.agent.models import config_resolver
+        from branching_core.agent.spend import price_fn_for
+
+        config = self.model_config
+        return {
+            "model_resolver": self.model_resolver or config_resolver(config, env=self.env),
+            "price_fn": price_fn_for(config),
+        }
 
     async def start_fork(
         self, specs: list[BranchSpec], aggregate_budget_usd: float | None
@@ -312,7 +334,7 @@ class ChatSession:
             self.workspace,
             self.agent,
             default_model=self.model,
-            model_resolver=self.model_resolver,
+            **self._model_options(),
             stream_text=True,
         )
         for coordinator in found:
@@ -350,8 +372,10 @@ def offline_greeting() -> str:
         "No LLM configured: the offline model (scripted, no network) answers. It turns a "
         "prompt into tool calls (`ls`, `read PATH`, `glob PATTERN`, `grep REGEX`); in a /fork "
         "steer, `!cmd` makes that branch run a shell command. "
-        f"For a real model set one of {keys}, start with `--model provider:name`, "
-        "or set `default` under [model] in .pydantic-deep/config.toml."
+        f"For a real model set one of {keys}, start with `--model provider:name` "
+        "(or `--model openai-compatible:NAME@http://host:port/v1` for a local server), "
+        "or set `default` under [model] in .pydantic-deep/config.toml; recipes: README "
+        "section \"Use a real model\"; `forkdeck models` checks the setup."
     )
 
 

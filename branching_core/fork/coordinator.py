@@ -33,6 +33,8 @@ from typing import Any
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 
+from branching_core.agent.model_errors import describe_error
+from branching_core.agent.spend import SPEND
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.budget import BranchMeter, PriceFn, aggregate_over, default_price
@@ -43,6 +45,13 @@ from branching_core.fork.history import (
     dumps_history,
     load_history,
     trim_unanswered_tool_calls,
+)
+from branching_core.fork.model_run import (
+    branch_spend,
+    is_restart,
+    response_restarted,
+    response_started,
+    spend_reason_after,
 )
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
@@ -569,10 +578,13 @@ class ForkCoordinator:
         token = _BRANCH_CTX.set(BranchRunContext(self, rt))
         run: Any = None
         fid = self.fork_id or ""
-        kwargs = self._run_kwargs(rt, history)
-        if deferred is not None:
-            kwargs["deferred_tool_results"] = deferred
+        kwargs: dict[str, Any] = {}
         try:
+            # Inside the try: a model that cannot be resolved fails the branch with the reason.
+            kwargs = self._run_kwargs(rt, history)
+            if deferred is not None:
+                kwargs["deferred_tool_results"] = deferred
+            SPEND.set(branch_spend(rt, kwargs.get("model") or self.agent.model, self._cut))
             async with self.agent.iter(prompt, **kwargs) as run:
                 rt.queue.attach(run)
                 async for node in run:
@@ -597,6 +609,7 @@ class ForkCoordinator:
                             async for event in stream:
                                 self._on_tool_event(rt, event)
                     elif self.stream_text and Agent.is_model_request_node(node):
+                        self._publish(response_started(fid, rt, node))
                         async with node.stream(run.ctx) as stream:
                             async for event in stream:
                                 self._on_stream_event(rt, event)
@@ -617,7 +630,7 @@ class ForkCoordinator:
         except Exception as exc:
             if run is not None:
                 rt.history = list(run.all_messages())
-            rt.error = f"{type(exc).__name__}: {exc}"
+            rt.error = describe_error(exc, kwargs.get("model"), rt.history)
             if rt.state == "running":
                 self._set_state(rt, "failed", persist=False)
         finally:
@@ -659,7 +672,15 @@ class ForkCoordinator:
                 )
             )
 
+    def _cut(self, rt: BranchRuntime, reason: str) -> None:
+        """A budget or token cap was crossed mid-stream: the branch stops with that reason."""
+        if rt.state == "running":
+            rt.error = reason
+            self._set_state(rt, "budget_exhausted")
+
     def _on_stream_event(self, rt: BranchRuntime, event: Any) -> None:
+        if is_restart(event):  # a cut stream is being retried: its text starts over
+            self._publish(response_restarted(self.fork_id or "", rt))
         text = None
         if getattr(event, "event_kind", "") == "part_start" and isinstance(event.part, TextPart):
             text = event.part.content
@@ -703,6 +724,10 @@ class ForkCoordinator:
             return True
         if rt.meter.over(rt.spec.budget_usd):
             rt.error = f"budget ${rt.spec.budget_usd:g} exhausted (spent ${rt.meter.cost_usd:.6f})"
+            self._set_state(rt, "budget_exhausted")
+            return True
+        if (reason := spend_reason_after(rt.meter, response)) is not None:
+            rt.error = reason  # a token cap (unpriced model) or a user price crossed
             self._set_state(rt, "budget_exhausted")
             return True
         cap = self._handle.aggregate_budget_usd if self._handle else None
