@@ -125,6 +125,8 @@ class ModelsReport:
     def text(self) -> str:
         lines = [f"[model] default: {self.default or '(not set)'}"]
         lines.append(f"model in use: {self.resolved}")
+        if "offline" in self.resolved and not self.resolve_error:
+            lines.append("  (no LLM configured: see the README section \"Use a real model\")")
         if self.resolve_error:
             lines.append(f"  PROBLEM: {self.resolve_error}")
         for slot, name in sorted(self.branch_models.items()):
