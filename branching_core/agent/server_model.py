@@ -56,7 +56,6 @@ from branching_core.agent.spend import (
 )
 
 CUT_MARK = "finish_reason"
-RESTART_MARK = "forkdeck_restart"
 
 
 class ServerTimeout(ModelRequestTimeout):
@@ -337,7 +336,6 @@ class _ServedStream(StreamedResponse):
         while True:
             attempts += 1
             events = aiter(self._current)
-            restarted = attempts > 1
             try:
                 while True:
                     try:
@@ -354,10 +352,6 @@ class _ServedStream(StreamedResponse):
                         text = getattr(event.delta, "content_delta", None)
                     if text:
                         self._check_budget(text)
-                    if restarted and isinstance(event, PartStartEvent):
-                        # Consumers drop the cut attempt's text (``fork.model_run.is_restart``).
-                        setattr(event, RESTART_MARK, True)
-                        restarted = False
                     yield event
                 return
             except ModelHTTPError as exc:
@@ -373,6 +367,9 @@ class _ServedStream(StreamedResponse):
             self._attempt_stack = AsyncExitStack()
             self._clock = _Clock(self._owner.config)
             self._output_chars = 0
+            spend = SPEND.get()
+            if spend is not None and spend.on_restart is not None:
+                spend.on_restart()  # consumers drop the cut attempt's partial text
             self._current = await self._open(self._attempt_stack)
 
 

@@ -203,6 +203,8 @@ class SpendContext:
     rule: BudgetRule
     spent: Callable[[], tuple[float | None, int]]
     on_cut: Callable[[str], None]
+    on_restart: Callable[[], None] | None = None
+    """Called when a cut stream is asked again (its partial text is void)."""
 
 
 SPEND: ContextVar[SpendContext | None] = ContextVar("forkdeck_spend", default=None)

@@ -48,8 +48,8 @@ from branching_core.fork.history import (
 )
 from branching_core.fork.model_run import (
     branch_spend,
-    is_restart,
-    response_restarted,
+    budget_rule_text,
+    history_estimated,
     response_started,
     spend_reason_after,
 )
@@ -584,7 +584,8 @@ class ForkCoordinator:
             kwargs = self._run_kwargs(rt, history)
             if deferred is not None:
                 kwargs["deferred_tool_results"] = deferred
-            SPEND.set(branch_spend(rt, kwargs.get("model") or self.agent.model, self._cut))
+            SPEND.set(branch_spend(rt, kwargs.get("model") or self.agent.model, self._cut,
+                                   self._publish, fid))
             async with self.agent.iter(prompt, **kwargs) as run:
                 rt.queue.attach(run)
                 async for node in run:
@@ -679,8 +680,6 @@ class ForkCoordinator:
             self._set_state(rt, "budget_exhausted")
 
     def _on_stream_event(self, rt: BranchRuntime, event: Any) -> None:
-        if is_restart(event):  # a cut stream is being retried: its text starts over
-            self._publish(response_restarted(self.fork_id or "", rt))
         text = None
         if getattr(event, "event_kind", "") == "part_start" and isinstance(event.part, TextPart):
             text = event.part.content
@@ -874,6 +873,8 @@ class ForkCoordinator:
                 requests=rt.meter.requests,
                 input_tokens=rt.meter.input_tokens,
                 output_tokens=rt.meter.output_tokens,
+                tokens_estimated=history_estimated(rt.history),
+                budget_rule=budget_rule_text(rt, self.default_model),
             )
             for rt in self._branches.values()
         ]

@@ -17,8 +17,6 @@ from branching_core.agent.model_config import ModelConfig
 from branching_core.agent.spend import SPEND, BudgetRule, SpendContext, budget_rule
 from branching_core.fork import events as ev
 
-RESTART_MARK = "forkdeck_restart"
-
 
 def _model_name(model: Any) -> str | None:
     if model is None:
@@ -36,10 +34,21 @@ class _BranchSpend(SpendContext):
     """A :class:`SpendContext` that also prices responses itself under a user price."""
 
     priced_usd: float = 0.0
+    branch_id: str = ""
 
 
-def branch_spend(rt: Any, model: Any, cut: Callable[[Any, str], None]) -> SpendContext:
-    """The spend context of branch ``rt`` running ``model`` (set in the branch task's context)."""
+def branch_spend(
+    rt: Any,
+    model: Any,
+    cut: Callable[[Any, str], None],
+    publish: Callable[[Any], None] | None = None,
+    fork_id: str = "",
+) -> SpendContext:
+    """The spend context of branch ``rt`` running ``model`` (set in the branch task's context).
+
+    ``cut(rt, reason)`` stops the branch when its cap is crossed mid-stream; ``publish`` gets a
+    :class:`~branching_core.fork.events.BranchResponseRestarted` when a cut stream is retried.
+    """
     from branching_core.agent.offline import OfflineModel
 
     config: ModelConfig | None = getattr(model, "config", None)
@@ -48,6 +57,9 @@ def branch_spend(rt: Any, model: Any, cut: Callable[[Any, str], None]) -> SpendC
     meter = rt.meter
     context = _BranchSpend(rule=rule, spent=lambda: (0.0, 0), on_cut=lambda r: cut(rt, r))
     context.priced_usd = 0.0
+    context.branch_id = rt.branch_id
+    if publish is not None:
+        context.on_restart = lambda: publish(response_restarted(fork_id, rt))
 
     def spent() -> tuple[float | None, int]:
         cost = context.priced_usd if rule.kind == "user_price" else meter.cumulative_usd
@@ -77,6 +89,27 @@ def budget_description(budget_usd: float | None, model: Any, config: ModelConfig
     return budget_rule(budget_usd, _model_name(model), config).describe()
 
 
+def history_estimated(history: Any) -> bool:
+    """Whether any response in ``history`` carries estimated (not server-reported) usage."""
+    from branching_core.agent.spend import usage_estimated
+
+    return any(
+        isinstance(m, ModelResponse) and usage_estimated(m.usage) for m in history or ()
+    )
+
+
+def budget_rule_text(rt: Any, default_model: Any) -> str | None:
+    """The budget rule of branch ``rt`` in words (None without a budget), for cost displays."""
+    if rt.spec.budget_usd is None:
+        return None
+    context = SPEND.get()
+    if context is not None and getattr(context, "branch_id", None) == rt.branch_id:
+        return context.rule.describe()
+    model = rt.spec.model or default_model
+    config = getattr(default_model, "config", None)
+    return budget_description(rt.spec.budget_usd, model, config)
+
+
 def response_started(fork_id: str, rt: Any, node: Any) -> ev.BranchResponseStarted:
     """The boundary event for the model request ``node`` is about to send."""
     request = getattr(node, "request", None)
@@ -94,11 +127,6 @@ def response_started(fork_id: str, rt: Any, node: Any) -> ev.BranchResponseStart
     )
 
 
-def is_restart(event: Any) -> bool:
-    """Whether a stream event opens the retry of a cut response (see ``ServerModel``)."""
-    return bool(getattr(event, RESTART_MARK, False))
-
-
 def response_restarted(fork_id: str, rt: Any) -> ev.BranchResponseRestarted:
     return ev.BranchResponseRestarted(fork_id=fork_id, branch_id=rt.branch_id, label=rt.label)
 
@@ -106,7 +134,8 @@ def response_restarted(fork_id: str, rt: Any) -> ev.BranchResponseRestarted:
 __all__ = [
     "branch_spend",
     "budget_description",
-    "is_restart",
+    "budget_rule_text",
+    "history_estimated",
     "response_restarted",
     "response_started",
     "spend_reason_after",
