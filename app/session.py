@@ -187,6 +187,13 @@ class ChatSession:
             base_url=self.base_url, price=self.price
         )
 
+    def budget_note(self) -> str | None:
+        """How budgets are enforced for the chat model (listed price, your price, token cap)."""
+        from branching_core.agent.spend import budget_note
+        from branching_core.fork.model_run import model_label_for_budget
+
+        return budget_note(model_label_for_budget(self.model), self.model_config)
+
     def workspace_toolset(self) -> Any:
         from branching_core.agent import create_workspace_toolset
 

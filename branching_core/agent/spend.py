@@ -158,6 +158,21 @@ def budget_rule(
     return BudgetRule("token_cap", budget_usd, token_cap=config.token_cap or DEFAULT_TOKEN_CAP)
 
 
+def budget_note(model_name: str | None, config: ModelConfig | None = None) -> str | None:
+    """How a budget would be enforced for ``model_name``, for the fork picker (None: offline)."""
+    rule = budget_rule(1.0, model_name, config)
+    if rule.kind == "free":
+        return None
+    if rule.kind == "user_price" and rule.price is not None:
+        return (
+            f"budgets use your price ${rule.price.input_per_mtok:g}/"
+            f"${rule.price.output_per_mtok:g} per Mtok"
+        )
+    if rule.kind == "known_price":
+        return "budgets use the model's listed price"
+    return f"no known price: a budget is a {rule.token_cap}-token cap ([fork.prices] sets one)"
+
+
 def price_fn_for(config: ModelConfig) -> Callable[[ModelResponse], float | None]:
     """A coordinator ``price_fn``: the user's price for the response's model, else genai-prices."""
     from branching_core.agent.models import response_cost_usd
@@ -220,6 +235,7 @@ __all__ = [
     "BudgetCut",
     "BudgetRule",
     "SpendContext",
+    "budget_note",
     "budget_rule",
     "estimate_input_tokens",
     "estimate_tokens",

@@ -30,6 +30,13 @@ def _model_name(model: Any) -> str | None:
     return name
 
 
+def model_label_for_budget(model: Any) -> str | None:
+    """The name prices are looked up by (``provider:name``; ``offline`` for the offline model)."""
+    from branching_core.agent.offline import OfflineModel
+
+    return "offline" if isinstance(model, OfflineModel) else _model_name(model)
+
+
 class _BranchSpend(SpendContext):
     """A :class:`SpendContext` that also prices responses itself under a user price."""
 
@@ -49,10 +56,9 @@ def branch_spend(
     ``cut(rt, reason)`` stops the branch when its cap is crossed mid-stream; ``publish`` gets a
     :class:`~branching_core.fork.events.BranchResponseRestarted` when a cut stream is retried.
     """
-    from branching_core.agent.offline import OfflineModel
 
     config: ModelConfig | None = getattr(model, "config", None)
-    name = "offline" if isinstance(model, OfflineModel) else _model_name(model)
+    name = model_label_for_budget(model)
     rule: BudgetRule = budget_rule(rt.spec.budget_usd, name, config)
     meter = rt.meter
     context = _BranchSpend(rule=rule, spent=lambda: (0.0, 0), on_cut=lambda r: cut(rt, r))
@@ -136,6 +142,7 @@ __all__ = [
     "budget_description",
     "budget_rule_text",
     "history_estimated",
+    "model_label_for_budget",
     "response_restarted",
     "response_started",
     "spend_reason_after",

@@ -55,3 +55,19 @@ async def test_parent_turn_records_estimated_usage(root: Path, server: ScriptedS
     session = await prepared(root, env={})
     await turn(session, "hi")
     assert session.totals.output_tokens > 0 and session.totals.input_tokens > 0
+
+
+async def test_a_failed_chat_turn_is_one_readable_line(root: Path, server: ScriptedServer) -> None:
+    """What the chat screen shows for a failed turn (``describe_error``): status, server,
+    the start of the body, on one line, however large the body."""
+    from branching_core.agent.model_errors import describe_error
+    from tests.support.openai_server import Reply
+
+    server.push(*[Reply.error(500, '{"error": {"message": "' + "x" * 5000 + '"}}')] * 3)
+    write_config(root, f'[model]\ndefault = "scripted-model"\nbase_url = "{server.url}"\n')
+    session = await prepared(root, env={})
+    with pytest.raises(Exception) as info:
+        await turn(session, "hi")
+    line = describe_error(info.value, session.model, session.history)
+    assert "\n" not in line and len(line) <= 300
+    assert line.startswith(f"the server at {server.url} failed with an internal error")
