@@ -82,8 +82,9 @@ class ServerCheck:
             return f"UNREACHABLE: {self.problem}"
         if self.wanted and self.wanted not in self.models:
             return (
-                f"reachable, but it does not list {self.wanted!r} (it lists: "
-                f"{', '.join(self.models[:5])})"
+                f"OK, but WARNING: it does not list {self.wanted!r} (it lists: "
+                f"{', '.join(self.models[:5])}); vLLM and LM Studio answer 404 for an "
+                "unknown name, llama.cpp serves its one model whatever the name"
             )
         return f"OK: answers /models ({len(self.models)} model(s): {', '.join(self.models[:5])})"
 
@@ -176,13 +177,15 @@ def check_models(
     if ollama:
         base = ollama.rstrip("/")
         urls.append(("ollama", base if base.endswith("/v1") else base + "/v1"))
+    resolved, error, used_url = _resolve(requested, config, env)
     for role, url in urls:
         if url in seen:
             continue
         seen.add(url)
         names, problem = list_server_models(url, api_key=config.api_key, timeout=timeout)
-        servers.append(ServerCheck(role, url, not problem, names, problem, wanted_name or None))
-    resolved, error = _resolve(requested, config, env)
+        # Only the server the model in use talks to must list its name.
+        wanted = wanted_name if used_url and _same_url(url, used_url) else None
+        servers.append(ServerCheck(role, url, not problem, names, problem, wanted or None))
     limits = {
         "max_tokens": config.max_tokens,
         "request_timeout": config.request_timeout,
@@ -203,17 +206,23 @@ def _bare(name: str | None) -> str:
     return _clean_name(name)
 
 
+def _same_url(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
 def _resolve(
     requested: str | None, config: ModelConfig, env: Mapping[str, str]
-) -> tuple[str, str | None]:
+) -> tuple[str, str | None, str | None]:
+    """(display name, problem, base URL the model talks to) of the model in use."""
     from branching_core.agent.models import connect_model, display_name
     from branching_core.errors import ConfigError
 
     try:
         model = connect_model(requested, config, env=env)
     except ConfigError as exc:
-        return "offline (fallback)", str(exc)
-    return display_name(model), None
+        return "offline (fallback)", str(exc), None
+    url = getattr(model, "base_url", None)
+    return display_name(model), None, str(url) if url else None
 
 
 __all__ = ["ENV_KEYS", "ModelsReport", "ServerCheck", "check_models", "list_server_models"]

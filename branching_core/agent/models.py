@@ -426,7 +426,7 @@ def display_name(model: Model | str | None) -> str:
             return f"{model} {OFFLINE_DISPLAY_SUFFIX}"
         return model
     base_url = getattr(getattr(model, "provider", None), "base_url", None)
-    if model.system == "openai" and base_url and "api.openai.com" not in str(base_url):
+    if model.system in ("openai", "ollama") and base_url and "api.openai.com" not in str(base_url):
         return f"{model.model_name} @ {str(base_url).rstrip('/')}"
     return f"{model.system}:{model.model_name}"
 

@@ -71,4 +71,4 @@ def test_server_without_the_wanted_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], server: ScriptedServer
 ) -> None:
     _, data = run_models(tmp_path, capsys, "--model", "nope", "--base-url", server.url)
-    assert "does not list 'nope'" in data["servers"][0]["verdict"]
+    assert "WARNING: it does not list 'nope'" in data["servers"][0]["verdict"]

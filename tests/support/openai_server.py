@@ -93,6 +93,7 @@ class ScriptedServer:
         single_slot: bool = False,
         interrupt: bool = False,
         default: Reply | None = None,
+        port: int = 0,
     ) -> None:
         self.models = models
         self.single_slot = single_slot
@@ -108,7 +109,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._slot = threading.Lock()
         self._stop = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -381,6 +382,38 @@ def scripted_server(**kwargs: Any) -> Iterator[ScriptedServer]:
         yield server
     finally:
         server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until interrupted (for trying the README recipes and the TUI by hand):
+    ``python -m tests.support.openai_server --port 8080 --model qwen2.5 [--single-slot]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="openai_server")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--model", action="append", default=None)
+    parser.add_argument("--single-slot", action="store_true")
+    parser.add_argument("--interrupt", action="store_true")
+    parser.add_argument("--no-usage", action="store_true")
+    args = parser.parse_args(argv)
+    default = Reply.text("Hello", " from", " the", " scripted", " server.", usage=not args.no_usage)
+    server = ScriptedServer(
+        tuple(args.model or ["scripted-model"]), single_slot=args.single_slot,
+        interrupt=args.interrupt, default=default, port=args.port,
+    )
+    print(f"serving {server.url}", flush=True)
+    server.start()
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
 
 
 __all__ = ["Reply", "ScriptedServer", "scripted_server"]
