@@ -538,9 +538,9 @@ class ForkCoordinator:
         if rt.spec.model:
             if self.model_resolver is not None:
                 return self.model_resolver(rt.spec.model)
-            from branching_core.agent import resolve_model
+            from branching_core.fork.model_run import resolve_branch_model
 
-            return resolve_model(rt.spec.model)
+            return resolve_branch_model(rt.spec.model, self.default_model)
         return self.default_model
 
     def _run_kwargs(self, rt: BranchRuntime, history: list[ModelMessage]) -> dict[str, Any]:

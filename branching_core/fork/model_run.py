@@ -30,6 +30,17 @@ def _model_name(model: Any) -> str | None:
     return name
 
 
+def resolve_branch_model(name: str, default_model: Any) -> Any:
+    """A branch's own model without a resolver: with the parent model's settings when it has
+    them (a ``ServerModel`` carries its ``ModelConfig``), so the name reaches the same server."""
+    from branching_core.agent.models import connect_model, resolve_model
+
+    config = getattr(default_model, "config", None)
+    if isinstance(config, ModelConfig):
+        return connect_model(name, config)
+    return resolve_model(name)
+
+
 def model_label_for_budget(model: Any) -> str | None:
     """The name prices are looked up by (``provider:name``; ``offline`` for the offline model)."""
     from branching_core.agent.offline import OfflineModel
@@ -143,6 +154,7 @@ __all__ = [
     "budget_rule_text",
     "history_estimated",
     "model_label_for_budget",
+    "resolve_branch_model",
     "response_restarted",
     "response_started",
     "spend_reason_after",

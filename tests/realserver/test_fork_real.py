@@ -224,3 +224,25 @@ async def test_each_response_starts_with_a_boundary_event(
     assert order[:2] == ["BranchResponseStarted", "BranchToolCall"]
     assert order[2] == "BranchResponseStarted" and texts(seen, "a") == "Yes, done."
     await coord.abort_fork()
+
+
+async def test_branch_model_without_a_resolver_uses_the_parent_models_settings(
+    root: Path, server: ScriptedServer
+) -> None:
+    """The agent's own fork tool builds coordinators without a resolver: a branch naming
+    ``openai-compatible:other`` must still reach the server the parent model was set up for."""
+    from pydantic_ai import Agent
+
+    from branching_core.agent.models import connect_model
+    from branching_core.fork import ForkCoordinator
+    from branching_core.workspace import Workspace
+
+    model = connect_model(None, server_config(server), env={})
+    coord = ForkCoordinator(
+        Agent(model), workspace=Workspace(root, backend="copy"), default_model=model
+    )
+    await coord.fork([BranchSpec("a", "hi", model="openai-compatible:other")], parent_history=[])
+    (status,) = await coord.wait(timeout=30)
+    assert status.state == "done", status.error
+    assert server.chat_requests[-1]["model"] == "other"
+    await coord.abort_fork()
