@@ -30,7 +30,12 @@ from datetime import datetime
 from typing import Any
 
 import anyio
-from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, ModelRequestTimeout
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelHTTPError,
+    ModelRequestTimeout,
+    UnexpectedModelBehavior,
+)
 from pydantic_ai.messages import (
     FinalResultEvent,
     ModelMessage,
@@ -56,6 +61,7 @@ from branching_core.agent.spend import (
 )
 
 CUT_MARK = "finish_reason"
+EMPTY_MARK = "ended without content"
 
 
 class ServerTimeout(ModelRequestTimeout):
@@ -179,7 +185,9 @@ class ServerModel(WrapperModel):
                 await stack.enter_async_context(slot)
             clock = _Clock(self.config)
 
-            async def open_attempt(attempt_stack: AsyncExitStack) -> StreamedResponse:
+            async def open_attempt(
+                attempt_stack: AsyncExitStack, clock: _Clock
+            ) -> StreamedResponse:
                 try:
                     with anyio.fail_after(clock.first_left()) if clock.first_left() else (
                         _nullscope()
@@ -193,10 +201,21 @@ class ServerModel(WrapperModel):
                     raise self._fd_timeout(clock.expired_setting()) from None
                 except ModelHTTPError as exc:
                     raise _readable(exc, self.server) from exc
+                except UnexpectedModelBehavior as exc:
+                    # The connection closed before the first chunk: a cut, like one mid-stream.
+                    if EMPTY_MARK in str(exc):
+                        await attempt_stack.aclose()
+                        raise ServerCutResponse(self.model_name, self.server) from exc
+                    raise
 
             attempt_stack = AsyncExitStack()
+            prior = 0
             try:
-                first = await open_attempt(attempt_stack)
+                try:
+                    first = await open_attempt(attempt_stack, clock)
+                except ServerCutResponse:  # asked again, once
+                    attempt_stack, clock, prior = AsyncExitStack(), _Clock(self.config), 1
+                    first = await open_attempt(attempt_stack, clock)
                 stream = _ServedStream(
                     model_request_parameters=model_request_parameters,
                     _owner=self,
@@ -205,6 +224,7 @@ class ServerModel(WrapperModel):
                     _attempt_stack=attempt_stack,
                     _current=first,
                     _clock=clock,
+                    _prior_attempts=prior,
                 )
                 yield stream
             finally:
@@ -262,6 +282,7 @@ class _ServedStream(StreamedResponse):
     _current: StreamedResponse = field(default=None, repr=False)  # type: ignore[assignment]
     _clock: _Clock = field(default=None, repr=False)  # type: ignore[assignment]
     _output_chars: int = 0
+    _prior_attempts: int = 0
     _input_tokens: int | None = None
     _cut_notified: bool = False
 
@@ -332,7 +353,7 @@ class _ServedStream(StreamedResponse):
             raise BudgetCut(reason)
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        attempts = 0
+        attempts = self._prior_attempts
         while True:
             attempts += 1
             events = aiter(self._current)
@@ -370,7 +391,7 @@ class _ServedStream(StreamedResponse):
             spend = SPEND.get()
             if spend is not None and spend.on_restart is not None:
                 spend.on_restart()  # consumers drop the cut attempt's partial text
-            self._current = await self._open(self._attempt_stack)
+            self._current = await self._open(self._attempt_stack, self._clock)
 
 
 def _readable(exc: ModelHTTPError, server: str) -> ModelAPIError:

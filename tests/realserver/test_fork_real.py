@@ -246,3 +246,36 @@ async def test_branch_model_without_a_resolver_uses_the_parent_models_settings(
     assert status.state == "done", status.error
     assert server.chat_requests[-1]["model"] == "other"
     await coord.abort_fork()
+
+
+async def test_interrupting_single_slot_server_without_the_limit_is_explained(root: Path) -> None:
+    """What issue 14 saw (2 of 3 branches failed on llama-cpp-python): without
+    max_concurrent_requests, streams are cut; each cut is retried once, and a branch that
+    still fails says the server cut the response and suggests the setting."""
+    with ScriptedServer(
+        single_slot=True,
+        interrupt=True,
+        default=Reply("text", ["one ", "two ", "three ", "four."], delay=0.05),
+    ) as srv:
+        coord, _ = coordinator(root, server_config(srv))
+        await coord.fork([BranchSpec(n, "go") for n in ("a", "b", "c")], parent_history=[])
+        statuses = await coord.wait(timeout=60)
+        assert srv.cuts > 0
+        assert {s.state for s in statuses} <= {"done", "failed"}
+        for status in statuses:
+            if status.state == "failed":
+                assert "cut the response" in (status.error or "")
+                assert "max_concurrent_requests = 1" in (status.error or "")
+        await coord.abort_fork()
+
+
+async def test_stream_cut_before_its_first_chunk_is_retried(
+    root: Path, server: ScriptedServer
+) -> None:
+    server.push(Reply("cut", [], usage=False), Reply.text("Second", " try."))
+    coord, _ = coordinator(root, server_config(server))
+    await coord.fork([BranchSpec("a", "hi")], parent_history=[])
+    (status,) = await coord.wait(timeout=30)
+    assert status.state == "done", status.error
+    assert status.output == "Second try." and len(server.chat_requests) == 2
+    await coord.abort_fork()

@@ -38,6 +38,13 @@ async def test_a_steered_second_response_gets_its_own_block(
         replies = [b.text for b in panel.blocks if b.kind == "assistant"]
         assert replies == ["Most people.", "Yes, that's it."], replies
         assert "people.Yes" not in panel.transcript_text
+        # The steer sits where the model read it: after the first reply, before the second.
+        kinds = [(b.kind, b.text) for b in panel.blocks if b.kind in ("assistant", "steer")]
+        assert kinds == [
+            ("assistant", "Most people."),
+            ("steer", ">> are you sure?"),
+            ("assistant", "Yes, that's it."),
+        ], kinds
     await coord.abort_fork()
 
 
