@@ -56,14 +56,18 @@ class Totals:
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
+    tokens_estimated: bool = False
+    """A server sent no usage: some counts are estimated from the text (never a false 0)."""
 
     def add_response(self, response: Any) -> None:
         from branching_core.agent import response_cost_usd
+        from branching_core.agent.spend import usage_estimated
 
         self.requests += 1
         usage = getattr(response, "usage", None)
         self.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)
         self.output_tokens += int(getattr(usage, "output_tokens", 0) or 0)
+        self.tokens_estimated = self.tokens_estimated or usage_estimated(usage)
         cost = response_cost_usd(response)
         if cost is None:
             self.unpriced_responses += 1
@@ -78,6 +82,7 @@ class ForkTotals:
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    tokens_estimated: bool = False
 
 
 @dataclass
@@ -296,6 +301,7 @@ class ChatSession:
             summary.aggregate_usd or 0.0,
             sum(b.input_tokens for b in summary.branches),
             sum(b.output_tokens for b in summary.branches),
+            any(b.tokens_estimated for b in summary.branches),
         )
 
     async def merge(self, action: str) -> MergeResult:
@@ -330,6 +336,7 @@ class ChatSession:
         self.totals.cost_usd += spent.cost_usd
         self.totals.input_tokens += spent.input_tokens
         self.totals.output_tokens += spent.output_tokens
+        self.totals.tokens_estimated = self.totals.tokens_estimated or spent.tokens_estimated
         self.coordinator = None
 
     def adopt_recovered(self, fork_id: str) -> ForkCoordinator | None:

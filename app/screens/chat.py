@@ -140,6 +140,7 @@ class ChatScreen(Screen[None]):
                 output_tokens=totals.output_tokens + (fork.output_tokens if fork else 0),
                 activity=activity,
                 unpriced=totals.unpriced_responses > 0,
+                tokens_estimated=totals.tokens_estimated or bool(fork and fork.tokens_estimated),
             )
         )
 

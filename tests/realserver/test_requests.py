@@ -55,6 +55,11 @@ async def test_parent_turn_records_estimated_usage(root: Path, server: ScriptedS
     session = await prepared(root, env={})
     await turn(session, "hi")
     assert session.totals.output_tokens > 0 and session.totals.input_tokens > 0
+    assert session.totals.tokens_estimated
+    from app.widgets.status_bar import StatusInfo, format_status
+
+    line = format_status(StatusInfo("m", "copy", 0.0, 10, 4, tokens_estimated=True))
+    assert "tokens ~10 in / ~4 out" in line
 
 
 async def test_a_failed_chat_turn_is_one_readable_line(root: Path, server: ScriptedServer) -> None:
