@@ -1,21 +1,27 @@
 """Choosing a model: names from settings or the user, provider detection, display names.
 
-Everything a branch's ``BranchSpec.model`` or a ``/fork-model`` command can say ends up
-here, so the rules live in one place:
+Everything a branch's ``BranchSpec.model``, ``[fork.models]``, the picker's model column or
+``--model`` can say ends up here, so the rules live in one place (:func:`resolve_model`):
 
 * any pydantic-ai model string (``anthropic:...``, ``openai:...``, ``google:...``,
-  ``groq:...``, ``openrouter:...``, ``ollama:...``) is checked (known provider, SDK
-  installed) and returned *as a string*: pydantic-ai builds the provider when the agent
-  first runs, so choosing a model never needs the API key or the network;
+  ``groq:...``, ``openrouter:...``) is checked (known provider, SDK installed) and returned
+  *as a string*; :func:`connect_model` builds it at once, so a missing API key is a
+  ``ConfigError`` naming the variable (the TUI then starts offline and says so);
 * the pre-2.x names ``google-gla:`` / ``google-vertex:`` are rewritten to ``google:`` /
   ``google-cloud:`` (pydantic-ai 2 renamed them), since users still type them;
 * ``offline`` / ``offline:<variant>`` gives the scripted :class:`OfflineModel`;
-* an OpenAI-compatible server (Ollama, vLLM, LM Studio, ...) comes from a base URL: a name
-  that is itself a URL, or settings ``{"base_url": ..., "model": ...}``; it is built as an
-  ``OpenAIChatModel`` with an ``OpenAIProvider(base_url=...)`` (construction makes no request).
+* an OpenAI-compatible server (llama.cpp, vLLM, LM Studio, Ollama's ``/v1``):
+  ``openai-compatible:NAME@URL``; a URL (the name from ``[model] default`` without its
+  prefix, else the server's first ``/v1/models`` entry); ``openai:NAME`` or a bare name with
+  ``[model] base_url`` / ``openai_base_url``; ``ollama:NAME`` with ``[model]
+  ollama_base_url`` or ``OLLAMA_BASE_URL``. Built as an ``OpenAIChatModel`` whose profile
+  makes a stream without ``finish_reason`` an error (a cut stream, see ``ServerModel``).
 
-A name that cannot work raises :class:`~branching_core.errors.ConfigError` with
-``key='model'`` and a message that says what to do.
+:func:`connect_model` wraps every real model in :class:`~branching_core.agent.server_model.
+ServerModel` with the :class:`~branching_core.agent.model_config.ModelConfig` (limits, one slot
+per server, cut-stream retry, usage estimates, readable errors); :func:`config_resolver` is
+the coordinator's ``model_resolver`` with the same settings. A name that cannot work raises
+:class:`~branching_core.errors.ConfigError` with a message that names the real setting.
 """
 
 from __future__ import annotations
