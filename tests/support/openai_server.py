@@ -184,6 +184,16 @@ class ScriptedServer:
                 except ValueError:
                     self._json(400, {"error": {"message": "bad json"}})
                     return
+                if self.path.rstrip("/").endswith("/v1/messages"):  # Anthropic's API shape
+                    with server._lock:
+                        server.requests.append(body)
+                    with server._serving():
+                        reply = server._next(body)
+                        try:
+                            server._answer_anthropic(self, body, reply)
+                        except (_Cut, BrokenPipeError, ConnectionResetError):
+                            self.close_connection = True
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._json(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -262,6 +272,69 @@ class ScriptedServer:
             self._stream(h, body, reply, model)
         else:
             self._complete(h, reply, model)
+
+    def _answer_anthropic(
+        self, h: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply
+    ) -> None:
+        """The same script in Anthropic's Messages API shape (``POST /v1/messages``)."""
+        model = str(body.get("model") or self.models[0])
+        if reply.kind in ("hang", "error"):
+            self._answer(h, body, reply)
+            return
+        out_tokens = max(1, sum(len(c.split()) for c in reply.chunks))
+        is_tool = reply.kind == "tool"
+        stop = "tool_use" if is_tool else "end_turn"
+        if not body.get("stream"):
+            content: list[dict[str, Any]] = (
+                [{"type": "tool_use", "id": "toolu_1", "name": reply.tool_name,
+                  "input": reply.tool_args}]
+                if is_tool else [{"type": "text", "text": "".join(reply.chunks)}]
+            )
+            data = {"id": "msg_scripted", "type": "message", "role": "assistant",
+                    "model": model, "content": content, "stop_reason": stop,
+                    "stop_sequence": None, "usage": _anthropic_usage(reply, out_tokens)}
+            payload = json.dumps(data).encode()
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(payload)))
+            h.end_headers()
+            h.wfile.write(payload)
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.close_connection = True  # type: ignore[attr-defined]
+
+        def send(event: str, data: dict[str, Any]) -> None:
+            line = json.dumps({"type": event, **data})
+            h.wfile.write(f"event: {event}\ndata: {line}\n\n".encode())
+            h.wfile.flush()
+
+        self._sleep(reply.first_delay, interruptible=True)
+        send("message_start", {"message": {
+            "id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": _anthropic_usage(reply, 0)}})
+        if is_tool:
+            send("content_block_start", {"index": 0, "content_block": {
+                "type": "tool_use", "id": "toolu_1", "name": reply.tool_name, "input": {}}})
+            send("content_block_delta", {"index": 0, "delta": {
+                "type": "input_json_delta", "partial_json": json.dumps(reply.tool_args)}})
+        else:
+            send("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+            for text in reply.chunks:
+                self._sleep(reply.delay, interruptible=True)
+                send("content_block_delta", {"index": 0, "delta": {"type": "text_delta",
+                                                                   "text": text}})
+        if reply.kind == "cut":
+            with self._lock:
+                self.cuts += 1
+            return
+        send("content_block_stop", {"index": 0})
+        send("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
+                               "usage": {"output_tokens": out_tokens}})
+        send("message_stop", {})
 
     def _usage(self, reply: Reply) -> dict[str, int]:
         out = max(1, sum(len(c.split()) for c in reply.chunks))
@@ -363,6 +436,10 @@ class ScriptedServer:
             h.wfile.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         h.wfile.write(b"data: [DONE]\n\n")
         h.wfile.flush()
+
+
+def _anthropic_usage(reply: Reply, output: int) -> dict[str, int]:
+    return {"input_tokens": reply.prompt_tokens, "output_tokens": output}
 
 
 def _tool_call(reply: Reply) -> dict[str, Any]:
