@@ -251,7 +251,8 @@ def _model_name(value: object) -> str:
         return text
     raise _Invalid(
         f"model {text!r} needs a provider prefix, e.g. anthropic:claude-sonnet-4-5 "
-        f"(or one of {', '.join(sorted(BARE_MODEL_NAMES))})"
+        f"(or one of {', '.join(sorted(BARE_MODEL_NAMES))}), or "
+        f"openai-compatible:{text} with [model] base_url set"
     )
 
 
