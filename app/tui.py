@@ -89,6 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"forkdeck: workspace {root} is not a directory", file=sys.stderr)
         return 2
 
+    if args.price:
+        from branching_core.agent.model_config import Price
+
+        try:
+            Price.parse(args.price)
+        except ValueError as exc:
+            print(f"forkdeck: --price: {exc}", file=sys.stderr)
+            return 2
+
     from app.forkdeck_app import ForkdeckApp
     from app.session import ChatSession
 
