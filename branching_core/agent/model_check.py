@@ -101,10 +101,16 @@ class ModelsReport:
     servers: list[ServerCheck]
     limits: dict[str, Any]
     branch_models: dict[int, str]
+    branch_resolved: dict[int, tuple[str, str | None]] = field(default_factory=dict)
+    """slot -> (what the branch model resolves to, the problem if it cannot be used)."""
 
     @property
     def ok(self) -> bool:
-        return self.resolve_error is None and all(s.reachable for s in self.servers)
+        return (
+            self.resolve_error is None
+            and all(s.reachable for s in self.servers)
+            and not any(problem for _, problem in self.branch_resolved.values())
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +126,9 @@ class ModelsReport:
             ],
             "limits": self.limits,
             "branch_models": {str(k): v for k, v in self.branch_models.items()},
+            "branch_resolved": {
+                str(k): {"model": m, "problem": p} for k, (m, p) in self.branch_resolved.items()
+            },
             "ok": self.ok,
         }
 
@@ -131,7 +140,10 @@ class ModelsReport:
         if self.resolve_error:
             lines.append(f"  PROBLEM: {self.resolve_error}")
         for slot, name in sorted(self.branch_models.items()):
-            lines.append(f"[fork.models] {slot} = {name}")
+            resolved, problem = self.branch_resolved.get(slot, (name, None))
+            lines.append(f"[fork.models] {slot} = {name} -> {resolved}")
+            if problem:
+                lines.append(f"  PROBLEM: {problem}")
         lines.append("keys set: " + (", ".join(self.keys_set) or "none"))
         if not self.keys_set:
             lines.append("  (no provider key in the environment: hosted models cannot be used)")
@@ -192,9 +204,13 @@ def check_models(
         "first_token_timeout": config.first_token_timeout,
         "max_concurrent_requests": config.max_concurrent_requests,
     }
+    branch_resolved: dict[int, tuple[str, str | None]] = {}
+    for slot, name in sorted((branch_models or {}).items()):
+        shown, problem, _ = _resolve(name, config, env)
+        branch_resolved[slot] = (shown, problem)
     return ModelsReport(
         config.default, resolved, error, keys_set, keys_unset, servers, limits,
-        dict(branch_models or {}),
+        dict(branch_models or {}), branch_resolved,
     )
 
 

@@ -72,3 +72,17 @@ def test_server_without_the_wanted_model(
 ) -> None:
     _, data = run_models(tmp_path, capsys, "--model", "nope", "--base-url", server.url)
     assert "WARNING: it does not list 'nope'" in data["servers"][0]["verdict"]
+
+
+def test_fork_models_are_checked_with_the_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: ScriptedServer
+) -> None:
+    write_config(
+        tmp_path,
+        f'[model]\ndefault = "scripted-model"\nbase_url = "{server.url}"\n'
+        '[fork.models]\n1 = "openai:branch-a"\n2 = "anthropic:claude-haiku-5-5"\n',
+    )
+    code, data = run_models(tmp_path, capsys)
+    assert code == 1
+    assert data["branch_resolved"]["1"] == {"model": f"branch-a @ {server.url}", "problem": None}
+    assert "ANTHROPIC_API_KEY" in data["branch_resolved"]["2"]["problem"]
