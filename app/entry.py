@@ -15,6 +15,7 @@ HEADLESS_COMMANDS = frozenset(
         "tree",
         "beam",
         "status",
+        "models",
     }
 )
 

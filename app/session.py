@@ -56,14 +56,18 @@ class Totals:
     input_tokens: int = 0
     output_tokens: int = 0
     requests: int = 0
+    tokens_estimated: bool = False
+    """A server sent no usage: some counts are estimated from the text (never a false 0)."""
 
     def add_response(self, response: Any) -> None:
         from branching_core.agent import response_cost_usd
+        from branching_core.agent.spend import usage_estimated
 
         self.requests += 1
         usage = getattr(response, "usage", None)
         self.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)
         self.output_tokens += int(getattr(usage, "output_tokens", 0) or 0)
+        self.tokens_estimated = self.tokens_estimated or usage_estimated(usage)
         cost = response_cost_usd(response)
         if cost is None:
             self.unpriced_responses += 1
@@ -78,6 +82,7 @@ class ForkTotals:
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    tokens_estimated: bool = False
 
 
 @dataclass
@@ -102,6 +107,10 @@ class ChatSession:
     """A ``SubAgentBranches`` registry (seed 002) the parent agent may delegate to; its runs
     show as expandable ``branch`` tool calls. Without a workspace of its own it uses ours."""
     env: dict[str, str] | None = None
+    base_url: str | None = None
+    """``--base-url``: an OpenAI-compatible server for every model name (over ``[model]``)."""
+    price: str | None = None
+    """``--price IN/OUT``: USD per million tokens for a model without a listed price."""
     settings_store: SettingsStore = field(init=False)
     workspace: Workspace | None = field(init=False, default=None)
     model: Any = field(init=False, default=None)
@@ -141,9 +150,8 @@ class ChatSession:
         import pydantic_ai
         from pydantic_ai import Agent
 
-        from branching_core.agent import display_name, is_offline, resolve_model
-        from branching_core.agent.toolset import INSTRUCTIONS
-        from branching_core.errors import ConfigError
+        from branching_core.agent import display_name, is_offline
+        from branching_core.agent.models import connect_or_offline
         from branching_core.workspace import Workspace
 
         # The TUI owns the terminal: pydantic-ai's first-run banner would print over it.
@@ -151,15 +159,14 @@ class ChatSession:
         notices: list[StartupNotice] = []
         backend = self.backend or self.settings.backend
         self.workspace = Workspace(self.root, backend=backend)
-        settings_view = {
-            "model": self.settings.model,
-            "base_url": self.settings.openai_base_url,
-        }
-        try:
-            self.model = resolve_model(self.requested_model, settings=settings_view, env=self.env)
-        except ConfigError as exc:
-            notices.append(StartupNotice(f"model: {exc}; using the offline model instead", "error"))
-            self.model = resolve_model("offline")
+        # A model that cannot be used (no API key, unknown name) never wedges the session.
+        self.model, problem = connect_or_offline(
+            self.requested_model, self.model_config, env=self.env
+        )
+        if problem is not None:
+            notices.append(
+                StartupNotice(f"model: {problem}; using the offline model instead", "error")
+            )
         self.offline = is_offline(self.model)
         self.model_label = display_name(self.model)
         if self.offline:
@@ -169,12 +176,28 @@ class ChatSession:
             if self.subagents.workspace is None:
                 self.subagents.workspace = self.workspace
             capabilities.append(self.subagents)
-        self.agent = Agent(
-            self.model, instructions=INSTRUCTIONS, name="forkdeck", capabilities=capabilities
-        )
+        # No agent-level instructions: every run gets the workspace toolset, whose instructions
+        # are the same text (giving both sent two identical system messages per request).
+        self.agent = Agent(self.model, name="forkdeck", capabilities=capabilities)
         self.ready = True
         self.notices = notices
         return notices
+
+    @property
+    def model_config(self) -> Any:
+        """``[model]``/``[fork.prices]`` settings with ``--base-url``/``--price`` applied."""
+        from branching_core.agent.model_config import ModelConfig
+
+        return ModelConfig.from_settings(self.settings).with_overrides(
+            base_url=self.base_url, price=self.price
+        )
+
+    def budget_note(self) -> str | None:
+        """How budgets are enforced for the chat model (listed price, your price, token cap)."""
+        from branching_core.agent.spend import budget_note
+        from branching_core.fork.model_run import model_label_for_budget
+
+        return budget_note(model_label_for_budget(self.model), self.model_config)
 
     def workspace_toolset(self) -> Any:
         from branching_core.agent import create_workspace_toolset
@@ -233,9 +256,20 @@ class ChatSession:
             max_branches=self.settings.max_branches,
             max_depth=self.settings.max_depth,
             default_model=self.model,
-            model_resolver=self.model_resolver,
+            **self._model_options(),
             stream_text=True,
         )
+
+    def _model_options(self) -> dict[str, Any]:
+        """Per-branch models reach the configured server; user prices count in budgets."""
+        from branching_core.agent.models import config_resolver
+        from branching_core.agent.spend import price_fn_for
+
+        config = self.model_config
+        return {
+            "model_resolver": self.model_resolver or config_resolver(config, env=self.env),
+            "price_fn": price_fn_for(config),
+        }
 
     async def start_fork(
         self, specs: list[BranchSpec], aggregate_budget_usd: float | None
@@ -267,6 +301,7 @@ class ChatSession:
             summary.aggregate_usd or 0.0,
             sum(b.input_tokens for b in summary.branches),
             sum(b.output_tokens for b in summary.branches),
+            any(b.tokens_estimated for b in summary.branches),
         )
 
     async def merge(self, action: str) -> MergeResult:
@@ -301,6 +336,7 @@ class ChatSession:
         self.totals.cost_usd += spent.cost_usd
         self.totals.input_tokens += spent.input_tokens
         self.totals.output_tokens += spent.output_tokens
+        self.totals.tokens_estimated = self.totals.tokens_estimated or spent.tokens_estimated
         self.coordinator = None
 
     def adopt_recovered(self, fork_id: str) -> ForkCoordinator | None:
@@ -312,7 +348,7 @@ class ChatSession:
             self.workspace,
             self.agent,
             default_model=self.model,
-            model_resolver=self.model_resolver,
+            **self._model_options(),
             stream_text=True,
         )
         for coordinator in found:
@@ -350,8 +386,10 @@ def offline_greeting() -> str:
         "No LLM configured: the offline model (scripted, no network) answers. It turns a "
         "prompt into tool calls (`ls`, `read PATH`, `glob PATTERN`, `grep REGEX`); in a /fork "
         "steer, `!cmd` makes that branch run a shell command. "
-        f"For a real model set one of {keys}, start with `--model provider:name`, "
-        "or set `default` under [model] in .pydantic-deep/config.toml."
+        f"For a real model set one of {keys}, start with `--model provider:name` "
+        "(or `--model openai-compatible:NAME@http://host:port/v1` for a local server), "
+        "or set `default` under [model] in .pydantic-deep/config.toml; recipes: README "
+        "section \"Use a real model\"; `forkdeck models` checks the setup."
     )
 
 

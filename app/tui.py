@@ -26,7 +26,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("path", nargs="?", default=".", help="workspace (default: .)")
     parser.add_argument(
         "--model",
-        help="provider:model (e.g. anthropic:claude-haiku-5-5), or 'offline' (no LLM)",
+        help="provider:model (e.g. anthropic:claude-haiku-5-5), openai-compatible:NAME@URL, "
+        "a server URL (http://host:port/v1), or 'offline' (no LLM)",
+    )
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="OpenAI-compatible server for every model name (over [model] base_url)",
+    )
+    parser.add_argument(
+        "--price",
+        metavar="IN/OUT",
+        help="USD per million input/output tokens, for budgets on an unlisted model",
     )
     parser.add_argument(
         "--backend",
@@ -78,6 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"forkdeck: workspace {root} is not a directory", file=sys.stderr)
         return 2
 
+    if args.price:
+        from branching_core.agent.model_config import Price
+
+        try:
+            Price.parse(args.price)
+        except ValueError as exc:
+            print(f"forkdeck: --price: {exc}", file=sys.stderr)
+            return 2
+
     from app.forkdeck_app import ForkdeckApp
     from app.session import ChatSession
 
@@ -89,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"forkdeck: {exc}", file=sys.stderr)
             return 2
     session = ChatSession(
-        root.resolve(), requested_model=args.model, backend=args.backend, subagents=subagents
+        root.resolve(), requested_model=args.model, backend=args.backend, subagents=subagents,
+        base_url=args.base_url, price=args.price,
     )
     ForkdeckApp(session).run()
     return 0

@@ -26,10 +26,20 @@ File format (every key is optional; an absent key means its default)::
     1 = "anthropic:claude-opus-4-6"
     2 = "openrouter:openai/gpt-4.1"
 
+    [fork.prices]                     # USD per million tokens, for unlisted models
+    "qwen2.5-7b-instruct" = {input = 0.5, output = 1.5}
+    # token_cap = 200000 (under [fork]): budget for a model with no price
+
     [model]
-    default = "anthropic:claude-sonnet-4-5"   # "provider:name", or "offline" / "test"
-    openai_base_url = "http://localhost:8000/v1"   # OpenAI-compatible endpoint
-    ollama_base_url = "http://localhost:11434/v1"
+    default = "anthropic:claude-sonnet-4-5"   # "provider:name", "offline" / "test", or a
+                                              # bare name when base_url is set
+    base_url = "http://localhost:8080/v1"     # OpenAI-compatible server for every name
+    openai_base_url = "http://localhost:8000/v1"   # where openai:NAME goes
+    ollama_base_url = "http://localhost:11434/v1"  # where ollama:NAME goes
+    max_tokens = 4096                 # per request
+    request_timeout = 300             # seconds for a whole request
+    first_token_timeout = 120         # seconds until the first token
+    max_concurrent_requests = 1       # 1 for a single-slot local server (default unlimited)
 
     [workspace]
     backend = "auto"                  # auto | overlay | reflink | copy
@@ -128,6 +138,13 @@ class Settings:
     model: str | None = None
     openai_base_url: str | None = None
     ollama_base_url: str | None = None
+    model_base_url: str | None = None
+    max_tokens: int | None = None
+    request_timeout: float | None = None
+    first_token_timeout: float | None = None
+    max_concurrent_requests: int | None = None
+    token_cap: int | None = None
+    model_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     backend: str = "auto"
     keep_artifacts: bool = False
     test_command: str | None = None
@@ -250,7 +267,8 @@ def _model_name(value: object) -> str:
         return text
     raise _Invalid(
         f"model {text!r} needs a provider prefix, e.g. anthropic:claude-sonnet-4-5 "
-        f"(or one of {', '.join(sorted(BARE_MODEL_NAMES))})"
+        f"(or one of {', '.join(sorted(BARE_MODEL_NAMES))}), or "
+        f"openai-compatible:{text} with [model] base_url set"
     )
 
 
@@ -301,6 +319,12 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("model", "model.default", _model_name, True),
     _Field("openai_base_url", "model.openai_base_url", _base_url, True),
     _Field("ollama_base_url", "model.ollama_base_url", _base_url, True),
+    _Field("model_base_url", "model.base_url", _base_url, True),
+    _Field("max_tokens", "model.max_tokens", _int_in(1, 10_000_000), True),
+    _Field("request_timeout", "model.request_timeout", _positive, True),
+    _Field("first_token_timeout", "model.first_token_timeout", _positive, True),
+    _Field("max_concurrent_requests", "model.max_concurrent_requests", _int_in(1, 1000), True),
+    _Field("token_cap", "fork.token_cap", _int_in(1, 10**12), True),
     _Field("backend", "workspace.backend", _one_of(BACKENDS), False),
     _Field("keep_artifacts", "workspace.keep_artifacts", _boolean, False),
     _Field("test_command", "review.test_command", _command, True),
@@ -312,6 +336,7 @@ _FIELDS: tuple[_Field, ...] = (
 _BY_KEY = {f.key: f for f in _FIELDS}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
 _MODELS_KEY = "fork.models"
+_PRICES_KEY = "fork.prices"
 _TABLES = ("fork", "model", "workspace", "review")
 _DEFAULTS = Settings()
 
@@ -426,7 +451,13 @@ def _validate(doc: Mapping[str, Any], text: str | None) -> tuple[Settings, list[
     for name, table in tables.items():
         for sub, value in table.items():
             key = f"{name}.{sub}"
-            if key == _MODELS_KEY:
+            if key in (_MODELS_KEY, _PRICES_KEY):
+                continue
+            if key == "model.default" and _has_server(table):
+                try:  # a bare name is fine when an OpenAI-compatible server is configured
+                    values["model"] = _text(value).strip()
+                except _Invalid as exc:
+                    problem(key, f"{exc}; using {_show_default(None)}")
                 continue
             spec = _BY_KEY.get(key)
             if spec is None:
@@ -465,8 +496,36 @@ def _validate(doc: Mapping[str, Any], text: str | None) -> tuple[Settings, list[
             except _Invalid as exc:
                 problem(key, f"{exc}; entry ignored")
     values["branch_models"] = dict(sorted(models.items()))
+    values["model_prices"] = _prices(tables.get("fork", {}).get("prices"), problem)
     problems.sort(key=lambda p: (p.line is None, p.line or 0))
     return Settings(**values), problems
+
+
+def _has_server(model_table: Mapping[str, Any]) -> bool:
+    """Whether ``[model]`` names an OpenAI-compatible server (so bare model names are fine)."""
+    return any(isinstance(model_table.get(k), str) for k in ("base_url", "openai_base_url"))
+
+
+def _prices(raw: object, problem: Callable[[str, str], None]) -> dict[str, tuple[float, float]]:
+    """``[fork.prices]``: ``"model" = {input = 0.5, output = 1.5}`` (USD per million tokens)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        problem(_PRICES_KEY, f"expected a table of model = {{input, output}}, got {_show(raw)}")
+        return {}
+    prices: dict[str, tuple[float, float]] = {}
+    for name, value in raw.items():
+        key = f"{_PRICES_KEY}.{name}"
+        try:
+            if not isinstance(value, dict) or set(value) != {"input", "output"}:
+                raise _Invalid("expected {input = USD per Mtok, output = USD per Mtok}")
+            low = [_number(value["input"]), _number(value["output"])]
+            if any(v < 0 for v in low):
+                raise _Invalid("prices must not be negative")
+            prices[str(name)] = (low[0], low[1])
+        except _Invalid as exc:
+            problem(key, f"{exc}; entry ignored")
+    return prices
 
 
 def _slot(text: object, max_branches: int) -> int:

@@ -117,6 +117,7 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         labels: Sequence[str] | None = None,
         default_model: str | None = None,
         cursor_blink: bool = True,
+        budget_note: str | None = None,
     ) -> None:
         super().__init__()
         if n < 1:
@@ -126,6 +127,8 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         self.labels = list(labels or [default_label(i) for i in range(n)])
         self.default_model = default_model or self.defaults.model
         self.cursor_blink = cursor_blink
+        self.budget_note = budget_note
+        """How budgets are enforced for this model (listed price, user price or token cap)."""
 
     # -- layout ----------------------------------------------------------------------------
     def _input(self, value: str, placeholder: str, id: str) -> Input:
@@ -155,7 +158,8 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
             # A placeholder is cut at the field's width, so the default model is named here.
             yield Static(
                 f"(default) = {self.default_model or 'the chat model'}"
-                " · an empty budget means no budget",
+                " · an empty budget means no budget"
+                + (f"\n{self.budget_note}" if self.budget_note else ""),
                 id="defaults",
                 markup=False,
             )

@@ -140,6 +140,7 @@ class ChatScreen(Screen[None]):
                 output_tokens=totals.output_tokens + (fork.output_tokens if fork else 0),
                 activity=activity,
                 unpriced=totals.unpriced_responses > 0,
+                tokens_estimated=totals.tokens_estimated or bool(fork and fork.tokens_estimated),
             )
         )
 
@@ -261,7 +262,12 @@ class ChatScreen(Screen[None]):
         except asyncio.CancelledError:
             self.notice("turn stopped (esc); what happened so far is kept", "warning")
         except Exception as exc:
-            self.notice(f"turn failed: {type(exc).__name__}: {exc}", "error")
+            from branching_core.agent.model_errors import describe_error
+
+            self.notice(
+                f"turn failed: {describe_error(exc, self.session.model, self.session.history)}",
+                "error",
+            )
         finally:
             self.messages.end_turn()
             self.turn_task = None
@@ -412,6 +418,7 @@ class ChatScreen(Screen[None]):
                 settings,
                 default_model=self.session.model_label,
                 cursor_blink=bool(getattr(self.app, "cursor_blink", True)),
+                budget_note=self.session.budget_note(),
             )
         )
         if request is None:

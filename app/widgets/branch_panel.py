@@ -170,6 +170,10 @@ class BranchPanelWidget(Vertical):
         self.flush()
         self._stream_block = None
 
+    def end_text_block(self) -> None:
+        """A new model response starts: its text goes in a block of its own."""
+        self._end_stream()
+
     # -- other entries ---------------------------------------------------------------------
     def add_tool_call(self, tool_name: str, args: Any, tool_call_id: str = "") -> None:
         self._end_stream()

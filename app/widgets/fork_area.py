@@ -108,6 +108,7 @@ class ForkArea(Vertical):
         self._panels: dict[str, BranchPanelWidget] = {}
         self._ids: dict[str, str] = {}  # branch_id -> label
         self._labels: list[str] = []
+        self._held_steers: dict[str, list[str]] = {}  # label -> steers the model has not read
         self._remove_listener: Callable[[], None] | None = coordinator.add_listener(
             self._on_fork_event
         )
@@ -268,12 +269,22 @@ class ForkArea(Vertical):
                 if panel is not None:
                     panel.append_text(event.text)
                 continue
+            if isinstance(event, ev.BranchResponseStarted):  # never glue two responses
+                if panel is not None and label is not None:
+                    panel.end_text_block()
+                    self._draw_read_steers(panel, label, event.prompts)
+                continue
+            if isinstance(event, ev.BranchResponseRestarted) and panel is not None:
+                panel.add_note("↻ the server cut the response; asking again")
+                continue
             structural = True
             if panel is None or label is None:
                 if isinstance(event, ev.ForkResolved):
                     self._on_resolved(event)
                 continue
             if isinstance(event, ev.BranchStateChanged):
+                if event.state != "running":  # steers the run ended without reading
+                    self._draw_read_steers(panel, label, None)
                 panel.set_state(event.state, event.error)
                 self.tabs.set_state(label, event.state)
             elif isinstance(event, ev.BranchToolCall):
@@ -281,7 +292,8 @@ class ForkArea(Vertical):
             elif isinstance(event, ev.BranchToolResult):
                 panel.add_tool_result(event.tool_name, event.content, event.tool_call_id)
             elif isinstance(event, ev.BranchSteered):
-                panel.add_steer(event.message)
+                # Drawn where the model reads it (the next request), not where it was typed.
+                self._held_steers.setdefault(label, []).append(event.message)
             elif isinstance(event, ev.BranchCostUpdated):
                 panel.set_cost(event.cumulative_usd)
             elif self._approval_event is not None and isinstance(event, self._approval_event):
@@ -297,6 +309,17 @@ class ForkArea(Vertical):
             self._redraw_overview()
         elif events:
             self._schedule_overview()
+
+    def _draw_read_steers(
+        self, panel: BranchPanelWidget, label: str, prompts: tuple[str, ...] | None
+    ) -> None:
+        """Draw the held steers this request carries (``None``: all of them)."""
+        held = self._held_steers.get(label, [])
+        keep = [m for m in held if prompts is not None and m not in prompts]
+        for message in held:
+            if message not in keep:
+                panel.add_steer(message)
+        self._held_steers[label] = keep
 
     def _on_resolved(self, event: Any) -> None:
         for status in self.coordinator.inspect_branches():

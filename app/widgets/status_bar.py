@@ -24,15 +24,18 @@ class StatusInfo:
     output_tokens: int
     activity: str = ""
     unpriced: bool = False
+    tokens_estimated: bool = False
+    """Some counts are estimated from text (the server sent no usage): shown as ``~N``."""
 
 
 def format_status(info: StatusInfo) -> str:
     cost = f"${info.cost_usd:.4f}" + ("+?" if info.unpriced else "")
+    mark = "~" if info.tokens_estimated else ""
     parts = [
         f"model {info.model}",
         f"workspace {info.backend}",
         cost,
-        f"tokens {info.input_tokens:,} in / {info.output_tokens:,} out",
+        f"tokens {mark}{info.input_tokens:,} in / {mark}{info.output_tokens:,} out",
     ]
     if info.activity:
         parts.append(info.activity)

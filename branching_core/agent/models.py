@@ -1,34 +1,41 @@
 """Choosing a model: names from settings or the user, provider detection, display names.
 
-Everything a branch's ``BranchSpec.model`` or a ``/fork-model`` command can say ends up
-here, so the rules live in one place:
+Everything a branch's ``BranchSpec.model``, ``[fork.models]``, the picker's model column or
+``--model`` can say ends up here, so the rules live in one place (:func:`resolve_model`):
 
 * any pydantic-ai model string (``anthropic:...``, ``openai:...``, ``google:...``,
-  ``groq:...``, ``openrouter:...``, ``ollama:...``) is checked (known provider, SDK
-  installed) and returned *as a string*: pydantic-ai builds the provider when the agent
-  first runs, so choosing a model never needs the API key or the network;
+  ``groq:...``, ``openrouter:...``) is checked (known provider, SDK installed) and returned
+  *as a string*; :func:`connect_model` builds it at once, so a missing API key is a
+  ``ConfigError`` naming the variable (the TUI then starts offline and says so);
 * the pre-2.x names ``google-gla:`` / ``google-vertex:`` are rewritten to ``google:`` /
   ``google-cloud:`` (pydantic-ai 2 renamed them), since users still type them;
 * ``offline`` / ``offline:<variant>`` gives the scripted :class:`OfflineModel`;
-* an OpenAI-compatible server (Ollama, vLLM, LM Studio, ...) comes from a base URL: a name
-  that is itself a URL, or settings ``{"base_url": ..., "model": ...}``; it is built as an
-  ``OpenAIChatModel`` with an ``OpenAIProvider(base_url=...)`` (construction makes no request).
+* an OpenAI-compatible server (llama.cpp, vLLM, LM Studio, Ollama's ``/v1``):
+  ``openai-compatible:NAME@URL``; a URL (the name from ``[model] default`` without its
+  prefix, else the server's first ``/v1/models`` entry); ``openai:NAME`` or a bare name with
+  ``[model] base_url`` / ``openai_base_url``; ``ollama:NAME`` with ``[model]
+  ollama_base_url`` or ``OLLAMA_BASE_URL``. Built as an ``OpenAIChatModel`` whose profile
+  makes a stream without ``finish_reason`` an error (a cut stream, see ``ServerModel``).
 
-A name that cannot work raises :class:`~branching_core.errors.ConfigError` with
-``key='model'`` and a message that says what to do.
+:func:`connect_model` wraps every real model in :class:`~branching_core.agent.server_model.
+ServerModel` with the :class:`~branching_core.agent.model_config.ModelConfig` (limits, one slot
+per server, cut-stream retry, usage estimates, readable errors); :func:`config_resolver` is
+the coordinator's ``model_resolver`` with the same settings. A name that cannot work raises
+:class:`~branching_core.errors.ConfigError` with a message that names the real setting.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.models import Model
 
+from branching_core.agent.model_config import ModelConfig
 from branching_core.agent.offline import OfflineModel, is_offline_name, offline_model
 from branching_core.errors import ConfigError
 
@@ -139,31 +146,81 @@ def default_model(env: Mapping[str, str] | None = None) -> str:
     return OFFLINE
 
 
-def _setting(settings: Mapping[str, Any] | object | None, key: str) -> Any:
-    """Read ``key`` from a mapping or an attribute-style settings object."""
-    if settings is None:
-        return None
-    if isinstance(settings, Mapping):
-        return settings.get(key)
-    return getattr(settings, key, None)
-
-
 def _is_url(name: str) -> bool:
     return name.startswith(("http://", "https://"))
 
 
+PROVIDER_PREFIXES_COMPATIBLE = ("openai-compatible", "openai_compatible")
+
+
+def _clean_name(name: str | None) -> str:
+    """A model name as a server knows it: no ``provider:`` prefix, no ``@URL`` suffix."""
+    if not name:
+        return ""
+    text = str(name).strip()
+    if _is_url(text):
+        return ""
+    text = text.split("@", 1)[0]
+    prefix, sep, rest = text.partition(":")
+    if sep and (prefix in _KNOWN_PREFIXES or prefix in PROVIDER_PREFIXES_COMPATIBLE):
+        return rest
+    return text
+
+
+_KNOWN_PREFIXES = frozenset(
+    {"openai", "openai-chat", "anthropic", "ollama", "google", "groq", "mistral", "openrouter",
+     "deepseek", "cohere", "xai", "vllm", "litellm", "together", "fireworks"}
+)
+
+
+def first_server_model(base_url: str, *, api_key: str | None = None, timeout: float = 5.0) -> str:
+    """The first model a server lists at ``GET {base_url}/models`` (raises ``ConfigError``)."""
+    from branching_core.agent.model_check import list_server_models
+
+    names, problem = list_server_models(base_url, api_key=api_key, timeout=timeout)
+    if names:
+        return names[0]
+    raise ConfigError(
+        f"a model name is needed for the server at {base_url}: set [model] default, or use "
+        f"openai-compatible:NAME@{base_url} ({problem or 'the server lists no model'})",
+        key="model.default",
+    )
+
+
 def openai_compatible_model(base_url: str, model_name: str, *, api_key: str | None = None) -> Model:
-    """An OpenAI-compatible server (Ollama, vLLM, ...) at ``base_url``; no request is made."""
+    """An OpenAI-compatible server (vLLM, llama.cpp, LM Studio, Ollama /v1) at ``base_url``.
+
+    No request is made. The profile makes a stream that ends without ``finish_reason`` an
+    error (a cut stream, see ``ServerModel``) instead of a silently complete answer.
+    """
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
     if not model_name:
         raise ConfigError(
-            f"a model name is needed for the server at {base_url} (settings 'model')", key="model"
+            f"a model name is needed for the server at {base_url}: set [model] default",
+            key="model.default",
         )
     # Local servers usually ignore the key, but the OpenAI client insists on one.
     provider = OpenAIProvider(base_url=base_url, api_key=api_key or "not-needed")
-    return OpenAIChatModel(model_name, provider=provider)
+    return OpenAIChatModel(model_name, provider=provider, profile=_CUT_IS_ERROR)
+
+
+_CUT_IS_ERROR: Any = {"openai_chat_streaming_requires_finish_reason": True}
+
+
+def _ollama_url(url: str) -> str:
+    url = url.rstrip("/")
+    return url if url.endswith("/v1") else f"{url}/v1"
+
+
+def ollama_model(base_url: str, model_name: str) -> Model:
+    """pydantic-ai's Ollama model on ``base_url`` (its OpenAI-compatible ``/v1``)."""
+    from pydantic_ai.models.ollama import OllamaModel
+    from pydantic_ai.providers.ollama import OllamaProvider
+
+    provider = OllamaProvider(base_url=_ollama_url(base_url))
+    return OllamaModel(model_name, provider=provider, profile=_CUT_IS_ERROR)
 
 
 def _check_provider(name: str) -> str:
@@ -173,8 +230,10 @@ def _check_provider(name: str) -> str:
     provider, model_name = parse_model_id(name)
     if provider is None:
         raise ConfigError(
-            f"model {name!r} has no provider prefix; use e.g. 'anthropic:claude-haiku-5-5', "
-            "'openai:gpt-6-luna', 'offline', or set a base_url for an OpenAI-compatible server",
+            f"model {name!r} has no provider prefix and no server is configured: use e.g. "
+            "'anthropic:claude-haiku-5-5', 'openai:gpt-6-luna', 'offline', or point it at an "
+            "OpenAI-compatible server with [model] base_url (or --base-url, or "
+            f"openai-compatible:{name}@http://host:port/v1)",
             key="model",
         )
     provider = PROVIDER_ALIASES.get(provider, provider)
@@ -189,6 +248,12 @@ def _check_provider(name: str) -> str:
     return f"{provider}:{model_name}"
 
 
+def _config(settings: Mapping[str, Any] | object | None) -> ModelConfig:
+    if isinstance(settings, ModelConfig):
+        return settings
+    return ModelConfig.from_settings(settings)
+
+
 def resolve_model(
     name: str | Model | None,
     *,
@@ -197,23 +262,34 @@ def resolve_model(
 ) -> Model | str:
     """Turn a model choice into something ``Agent(model=...)`` accepts.
 
-    ``settings`` may hold ``model``, ``base_url`` and ``api_key`` (a mapping or an object with
-    those attributes). Precedence: a :class:`Model` instance as is; ``None`` falls back to
-    settings ``model``, then :func:`default_model`; ``offline[:variant]``; a URL, or a name
-    without provider prefix while settings give a ``base_url``, is an OpenAI-compatible
-    server; ``ollama:NAME`` with a settings ``base_url`` uses that server; any other
-    ``provider:model`` string is validated and returned unchanged (aliases rewritten).
+    ``settings``: a :class:`ModelConfig`, the config ``Settings``, or a mapping/object with
+    ``model`` (``[model] default``), ``base_url``, ``openai_base_url``, ``ollama_base_url``,
+    ``api_key``. Rules, in order:
+
+    * a :class:`Model` instance as is; no name: ``[model] default``, else (with a server
+      URL) the server's first model, else :func:`default_model`;
+    * ``offline[:variant]``;
+    * ``openai-compatible:NAME@URL``, or ``openai-compatible:NAME`` with a base URL;
+    * a URL: that server, with ``[model] default`` cleaned of its prefix as the name (or
+      the server's first model);
+    * ``openai:NAME`` or a bare name while ``[model] base_url`` / ``openai_base_url`` is set:
+      that server;
+    * ``ollama:NAME``: ``[model] ollama_base_url`` or ``OLLAMA_BASE_URL`` (a ``base_url``
+      also works);
+    * any other ``provider:model`` string is validated and returned as a string (the provider
+      is built when the agent runs; :func:`connect_model` builds it now and checks the key).
     """
     if isinstance(name, Model):
         return name
-    base_url = _setting(settings, "base_url")
-    api_key = _setting(settings, "api_key")
+    config = _config(settings)
+    env = os.environ if env is None else env
+    server = config.server_url
+    api_key = config.api_key
     if name is None or not str(name).strip():
-        name = _setting(settings, "model")
-        if not name and base_url:
-            raise ConfigError(
-                f"settings give base_url {base_url} but no 'model' to use", key="model"
-            )
+        name = config.default
+        if not name and server:
+            name = first_server_model(server, api_key=api_key)
+            return openai_compatible_model(server, name, api_key=api_key)
         name = name or default_model(env)
     name = str(name).strip()
     if is_offline_name(name):
@@ -222,21 +298,120 @@ def resolve_model(
         except ValueError as exc:
             raise ConfigError(str(exc), key="model") from None
     if _is_url(name):
-        return openai_compatible_model(name, _setting(settings, "model") or "", api_key=api_key)
-    prefix, _, rest = name.partition(":")
-    if base_url and (not rest or prefix in ("openai-compatible", "ollama")):
-        return openai_compatible_model(base_url, rest if rest else name, api_key=api_key)
-    if (
-        prefix == "ollama"
-        and rest
-        and not (env if env is not None else os.environ).get("OLLAMA_BASE_URL")
-    ):
-        raise ConfigError(
-            f"{name!r} needs the Ollama server address: set OLLAMA_BASE_URL (e.g. "
-            "http://localhost:11434/v1) or settings base_url",
-            key="model",
-        )
+        model_name = _clean_name(config.default) or first_server_model(name, api_key=api_key)
+        return openai_compatible_model(name, model_name, api_key=api_key)
+    prefix, sep, rest = name.partition(":")
+    if sep and prefix in PROVIDER_PREFIXES_COMPATIBLE:
+        model_name, at, url = rest.partition("@")
+        url = url.strip() if at else (server or "")
+        if not url:
+            raise ConfigError(
+                f"{name!r} needs a server: write openai-compatible:{model_name}@http://host:port/v1"
+                " or set [model] base_url",
+                key="model",
+            )
+        return openai_compatible_model(url, model_name.strip(), api_key=api_key)
+    known = sep and prefix in _KNOWN_PREFIXES | set(PROVIDER_ALIASES)
+    if not known and "@" in name:
+        model_name, _, url = name.partition("@")
+        if _is_url(url.strip()):
+            return openai_compatible_model(url.strip(), model_name.strip(), api_key=api_key)
+    if prefix == "ollama" and sep:
+        url = config.ollama_base_url or env.get("OLLAMA_BASE_URL", "").strip()
+        if config.base_url and not config.ollama_base_url:
+            return openai_compatible_model(config.base_url, rest, api_key=api_key)
+        if not url:
+            raise ConfigError(
+                f"{name!r} needs the Ollama server address: set [model] ollama_base_url or "
+                "OLLAMA_BASE_URL (e.g. http://localhost:11434/v1)",
+                key="model",
+            )
+        return ollama_model(url, rest)
+    if server and (prefix in ("openai", "openai-chat") and sep):
+        return openai_compatible_model(server, rest, api_key=api_key)
+    if server and not known:
+        return openai_compatible_model(server, name, api_key=api_key)
     return _check_provider(name)
+
+
+def _needed_key(provider: str) -> tuple[str, ...]:
+    for spec in _PROVIDERS:
+        if spec.name == provider:
+            return spec.env_vars
+    return ()
+
+
+def connect_model(
+    name: str | Model | None,
+    config: ModelConfig | Mapping[str, Any] | object | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Model:
+    """A ready :class:`Model` for ``name``: resolved with ``config``, provider built now (so a
+    missing API key is a ``ConfigError`` naming the variable, not a failure at the first
+    request), and wrapped in :class:`ServerModel` (limits, one slot, cut streams, usage).
+
+    The offline model and pydantic-ai's test/function models are returned unwrapped.
+    """
+    from pydantic_ai.models import infer_model
+
+    from branching_core.agent.server_model import ServerModel
+
+    cfg = _config(config)
+    env = os.environ if env is None else env
+    resolved = resolve_model(name, settings=cfg, env=env)
+    if isinstance(resolved, str):
+        provider = resolved.partition(":")[0]
+        keys = _needed_key(provider)
+        if keys and not any(env.get(k, "").strip() for k in keys):
+            raise ConfigError(
+                f"{resolved} needs the {' or '.join(keys)} environment variable (not set); "
+                "set it, or use a local server (see README: Use a real model)",
+                key="model",
+            )
+        try:
+            resolved = infer_model(resolved)
+        except Exception as exc:  # pydantic-ai's UserError names what is missing
+            raise ConfigError(f"{resolved}: {exc}", key="model") from None
+    if isinstance(resolved, ServerModel) or _is_local(resolved):
+        return resolved
+    return ServerModel(resolved, cfg)
+
+
+def _is_local(model: Model) -> bool:
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.test import TestModel
+
+    return isinstance(model, OfflineModel | FunctionModel | TestModel)
+
+
+def connect_or_offline(
+    name: str | Model | None,
+    config: ModelConfig | Mapping[str, Any] | object | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> tuple[Model, str | None]:
+    """:func:`connect_model`, or the offline model and the one-line reason it could not be used.
+
+    The TUI never waits on a model it cannot use: it starts with the offline model and says why.
+    """
+    try:
+        return connect_model(name, config, env=env), None
+    except ConfigError as exc:
+        return offline_model(OFFLINE), str(exc)
+
+
+def config_resolver(
+    config: ModelConfig | Mapping[str, Any] | object | None, *, env: Mapping[str, str] | None = None
+) -> Callable[[str], Model]:
+    """A coordinator ``model_resolver``: per-branch names (``[fork.models]``, the picker,
+    ``BranchSpec.model``) reach the configured server with the configured limits."""
+    cfg = _config(config)
+
+    def resolve(name: str) -> Model:
+        return connect_model(name, cfg, env=env)
+
+    return resolve
 
 
 def is_offline(model: Model | str | None) -> bool:
@@ -257,7 +432,7 @@ def display_name(model: Model | str | None) -> str:
             return f"{model} {OFFLINE_DISPLAY_SUFFIX}"
         return model
     base_url = getattr(getattr(model, "provider", None), "base_url", None)
-    if model.system == "openai" and base_url and "api.openai.com" not in str(base_url):
+    if model.system in ("openai", "ollama") and base_url and "api.openai.com" not in str(base_url):
         return f"{model.model_name} @ {str(base_url).rstrip('/')}"
     return f"{model.system}:{model.model_name}"
 
@@ -279,9 +454,13 @@ def response_cost_usd(response: ModelResponse) -> float | None:
 __all__ = [
     "OFFLINE",
     "ProviderInfo",
+    "config_resolver",
+    "connect_model",
+    "connect_or_offline",
     "default_model",
     "detect_providers",
     "display_name",
+    "first_server_model",
     "is_offline",
     "openai_compatible_model",
     "resolve_model",

@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from branching_core.cli import patterns, run, status
+from branching_core.cli import models, patterns, run, status
 from branching_core.cli._common import UsageError, add_common, error
 from branching_core.errors import BranchingError
 
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub, common)
     patterns.add_parsers(sub, common)
     status.add_parser(sub, common)
+    models.add_parser(sub, common)
     return parser
 
 
@@ -55,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             raise UsageError("no command given")
         args.cmd = cmd
-        if cmd and args.command in ("speculate", "status"):
+        if cmd and args.command in ("speculate", "status", "models"):
             raise UsageError(f"{args.command} takes no -- CMD")
         return int(args.handler(args))
     except UsageError as exc:

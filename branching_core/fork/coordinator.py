@@ -32,6 +32,8 @@ from typing import Any
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 
+from branching_core.agent.model_errors import describe_error
+from branching_core.agent.spend import SPEND
 from branching_core.agent.subagents.merge import landing_lock
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
@@ -43,6 +45,13 @@ from branching_core.fork.history import (
     dumps_history,
     load_history,
     trim_unanswered_tool_calls,
+)
+from branching_core.fork.model_run import (
+    branch_spend,
+    budget_rule_text,
+    history_estimated,
+    response_started,
+    spend_reason_after,
 )
 from branching_core.fork.options import ApprovalPolicy, DepsFactory, ForkOptions, ModelResolver
 from branching_core.fork.retention import prune_resolved
@@ -566,9 +575,9 @@ class ForkCoordinator:
         if rt.spec.model:
             if self.model_resolver is not None:
                 return self.model_resolver(rt.spec.model)
-            from branching_core.agent import resolve_model
+            from branching_core.fork.model_run import resolve_branch_model
 
-            return resolve_model(rt.spec.model)
+            return resolve_branch_model(rt.spec.model, self.default_model)
         return self.default_model
 
     def _run_kwargs(self, rt: BranchRuntime, history: list[ModelMessage]) -> dict[str, Any]:
@@ -606,10 +615,14 @@ class ForkCoordinator:
         token = _BRANCH_CTX.set(BranchRunContext(self, rt))
         run: Any = None
         fid = self.fork_id or ""
-        kwargs = self._run_kwargs(rt, history)
-        if deferred is not None:
-            kwargs["deferred_tool_results"] = deferred
+        kwargs: dict[str, Any] = {}
         try:
+            # Inside the try: a model that cannot be resolved fails the branch with the reason.
+            kwargs = self._run_kwargs(rt, history)
+            if deferred is not None:
+                kwargs["deferred_tool_results"] = deferred
+            SPEND.set(branch_spend(rt, kwargs.get("model") or self.agent.model, self._cut,
+                                   self._publish, fid))
             async with self.agent.iter(prompt, **kwargs) as run:
                 rt.queue.attach(run)
                 async for node in run:
@@ -634,6 +647,7 @@ class ForkCoordinator:
                             async for event in stream:
                                 self._on_tool_event(rt, event)
                     elif self.stream_text and Agent.is_model_request_node(node):
+                        self._publish(response_started(fid, rt, node))
                         async with node.stream(run.ctx) as stream:
                             async for event in stream:
                                 self._on_stream_event(rt, event)
@@ -654,7 +668,7 @@ class ForkCoordinator:
         except Exception as exc:
             if run is not None:
                 rt.history = list(run.all_messages())
-            rt.error = f"{type(exc).__name__}: {exc}"
+            rt.error = describe_error(exc, kwargs.get("model"), rt.history)
             if rt.state == "running":
                 self._set_state(rt, "failed", persist=False)
         finally:
@@ -727,6 +741,12 @@ class ForkCoordinator:
                 )
             )
 
+    def _cut(self, rt: BranchRuntime, reason: str) -> None:
+        """A budget or token cap was crossed mid-stream: the branch stops with that reason."""
+        if rt.state == "running":
+            rt.error = reason
+            self._set_state(rt, "budget_exhausted")
+
     def _on_stream_event(self, rt: BranchRuntime, event: Any) -> None:
         text = None
         if getattr(event, "event_kind", "") == "part_start" and isinstance(event.part, TextPart):
@@ -776,6 +796,10 @@ class ForkCoordinator:
             return True
         if rt.meter.over(rt.spec.budget_usd):
             rt.error = f"budget ${rt.spec.budget_usd:g} exhausted (spent ${rt.meter.cost_usd:.6f})"
+            self._set_state(rt, "budget_exhausted")
+            return True
+        if (reason := spend_reason_after(rt.meter, response)) is not None:
+            rt.error = reason  # a token cap (unpriced model) or a user price crossed
             self._set_state(rt, "budget_exhausted")
             return True
         if aggregate_over([r.meter for r in self._branches.values()], cap):
@@ -924,6 +948,8 @@ class ForkCoordinator:
                 requests=rt.meter.requests,
                 input_tokens=rt.meter.input_tokens,
                 output_tokens=rt.meter.output_tokens,
+                tokens_estimated=history_estimated(rt.history),
+                budget_rule=budget_rule_text(rt, self.default_model),
             )
             for rt in self._branches.values()
         ]

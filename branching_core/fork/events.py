@@ -102,10 +102,35 @@ class ForkResolved(ForkEvent):
     discarded: tuple[str, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class BranchResponseStarted(ForkEvent):
+    """A branch sent a model request; the text that follows is a new response.
+
+    A front end ends the current text block here (consecutive responses are never glued) and
+    draws ``prompts`` (the user/steer messages this request carries, in order) at this point:
+    a steer appears where the model read it, not where it was typed.
+    """
+
+    branch_id: str = ""
+    label: str = ""
+    request: int = 0
+    prompts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BranchResponseRestarted(ForkEvent):
+    """The server cut the response and it is being asked again: drop the partial text."""
+
+    branch_id: str = ""
+    label: str = ""
+
+
 __all__ = [
     "ApprovalCall",
     "BranchApprovalRequested",
     "BranchCostUpdated",
+    "BranchResponseRestarted",
+    "BranchResponseStarted",
     "BranchStateChanged",
     "BranchSteered",
     "BranchTextDelta",

@@ -233,6 +233,12 @@ class BranchCost:
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    tokens_estimated: bool = False
+    """True when a server sent no usage and some token counts are estimated from the text
+    (show them as ``~N``, never as a reported 0)."""
+    budget_rule: str | None = None
+    """How the budget is enforced for this model: its listed price, the user's price, or a
+    token cap (``BudgetRule.describe()``); None without a budget."""
 
 
 @dataclass

@@ -122,10 +122,13 @@ def test_resolve_url_name_with_settings_model() -> None:
 
     model = resolve_model("http://gpu-box:8000/v1", settings=Settings())
     assert isinstance(model, OpenAIChatModel) and model.model_name == "qwen2.5-coder"
-    with pytest.raises(ConfigError, match="model name is needed"):
-        resolve_model("http://gpu-box:8000/v1")
-    with pytest.raises(ConfigError, match="no 'model'"):
-        resolve_model(None, settings={"base_url": "http://gpu-box:8000/v1"})
+    # No name anywhere: the server is asked for its models; one that does not answer (a closed
+    # loopback port here) gives an error naming the real key, [model] default.
+    with pytest.raises(ConfigError, match=r"model name is needed.*\[model\] default"):
+        resolve_model("http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match=r"\[model\] default") as info:
+        resolve_model(None, settings={"base_url": "http://127.0.0.1:9/v1"})
+    assert info.value.key == "model.default"
 
 
 def test_model_instances_pass_through_and_work_in_an_agent() -> None:
