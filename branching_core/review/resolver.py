@@ -36,6 +36,7 @@ from branching_core.review.confidence import (
     count_tool_failures,
     signals_for,
 )
+from branching_core.review.detect_tests import choose_test_command
 from branching_core.review.diff_report import build_diff_report
 from branching_core.review.judge import JudgeAgent, JudgeDecision
 from branching_core.review.types import (
@@ -141,7 +142,9 @@ async def resolve(
     ``judges`` overrides the judge model(s) (names, ``Model`` objects or ``JudgeAgent``s;
     the first one for ``auto``/``auto_with_fallback``); ``test_command`` runs in every
     branch before judging (default: the coordinator's ``test_command`` attribute if it has
-    one, else ``settings.test_command`` from ``[review]``); ``commit=True`` makes an
+    one, else ``settings.test_command`` from ``[review]``, else the command
+    ``detect_test_command`` finds in the parent workspace; ``""`` runs no tests; what ran
+    is ``outcome.test_command``); ``commit=True`` makes an
     eligible ``auto_with_fallback`` merge at once. Raises ``RuntimeError`` when there is
     no fork or it is already resolved, ``ValueError`` for an unknown strategy kind.
     """
@@ -172,6 +175,11 @@ async def resolve(
         test_command = getattr(coordinator, "test_command", None) or getattr(
             settings, "test_command", None
         )
+    chosen_tests = (
+        choose_test_command(test_command, coordinator.parent_path)
+        if test_command is None or test_command.strip()
+        else None  # test_command="" turns the tests off
+    )
     if test_timeout_s is None:
         test_timeout_s = float(
             getattr(coordinator, "test_timeout_s", None)
@@ -188,9 +196,10 @@ async def resolve(
         build_diff_report, handle.fork_id, runtimes, parent_path=coordinator.parent_path
     )
     outcome.report = report
-    if test_command:
+    outcome.test_command = chosen_tests
+    if chosen_tests is not None:
         outcome.test_results = await run_branch_tests(
-            runtimes, test_command, timeout=test_timeout_s, limits=test_limits
+            runtimes, chosen_tests.command, timeout=test_timeout_s, limits=test_limits
         )
     outcomes = [branch_outcome(rt, outcome.test_results.get(rt.branch_id)) for rt in runtimes]
     if goal is None:
