@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from branching_core.cli._common import emit, open_workspace
+from branching_core.review.judge_log import judge_agreement
 
 
 def _forks(root: Path) -> list[dict[str, Any]]:
@@ -63,6 +65,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     if forks:
         lines.append(f"forks ({len(forks)}):")
         lines.extend(f"  {f['id']}  {f.get('state', f.get('status', ''))}" for f in forks)
+    agreement = judge_agreement(ws.path)
+    data["judge_agreement"] = {"rate": agreement.rate, **asdict(agreement)}
+    lines.append(agreement.line())
     emit(args, data, "\n".join(lines))
     return 0
 

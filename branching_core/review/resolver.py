@@ -16,18 +16,26 @@ judge(s), then combine the evidence with ``compute_confidence``.
 
 A judge that cannot name a branch (after being asked again once) never merges anything:
 the outcome falls back to manual with ``fallback_reason`` set.
+
+The judge's instructions follow the task (``judge_domain``: code vs research/writing). A
+merge ``resolve`` makes itself is appended to the judge log (``judge_log``: ``auto`` for
+``auto``/``vote``, ``accepted`` for ``auto_with_fallback`` with ``commit=True``); a UI
+records what the user did with :func:`record_judge_decision`. With ``[review]
+auto_tune_threshold = true`` the threshold comes from that log (``tune_confidence_threshold``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic_ai.models import Model
 
+from branching_core.errors import ConfigError
 from branching_core.review.branch_tests import DEFAULT_TEST_TIMEOUT_S, run_branch_tests
 from branching_core.review.confidence import (
     compute_confidence,
@@ -38,7 +46,9 @@ from branching_core.review.confidence import (
 )
 from branching_core.review.detect_tests import choose_test_command
 from branching_core.review.diff_report import build_diff_report
+from branching_core.review.domain import judge_domain
 from branching_core.review.judge import JudgeAgent, JudgeDecision
+from branching_core.review.judge_log import record_judge_decision, tune_confidence_threshold
 from branching_core.review.types import (
     BranchDiffReport,
     BranchOutcome,
@@ -46,6 +56,8 @@ from branching_core.review.types import (
     JudgeVerdict,
     ResolveOutcome,
 )
+
+log = logging.getLogger(__name__)
 
 VOTE_PANEL_SIZE = 3
 ModelChoice = str | Model | JudgeAgent
@@ -160,6 +172,9 @@ async def resolve(
             f"unknown merge strategy {kind!r}: use manual, auto, auto_with_fallback or vote"
         )
     threshold = float(strategy.confidence_threshold)
+    root = coordinator.workspace.path
+    if getattr(settings, "auto_tune_threshold", False):
+        threshold = tune_confidence_threshold(root, threshold)
     outcome = ResolveOutcome(kind=kind, threshold=threshold)
     if kind == "manual":
         return outcome
@@ -206,7 +221,11 @@ async def resolve(
         goal = "\n".join(f"- {rt.label}: {rt.spec.steer}" for rt in runtimes)
         goal = f"The branches were asked (one approach each):\n{goal}"
 
-    decisions = await asyncio.gather(*(a.decide(goal, report, outcomes) for a in agents))
+    outcome.goal = goal
+    outcome.domain = judge_domain(goal, report)
+    decisions = await asyncio.gather(
+        *(a.decide(goal, report, outcomes, domain=outcome.domain) for a in agents)
+    )
     for d in decisions:
         outcome.judge_usage.extend(d.usage)
         if d.verdict is not None:
@@ -232,7 +251,17 @@ async def resolve(
         _pick_action(coordinator, winner.branch_id)
     )
     outcome.committed = True
+    # auto_with_fallback with commit=True: the caller accepted the pick in advance
+    _log(root, outcome, "accepted" if kind == "auto_with_fallback" else "auto")
     return outcome
+
+
+def _log(root: Any, outcome: ResolveOutcome, action: str) -> None:
+    """Append to the judge log; a log that cannot be written never undoes a merge."""
+    try:
+        record_judge_decision(root, outcome, user_action=action)
+    except (OSError, ConfigError) as exc:
+        log.warning("judge log not written: %s", exc)
 
 
 def _vote_verdict(chosen: JudgeDecision, decisions: Sequence[JudgeDecision]) -> JudgeVerdict:

@@ -306,6 +306,10 @@ class ResolveOutcome:
     merge_result: Any = None
     judge_usage: list[Any] = field(default_factory=list)
     test_results: dict[str, BranchTestResult] = field(default_factory=dict)
+    goal: str | None = None
+    """What the judge was told the branches were asked to do."""
+    domain: str | None = None
+    """``code`` or ``writing``: which judge instructions were used (``judge_domain``)."""
     test_command: Any = None
     """The ``DetectedTestCommand`` that ran (``source="config"`` when it was configured or
     passed in; a file name when detected), ``None`` when no test command was found."""
