@@ -1330,6 +1330,12 @@ class ForkCoordinator:
 
         return await resolve(self, strategy, **kwargs)
 
+    def process_report(self) -> Any:
+        """Each branch's tool calls, aligned, with where they diverged (``fork.process_report``)."""
+        from branching_core.fork.process_report import build_process_report
+
+        return build_process_report(self._branches.values(), price_fn=self.price_fn)
+
 
 def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The manifests of forks not yet merged or aborted (no coordinator is built)."""

@@ -36,6 +36,7 @@ from typing import Any
 from pydantic_ai.models import Model
 
 from branching_core.errors import ConfigError
+from branching_core.fork.process_report import build_process_report
 from branching_core.review.branch_tests import DEFAULT_TEST_TIMEOUT_S, run_branch_tests
 from branching_core.review.confidence import (
     compute_confidence,
@@ -223,8 +224,15 @@ async def resolve(
 
     outcome.goal = goal
     outcome.domain = judge_domain(goal, report)
+    outcome.process = build_process_report(
+        runtimes, price_fn=getattr(coordinator, "price_fn", None)
+    )
+    process_text = outcome.process.summary()
     decisions = await asyncio.gather(
-        *(a.decide(goal, report, outcomes, domain=outcome.domain) for a in agents)
+        *(
+            a.decide(goal, report, outcomes, domain=outcome.domain, process_summary=process_text)
+            for a in agents
+        )
     )
     for d in decisions:
         outcome.judge_usage.extend(d.usage)

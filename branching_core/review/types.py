@@ -310,6 +310,8 @@ class ResolveOutcome:
     """What the judge was told the branches were asked to do."""
     domain: str | None = None
     """``code`` or ``writing``: which judge instructions were used (``judge_domain``)."""
+    process: Any = None
+    """The ``ProcessReport`` (each branch's tool calls); the judge saw its ``summary()``."""
     test_command: Any = None
     """The ``DetectedTestCommand`` that ran (``source="config"`` when it was configured or
     passed in; a file name when detected), ``None`` when no test command was found."""
