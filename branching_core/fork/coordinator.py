@@ -1336,6 +1336,17 @@ class ForkCoordinator:
 
         return build_process_report(self._branches.values(), price_fn=self.price_fn)
 
+    def estimate(
+        self, specs: Sequence[BranchSpec | dict[str, Any]], parent_history: Sequence[Any], **kw: Any
+    ) -> Any:
+        """Estimated cost of forking ``specs`` now (``fork.estimate.estimate_fork``)."""
+        from branching_core.fork.estimate import estimate_fork
+
+        model = self.default_model or getattr(self.agent, "model", None)
+        return estimate_fork(
+            specs, parent_history, default_model=model, price_fn=self.price_fn, **kw
+        )
+
 
 def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The manifests of forks not yet merged or aborted (no coordinator is built)."""
