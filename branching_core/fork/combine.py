@@ -300,15 +300,25 @@ def _write(plan: CombinePlan, root: Path) -> None:
             elif os.path.lexists(target):
                 target.unlink()
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if os.path.lexists(target) and (target.is_symlink() or not target.is_dir()):
-            target.unlink()
+        try:
+            st: os.stat_result | None = os.lstat(target)
+        except FileNotFoundError:
+            st = None
+            target.parent.mkdir(parents=True, exist_ok=True)
+        is_link = p.action == "copy" and p.source is not None and p.source.is_symlink()
+        if st is not None and (is_link or not stat.S_ISREG(st.st_mode)):
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+        # a regular file is rewritten in place (on overlay: one copy-up, no whiteout)
         if p.action == "copy":
             assert p.source is not None
-            if p.source.is_symlink():
+            if is_link:
                 os.symlink(os.readlink(p.source), target)
             else:
-                shutil.copy2(p.source, target)
+                shutil.copyfile(p.source, target)
+                shutil.copymode(p.source, target)
         else:
             assert p.data is not None
             target.write_bytes(p.data)
@@ -359,11 +369,16 @@ async def merge_combined(
             key, asyncio.Lock()
         )
         async with lock:
-            c.checkpoints.record_files(handle.fork_id, "fork", parent_dir, touched)
             name = f"combine-{handle.fork_id}-{uuid.uuid4().hex[:6]}"
             combined = await asyncio.to_thread(c.parent_node.branch, name, None, None)
             try:
-                await asyncio.to_thread(_write, plan, Path(combined.path))
+                # the pre-merge files (for rewind) are read while the result is written
+                await asyncio.gather(
+                    asyncio.to_thread(
+                        c.checkpoints.record_files, handle.fork_id, "fork", parent_dir, touched
+                    ),
+                    asyncio.to_thread(_write, plan, Path(combined.path)),
+                )
                 changes = await asyncio.to_thread(combined.changes)
                 await asyncio.to_thread(combined.commit)
             except BaseException:
@@ -373,11 +388,8 @@ async def merge_combined(
                 raise
         c._record_post_fork(handle.fork_id, parent_dir, touched)
         winner = next(rt for rt in c.branches.values() if rt.label == plan.base_label)
-        discarded = []
-        for rt in c.branches.values():
-            await c._discard(rt)
-            if rt is not winner:
-                discarded.append(rt.branch_id)
+        await asyncio.gather(*(c._discard(rt) for rt in c.branches.values()))
+        discarded = [rt.branch_id for rt in c.branches.values() if rt is not winner]
         history: list[ModelMessage] = list(winner.partial_history or winner.seed_history)
         history.append(ModelRequest(parts=[UserPromptPart(plan.note())]))
         post_id = c.checkpoints.save(
