@@ -42,6 +42,7 @@ from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
+from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.history import dumps_history
 from branching_core.fork.types import MergeResult
@@ -380,7 +381,13 @@ async def merge_combined(
                     asyncio.to_thread(_write, plan, Path(combined.path)),
                 )
                 changes = await asyncio.to_thread(combined.changes)
-                await asyncio.to_thread(combined.commit)
+                try:
+                    await asyncio.to_thread(combined.commit)
+                except ConflictError as exc:  # the parent changed between plan and commit
+                    raise CombineConflict(
+                        [f"{p}: changed in the parent during the merge" for p in exc.paths]
+                        or [str(exc)]
+                    ) from exc
             except BaseException:
                 if combined.is_open:
                     with contextlib.suppress(Exception):
