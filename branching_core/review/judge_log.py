@@ -190,7 +190,10 @@ class JudgeAgreement:
 def _tally(entries: Iterable[Mapping[str, Any]]) -> JudgeAgreement:
     counts = {a: 0 for a in USER_ACTIONS}
     for e in entries:
-        counts[str(e["user_action"])] += 1
+        action = str(e["user_action"])
+        if action in ("accepted", "overrode") and not e.get("verdict"):
+            continue  # the judge named no branch: nothing to agree or disagree with
+        counts[action] += 1
     return JudgeAgreement(
         counts["accepted"], counts["overrode"], counts["cancelled"], counts["auto"]
     )

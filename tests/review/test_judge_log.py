@@ -125,6 +125,9 @@ def test_agreement_rate_and_accepted_other_label(tmp_path: Path) -> None:
     assert agreement.line() == "judge agreement: 60% (3 of 5 decisions; 1 cancelled)"
     # a file path works too
     assert judge_agreement(judge_log_path(tmp_path)).decided == 5
+    # a pick made after a judge that named no branch is no disagreement with it
+    record_judge_decision(tmp_path, user_action="overrode", chosen="b")
+    assert judge_agreement(tmp_path).decided == 5 and len(read_judge_log(tmp_path)) == 7
 
 
 class _Verdict:
