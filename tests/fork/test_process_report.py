@@ -139,4 +139,3 @@ async def test_the_judge_sees_the_process_summary(ws: Workspace) -> None:
     assert "no_such_tool(path='src/app.py') retried" in prompt
     assert outcome.process is not None and outcome.process.diverged_at == 1
     await coord.abort_fork()
-
