@@ -1,8 +1,9 @@
 """Test-command detection and each runner's machine output, on real files and real runs.
 
 cargo and node run for real in the sandbox (in real fork branches) when they exist on this
-machine; go and jest are not installed here, so their parsers read recorded output
-(``tests/review/data``) in the exact format those runners print.
+machine. jest is not installed in the project: its parser reads output recorded from a
+real jest 29 run (``tests/review/data/jest.json``). go is not on this machine at all: its
+sample (``go_test.jsonl``) is written by hand in ``go test -json``'s event format.
 """
 
 from __future__ import annotations
@@ -135,9 +136,12 @@ def test_go_test_json_recorded() -> None:
 
 
 def test_jest_json_recorded() -> None:
+    """Real jest 29 output (recorded): 2 pass, 1 fails, 1 skipped, 1 todo, and one test
+    file that cannot load its module (a suite that never ran counts as one error)."""
     counts = parse_jest_json((DATA / "jest.json").read_bytes())
     assert counts is not None
-    assert (counts.tests, counts.failures, counts.skipped, counts.passed) == (5, 1, 1, 3)
+    assert (counts.tests, counts.failures, counts.errors, counts.skipped) == (6, 1, 1, 2)
+    assert (counts.passed, counts.executed) == (2, 4)
     assert parse_jest_json(b'{"other": 1}') is None and parse_jest_json(b"nope") is None
 
 
