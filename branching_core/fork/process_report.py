@@ -96,9 +96,15 @@ class ProcessReport:
             return "(no branches)"
         cut = self.diverged_at
         lines: list[str] = []
-        if cut is None:
-            lines.append("Every branch made the same tool calls.")
-            cut = max((len(s) for s in self.steps.values()), default=0)
+        if len(self.steps) == 1:
+            cut = 0  # one branch: all its steps under its name
+        elif cut is None:
+            first = next(iter(self.steps.values()))
+            shared = "; ".join(s.label() for s in first) or "(none)"
+            lines.append(
+                f"Every branch made the same {len(first)} tool call(s): {_clip(shared, limit // 3)}"
+            )
+            cut = len(first)
         elif cut > 0:
             first = next(iter(self.steps.values()))[:cut]
             shared = "; ".join(s.label() for s in first)
@@ -106,7 +112,7 @@ class ProcessReport:
             lines.append(f"Diverged at step {cut + 1}.")
         else:
             lines.append("Diverged at step 1.")
-        head = "\n".join(lines) + "\n"
+        head = "".join(f"{line}\n" for line in lines)
         per = max((limit - len(head)) // max(len(self.steps), 1) - 1, 40)
         blocks = []
         for label, steps in self.steps.items():

@@ -3,6 +3,7 @@ workspaces; the steps come from the branches' own message histories."""
 
 from __future__ import annotations
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse
 
@@ -94,7 +95,10 @@ async def test_identical_runs_and_unknown_cost(ws: Workspace) -> None:
     assert report.diverged_at is None
     assert report.totals("a")["cost_usd"] is None
     text = report.summary()
-    assert text.startswith("Every branch made the same tool calls.") and "cost unknown" in text
+    assert text.startswith(
+        "Every branch made the same 1 tool call(s): read_file(path='src/app.py')"
+    )
+    assert "cost unknown" in text
     await coord.abort_fork()
 
 
@@ -139,3 +143,45 @@ async def test_the_judge_sees_the_process_summary(ws: Workspace) -> None:
     assert "no_such_tool(path='src/app.py') retried" in prompt
     assert outcome.process is not None and outcome.process.diverged_at == 1
     await coord.abort_fork()
+
+
+@pytest.mark.filterwarnings("ignore:`RetryPromptPart` is deprecated")
+def test_statuses_from_typed_parts() -> None:
+    """failed / denied come from ToolReturnPart.outcome, a legacy RetryPromptPart is a
+    retry, a call nobody answered is pending; durations come from the timestamps."""
+    from datetime import UTC, datetime, timedelta
+
+    from pydantic_ai.messages import ModelRequest, RetryPromptPart, ToolCallPart, ToolReturnPart
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    calls = [ToolCallPart("run_command", {"command": f"step {i}"}, f"c{i}") for i in range(4)]
+    history = [
+        ModelResponse(parts=calls[:3], timestamp=t0),
+        ModelRequest(
+            parts=[
+                ToolReturnPart(
+                    "run_command",
+                    "boom",
+                    "c0",
+                    outcome="failed",
+                    timestamp=t0 + timedelta(seconds=2),
+                ),
+                ToolReturnPart("run_command", "no", "c1", outcome="denied", timestamp=t0),
+                RetryPromptPart(
+                    "bad args", tool_name="run_command", tool_call_id="c2", timestamp=t0
+                ),
+            ]
+        ),
+        ModelResponse(parts=[calls[3]], timestamp=t0),
+    ]
+
+    class Rt:
+        label, seed_history = "x", []
+
+    Rt.history = history
+    report = build_process_report([Rt()])
+    steps = report.steps["x"]
+    assert [s.status for s in steps] == ["failed", "denied", "retried", "pending"]
+    assert steps[0].duration_s == 2.0 and steps[3].duration_s is None
+    assert report.totals("x")["failed"] == 2
+    assert "run_command(command='step 0') failed" in report.summary()
