@@ -12,10 +12,10 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from branching_core.fork import ForkCoordinator
+from branching_core.fork import BranchSpec, ForkCoordinator
 from branching_core.fork.combine import CombineConflict, CombineError, hunks_of
 from branching_core.workspace import Workspace
-from tests.fork.helpers import request_text
+from tests.fork.helpers import Scripted, request_text
 from tests.review.forks import call, fork_with
 
 from .conftest import project, runner
@@ -179,3 +179,26 @@ async def test_the_model_sees_the_note_at_its_next_request(ws: Workspace, projec
     await Agent(FunctionModel(respond)).run("go on", message_history=result.history_after_merge)
     assert "- parser.py: from a" in seen[0] and "go on" in seen[0]
     assert os.path.exists(project / "parser.py")
+
+
+async def test_nested_fork_combines_into_its_outer_branch(ws: Workspace, project: Path) -> None:
+    """In a nested fork the parent is the outer branch: the result lands there, not in the
+    project, through the outer branch's own workspace node."""
+    coord = await fork_with(ws, {"outer": [call("write_file", path="o.txt", content="o\n")]})
+    inner = coord.nested("outer")
+    scripted = Scripted(
+        {
+            "do x": [call("write_file", path="calc.py", content=A_CALC)],
+            "do y": [call("write_file", path="calc.py", content=B_CALC)],
+        }
+    )
+    inner.agent = Agent(scripted.model)
+    await inner.fork([BranchSpec("x", "do x"), BranchSpec("y", "do y")], parent_history=[])
+    await inner.wait(timeout=30)
+    await inner.merge_or_select("combine", selection={"calc.py": ["x:1", "y:1"]})
+    outer_dir = Path(coord.get_branch("outer").path)
+    assert (outer_dir / "calc.py").read_text() == "line1\nline2\nline3\nline4\nA5\nline6\nB7\n"
+    assert (project / "calc.py").read_text() == PARENT
+    await coord.merge_or_select("pick:outer")
+    assert (project / "calc.py").read_text() == "line1\nline2\nline3\nline4\nA5\nline6\nB7\n"
+    assert (project / "o.txt").read_text() == "o\n"
