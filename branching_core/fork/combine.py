@@ -201,6 +201,22 @@ class _Sources:
         return self.dirs[label]
 
 
+def branch_hunks(coordinator: Any, path: str) -> dict[str, list[Hunk]]:
+    """Every branch's hunks for ``path``, numbered as a selection names them (for a UI's
+    "take this hunk" key). Branches that did not change the path have none; a binary
+    file raises ``CombineError`` (choose it per file)."""
+    rel = _check_path(path)
+    src = _Sources(coordinator)
+    parent = _read(src.parent / rel)
+    out: dict[str, list[Hunk]] = {}
+    for label, directory in src.dirs.items():
+        try:
+            out[label] = hunks_of(label, parent, _read(directory / rel))
+        except CombineError as exc:
+            raise CombineError(f"{rel}: {exc}") from None
+    return out
+
+
 def _plan_hunks(
     rel: str, choices: Sequence[HunkChoice], src: _Sources
 ) -> tuple[PathPlan, list[str]]:
@@ -443,6 +459,7 @@ __all__ = [
     "CombinePlan",
     "Hunk",
     "PathPlan",
+    "branch_hunks",
     "hunks_of",
     "merge_combined",
     "plan_combination",

@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from branching_core.fork import BranchSpec, ForkCoordinator
-from branching_core.fork.combine import CombineConflict, CombineError, hunks_of
+from branching_core.fork.combine import CombineConflict, CombineError, branch_hunks, hunks_of
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, request_text
 from tests.review.forks import call, fork_with
@@ -153,6 +153,19 @@ async def test_parent_changed_since_the_fork_is_a_conflict(ws: Workspace, projec
         await coord.merge_or_select("combine", selection={"calc.py": ["a:0"], "parser.py": "a"})
     assert (project / "calc.py").read_text() == "edited by hand\n"
     assert not (project / "parser.py").exists()
+    await coord.abort_fork()
+
+
+async def test_branch_hunks_for_a_ui(ws: Workspace) -> None:
+    coord = await two_branches(ws)
+    hunks = branch_hunks(coord, "calc.py")
+    assert {label: [h.index for h in hs] for label, hs in hunks.items()} == {
+        "a": [0, 1],
+        "b": [0, 1],
+    }
+    assert branch_hunks(coord, "parser.py")["b"] == []  # b did not create it
+    with pytest.raises(CombineError, match="binary"):
+        branch_hunks(coord, "logo.bin")
     await coord.abort_fork()
 
 
