@@ -50,6 +50,7 @@ File format (every key is optional; an absent key means its default)::
     test_timeout_s = 60.0             # > 0
     merge_strategy = "manual"         # manual | auto | auto_with_fallback | vote
     confidence_threshold = 0.8        # 0..1
+    auto_tune_threshold = false       # tune confidence_threshold from the judge log
     difftool = "meld {parent} {branch}"   # see branching_core.review.editor
 
 Keys this version does not know are reported as problems (so a typo such as
@@ -151,6 +152,7 @@ class Settings:
     test_timeout_s: float = 60.0
     merge_strategy: str = "manual"
     confidence_threshold: float = 0.8
+    auto_tune_threshold: bool = False
     difftool: str | None = None
 
     def model_for_branch(self, slot: int) -> str | None:
@@ -331,6 +333,7 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("test_timeout_s", "review.test_timeout_s", _positive, False),
     _Field("merge_strategy", "review.merge_strategy", _one_of(MERGE_STRATEGIES), False),
     _Field("confidence_threshold", "review.confidence_threshold", _fraction, False),
+    _Field("auto_tune_threshold", "review.auto_tune_threshold", _boolean, False),
     _Field("difftool", "review.difftool", _command, True),
 )
 _BY_KEY = {f.key: f for f in _FIELDS}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from branching_core.cli._common import emit, open_workspace
+from branching_core.review.judge_log import judge_agreement
 
 
 def _human(n: int) -> str:
@@ -96,6 +98,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     else:
         lines.append("forks: (none)")
+    agreement = judge_agreement(ws.path)
+    data["judge_agreement"] = {"rate": agreement.rate, **asdict(agreement)}
+    lines.append(agreement.line())
     emit(args, data, "\n".join(lines))
     return 0
 

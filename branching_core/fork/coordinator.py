@@ -1094,9 +1094,13 @@ class ForkCoordinator:
                 f"the judge did not pick a branch ({outcome.fallback_reason or 'no verdict'}): "
                 "use 'pick:<label>' or 'abort'"
             )
+        if action == "combine":  # per path / per hunk from several branches (fork.combine)
+            from branching_core.fork.combine import merge_combined
+
+            return await merge_combined(self, **judge_options)
         if not action.startswith("pick:"):
             raise ValueError(
-                f"unknown action {action!r}: use 'pick:<label or id>', 'auto' or 'abort'"
+                f"unknown action {action!r}: use 'pick:<label or id>', 'combine', 'auto' or 'abort'"
             )
         async with self._lock:
             if self._resolved:
@@ -1520,6 +1524,29 @@ class ForkCoordinator:
         from branching_core.review.resolver import resolve
 
         return await resolve(self, strategy, **kwargs)
+
+    def process_report(self) -> Any:
+        """Each branch's tool calls, aligned, with where they diverged (``fork.process_report``)."""
+        from branching_core.fork.process_report import build_process_report
+
+        return build_process_report(self._branches.values(), price_fn=self.price_fn)
+
+    def combine_preview(self, selection: Any, *, base: str | None = None) -> Any:
+        """Plan ``merge_or_select("combine", selection=...)`` without writing anything."""
+        from branching_core.fork.combine import plan_combination
+
+        return plan_combination(self, selection, base=base)
+
+    def estimate(
+        self, specs: Sequence[BranchSpec | dict[str, Any]], parent_history: Sequence[Any], **kw: Any
+    ) -> Any:
+        """Estimated cost of forking ``specs`` now (``fork.estimate.estimate_fork``)."""
+        from branching_core.fork.estimate import estimate_fork
+
+        model = self.default_model or getattr(self.agent, "model", None)
+        return estimate_fork(
+            specs, parent_history, default_model=model, price_fn=self.price_fn, **kw
+        )
 
 
 def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[str, Any]]:

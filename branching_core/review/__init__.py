@@ -29,8 +29,16 @@ _LAZY: dict[str, str] = {
     "recover_mirrors": "branching_core.review.mirror_recovery",
     # the diff report
     "build_diff_report": "branching_core.review.diff_report",
-    # tests in every branch
+    # tests in every branch, and finding the command by itself
     "run_branch_tests": "branching_core.review.branch_tests",
+    "DetectedTestCommand": "branching_core.review.detect_tests",
+    "detect_test_command": "branching_core.review.detect_tests",
+    "choose_test_command": "branching_core.review.detect_tests",
+    # the judge's track record and domain
+    "record_judge_decision": "branching_core.review.judge_log",
+    "judge_agreement": "branching_core.review.judge_log",
+    "tune_confidence_threshold": "branching_core.review.judge_log",
+    "judge_domain": "branching_core.review.domain",
     # confidence
     "compute_confidence": "branching_core.review.confidence",
     "count_retry_parts": "branching_core.review.confidence",

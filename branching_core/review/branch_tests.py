@@ -8,14 +8,18 @@ command runs in the branch itself, with pytest's cache and Python's bytecode tur
 The command runs in ``branching_core.sandbox`` (own namespaces, host read-only, private
 ``/tmp``, whole tree killed on timeout).
 
-What it reports: when the command runs pytest (directly or through a wrapper such as
-``make test``), pytest is asked through ``PYTEST_ADDOPTS`` to write a JUnit XML report to
-the sandbox's private ``/tmp``; the wrapper shell copies it to an extra file descriptor we
-read back, so nothing is written into the branch and no command line is rewritten. Then
-passed/total come from the report (``source="junit"``). Any other command counts as one
-test that passed iff it exited 0 (``source="exit_code"``). Zero tests collected is not a
-pass (``pass_ratio == 0.0``); a timeout or a sandbox that could not start gives
-``source="none"`` (no evidence either way).
+What it reports: when the command runs pytest or ``node --test`` (directly or through a
+wrapper such as ``make test`` or ``npm test``), the runner is asked through
+``PYTEST_ADDOPTS`` / ``NODE_OPTIONS`` to write a JUnit XML report to the sandbox's private
+``/tmp``; the wrapper shell copies it to an extra file descriptor we read back, so nothing
+is written into the branch and no command line is rewritten. A jest report written to
+``JSON_REPORT_PATH`` (the detected jest command asks for it) comes back the same way on a
+second descriptor. Counts then come, first found, from: the JUnit report
+(``source="junit"``), the jest report (``"jest-json"``), ``go test -json`` events on stdout
+(``"go-json"``), cargo's ``test result:`` lines (``"cargo"``); see ``runner_output``. Any
+other command counts as one test that passed iff it exited 0 (``source="exit_code"``).
+Zero tests collected is not a pass (``pass_ratio == 0.0``); a timeout or a sandbox that
+could not start gives ``source="none"`` (no evidence either way).
 """
 
 from __future__ import annotations
@@ -26,12 +30,18 @@ import logging
 import os
 import time
 import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from branching_core.review.detect_tests import JSON_REPORT_PATH
+from branching_core.review.runner_output import (
+    RunnerCounts,
+    parse_cargo_summary,
+    parse_go_test_json,
+    parse_jest_json,
+    parse_junit_counts,
+)
 from branching_core.review.types import BranchTestResult
 
 log = logging.getLogger(__name__)
@@ -40,51 +50,42 @@ DEFAULT_TEST_TIMEOUT_S = 60.0
 JUNIT_PATH = "/tmp/forkdeck-junit.xml"
 """Inside the sandbox: its private ``/tmp``, invisible to the branch and to other branches."""
 JUNIT_FD = 3
+JSON_FD = 4
 OUTPUT_TAIL_CHARS = 2000
 
 
-@dataclass(frozen=True)
-class JunitCounts:
-    tests: int
-    failures: int
-    errors: int
-    skipped: int
-
-    @property
-    def passed(self) -> int:
-        return max(self.tests - self.failures - self.errors - self.skipped, 0)
-
-    @property
-    def executed(self) -> int:
-        return max(self.tests - self.skipped, 0)
+JunitCounts = RunnerCounts
+"""Kept for callers of the first version (the counts of any runner now)."""
 
 
-def parse_junit(data: bytes) -> JunitCounts | None:
-    """Sum the counts of every ``<testsuite>`` in a JUnit XML report (``None`` if unreadable)."""
-    if not data.strip():
-        return None
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError:
-        return None
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    if not suites:
-        return None
-    totals = [0, 0, 0, 0]
-    for suite in suites:
-        for i, key in enumerate(("tests", "failures", "errors", "skipped")):
-            try:
-                totals[i] += int(suite.get(key, "0") or 0)
-            except ValueError:
-                return None
-    return JunitCounts(*totals)
+def parse_junit(data: bytes) -> RunnerCounts | None:
+    """Counts of a JUnit XML report (``None`` if unreadable); see ``parse_junit_counts``."""
+    return parse_junit_counts(data)
+
+
+def parse_counts(junit: bytes, json_report: bytes, stdout: str) -> tuple[RunnerCounts, str] | None:
+    """The first runner output that parses, and its ``source`` name (order: module doc)."""
+    counts = parse_junit_counts(junit)
+    if counts is not None:
+        return counts, "junit"
+    counts = parse_jest_json(json_report) if json_report.strip() else None
+    if counts is not None:
+        return counts, "jest-json"
+    counts = parse_go_test_json(stdout)
+    if counts is not None:
+        return counts, "go-json"
+    counts = parse_cargo_summary(stdout)
+    if counts is not None:
+        return counts, "cargo"
+    return None
 
 
 def _wrap(command: str) -> str:
-    """Run ``command`` in a subshell, then hand the JUnit report (if any) over on fd 3."""
+    """Run ``command`` in a subshell, then hand the reports (if any) over on fds 3 and 4."""
     return (
-        f"rm -f {JUNIT_PATH}\n({command}\n)\nrc=$?\n"
-        f"[ -f {JUNIT_PATH} ] && cat {JUNIT_PATH} >&{JUNIT_FD}\nexit $rc\n"
+        f"rm -f {JUNIT_PATH} {JSON_REPORT_PATH}\n({command}\n)\nrc=$?\n"
+        f"[ -f {JUNIT_PATH} ] && cat {JUNIT_PATH} >&{JUNIT_FD}\n"
+        f"[ -f {JSON_REPORT_PATH} ] && cat {JSON_REPORT_PATH} >&{JSON_FD}\nexit $rc\n"
     )
 
 
@@ -94,6 +95,13 @@ def _env(base: Mapping[str, str] | None, *, in_place: bool = False) -> dict[str,
     if in_place:  # running in the branch itself: leave no .pytest_cache behind
         opts.append("-p no:cacheprovider")
     env["PYTEST_ADDOPTS"] = " ".join(o for o in opts if o)
+    # node --test (also behind npm/make): a JUnit report besides the usual spec output
+    node = [
+        env.get("NODE_OPTIONS", "").strip(),
+        "--test-reporter=spec --test-reporter-destination=stdout",
+        f"--test-reporter=junit --test-reporter-destination={JUNIT_PATH}",
+    ]
+    env["NODE_OPTIONS"] = " ".join(o for o in node if o)
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     return env
 
@@ -113,8 +121,10 @@ def result_from(
     timed_out: bool = False,
     duration_s: float = 0.0,
     output_tail: str = "",
+    json_report: bytes = b"",
+    stdout: str = "",
 ) -> BranchTestResult:
-    """Turn what the run left (exit code, JUnit bytes) into a ``BranchTestResult``."""
+    """Turn what the run left (exit code, reports, stdout) into a ``BranchTestResult``."""
     base: dict[str, Any] = {
         "branch_id": branch_id,
         "label": label,
@@ -126,11 +136,12 @@ def result_from(
     if timed_out or exit_code is None:
         reason = "timed out" if timed_out else "did not run"
         return BranchTestResult(**base, source="none", timed_out=timed_out, error=reason)
-    counts = parse_junit(junit)
-    if counts is not None:
+    parsed = parse_counts(junit, json_report, stdout)
+    if parsed is not None:
+        counts, source = parsed
         return BranchTestResult(
             **base,
-            source="junit",
+            source=source,  # type: ignore[arg-type]
             passed=counts.passed,
             failed=counts.failures,
             errors=counts.errors,
@@ -170,7 +181,7 @@ async def run_test_in_dir(
             timeout=timeout,
             limits=limits,
             env=_env(env, in_place=in_place),
-            extra_fds=[JUNIT_FD],
+            extra_fds=[JUNIT_FD, JSON_FD],
         )
     except Exception as exc:  # the sandbox could not start: no evidence, say why
         return BranchTestResult(
@@ -187,6 +198,8 @@ async def run_test_in_dir(
         command,
         exit_code=res.exit_code,
         junit=res.extra.get(JUNIT_FD, b""),
+        json_report=res.extra.get(JSON_FD, b""),
+        stdout=res.stdout,
         timed_out=res.timed_out,
         duration_s=res.duration or time.monotonic() - started,
         output_tail=_tail(res.stdout, res.stderr),
@@ -260,7 +273,9 @@ async def run_branch_tests(
 
 __all__ = [
     "DEFAULT_TEST_TIMEOUT_S",
+    "JSON_FD",
     "JunitCounts",
+    "parse_counts",
     "parse_junit",
     "result_from",
     "run_branch_tests",

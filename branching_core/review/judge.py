@@ -39,6 +39,26 @@ Answer with the winning branch's LABEL exactly as listed under "Branches" (not i
 Set confidence between 0 and 1: how sure you are this branch is the best one to merge.
 Keep the rationale short and concrete."""
 
+WRITING_JUDGE_SYSTEM_PROMPT = """\
+You are the merge judge of a forked research/writing run. Several branches worked on the
+same goal in isolated copies of the project; exactly one of them will be merged.
+Compare the texts each branch produced (the diff report) and how its run went (the
+outcomes), then pick the branch whose result best answers the goal: accurate (no claims
+the sources or the project do not support), complete, well organised and clear, in the
+form and length the goal asks for. Prefer substance over polish and over length.
+Failed runs and errors count against a branch; tests, if any, are a minor signal.
+Answer with the winning branch's LABEL exactly as listed under "Branches" (not its id).
+Set confidence between 0 and 1: how sure you are this branch is the best one to merge.
+Keep the rationale short and concrete."""
+
+JUDGE_PROMPTS: dict[str, str] = {
+    "code": JUDGE_SYSTEM_PROMPT,
+    "writing": WRITING_JUDGE_SYSTEM_PROMPT,
+}
+"""The judge's instructions per domain (see ``branching_core.review.domain``)."""
+PROCESS_CHARS = 2_000
+"""The "how each branch worked" section (``process_report``) is cut to this."""
+
 
 def truncate(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, with a marker saying how much was dropped."""
@@ -122,8 +142,10 @@ def build_judge_prompt(
     outcomes: Sequence[BranchOutcome],
     *,
     max_chars: int = MAX_JUDGE_PROMPT_CHARS,
+    process_summary: str | None = None,
 ) -> str:
-    """Goal + branches + diff report, each section capped, the total at ``max_chars``."""
+    """Goal + branches (+ how each worked) + diff report, each section capped, the total
+    at ``max_chars``."""
     goal_text = truncate((goal or "(the goal was not recorded)").strip(), GOAL_CHARS)
     per = max(OUTCOMES_CHARS // max(len(outcomes), 1), 200)
     outcome_text = "\n".join(format_outcome(o, limit=min(per, OUTCOME_CHARS)) for o in outcomes)
@@ -131,8 +153,10 @@ def build_judge_prompt(
     head = (
         f"## Goal\n{goal_text}\n\n"
         f"## Branches (answer with one of these labels: {labels})\n{outcome_text}\n\n"
-        "## Diff report\n"
     )
+    if process_summary and process_summary.strip():
+        head += f"## How each branch worked\n{truncate(process_summary.strip(), PROCESS_CHARS)}\n\n"
+    head += "## Diff report\n"
     budget = max(max_chars - len(head), 0)
     body = format_report(report, limit=budget) if report is not None else "(no diff report)"
     return truncate(head + body, max_chars)
@@ -189,12 +213,22 @@ class JudgeAgent:
     ) -> None:
         self.model = _model(model)
         self.max_prompt_chars = max_prompt_chars
-        self.agent: Agent[None, JudgeVerdict] = Agent(
-            self.model,
-            output_type=JudgeVerdict,
-            instructions=JUDGE_SYSTEM_PROMPT,
-            name="forkdeck-judge",
-        )
+        self._agents: dict[str, Agent[None, JudgeVerdict]] = {}
+        self.agent: Agent[None, JudgeVerdict] = self.agent_for("code")
+
+    def agent_for(self, domain: str) -> Agent[None, JudgeVerdict]:
+        """The judge agent with ``domain``'s instructions (built once per domain)."""
+        if domain not in JUDGE_PROMPTS:
+            raise ValueError(f"unknown judge domain {domain!r}: use {', '.join(JUDGE_PROMPTS)}")
+        agent = self._agents.get(domain)
+        if agent is None:
+            agent = self._agents[domain] = Agent(
+                self.model,
+                output_type=JudgeVerdict,
+                instructions=JUDGE_PROMPTS[domain],
+                name="forkdeck-judge",
+            )
+        return agent
 
     @property
     def model_name(self) -> str:
@@ -207,10 +241,19 @@ class JudgeAgent:
         goal: str | None,
         diff_report: BranchDiffReport | None,
         outcomes: Sequence[BranchOutcome],
+        *,
+        domain: str = "code",
+        process_summary: str | None = None,
     ) -> tuple[JudgeVerdict, Any]:
         """Run the judge once: ``(verdict, usage)`` (no label check; see :meth:`decide`)."""
-        prompt = build_judge_prompt(goal, diff_report, outcomes, max_chars=self.max_prompt_chars)
-        result = await self.agent.run(prompt)
+        prompt = build_judge_prompt(
+            goal,
+            diff_report,
+            outcomes,
+            max_chars=self.max_prompt_chars,
+            process_summary=process_summary,
+        )
+        result = await self.agent_for(domain).run(prompt)
         return result.output, result.usage
 
     async def decide(
@@ -218,20 +261,33 @@ class JudgeAgent:
         goal: str | None,
         diff_report: BranchDiffReport | None,
         outcomes: Sequence[BranchOutcome],
+        *,
+        domain: str = "code",
+        process_summary: str | None = None,
     ) -> JudgeDecision:
         """Run the judge; re-ask once if its ``winner`` names no branch. Never raises for a
-        judge failure: the decision then has ``winner_id=None`` and ``error`` set."""
+        judge failure: the decision then has ``winner_id=None`` and ``error`` set.
+
+        ``domain`` picks the instructions (``code`` or ``writing``, see ``judge_domain``);
+        ``process_summary`` is the bounded "how each branch worked" text."""
         decision = JudgeDecision(None, None, None, model_name=self.model_name)
         if not outcomes:
             decision.error = "no branch to judge"
             return decision
-        prompt = build_judge_prompt(goal, diff_report, outcomes, max_chars=self.max_prompt_chars)
+        agent = self.agent_for(domain)
+        prompt = build_judge_prompt(
+            goal,
+            diff_report,
+            outcomes,
+            max_chars=self.max_prompt_chars,
+            process_summary=process_summary,
+        )
         labels = ", ".join(o.label for o in outcomes)
         history: list[Any] | None = None
         for attempt in range(2):
             decision.asked = attempt + 1
             try:
-                result = await self.agent.run(prompt, message_history=history)
+                result = await agent.run(prompt, message_history=history)
             except Exception as exc:  # a model/provider failure: fall back, say why
                 decision.error = f"judge failed: {type(exc).__name__}: {exc}"
                 return decision
@@ -254,8 +310,10 @@ class JudgeAgent:
 
 
 __all__ = [
+    "JUDGE_PROMPTS",
     "JUDGE_SYSTEM_PROMPT",
     "MAX_JUDGE_PROMPT_CHARS",
+    "WRITING_JUDGE_SYSTEM_PROMPT",
     "JudgeAgent",
     "JudgeDecision",
     "build_judge_prompt",

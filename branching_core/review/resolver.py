@@ -16,18 +16,27 @@ judge(s), then combine the evidence with ``compute_confidence``.
 
 A judge that cannot name a branch (after being asked again once) never merges anything:
 the outcome falls back to manual with ``fallback_reason`` set.
+
+The judge's instructions follow the task (``judge_domain``: code vs research/writing). A
+merge ``resolve`` makes itself is appended to the judge log (``judge_log``: ``auto`` for
+``auto``/``vote``, ``accepted`` for ``auto_with_fallback`` with ``commit=True``); a UI
+records what the user did with :func:`record_judge_decision`. With ``[review]
+auto_tune_threshold = true`` the threshold comes from that log (``tune_confidence_threshold``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic_ai.models import Model
 
+from branching_core.errors import ConfigError
+from branching_core.fork.process_report import build_process_report
 from branching_core.review.branch_tests import DEFAULT_TEST_TIMEOUT_S, run_branch_tests
 from branching_core.review.confidence import (
     compute_confidence,
@@ -36,8 +45,11 @@ from branching_core.review.confidence import (
     count_tool_failures,
     signals_for,
 )
+from branching_core.review.detect_tests import choose_test_command
 from branching_core.review.diff_report import build_diff_report
+from branching_core.review.domain import judge_domain
 from branching_core.review.judge import JudgeAgent, JudgeDecision
+from branching_core.review.judge_log import record_judge_decision, tune_confidence_threshold
 from branching_core.review.types import (
     BranchDiffReport,
     BranchOutcome,
@@ -45,6 +57,8 @@ from branching_core.review.types import (
     JudgeVerdict,
     ResolveOutcome,
 )
+
+log = logging.getLogger(__name__)
 
 VOTE_PANEL_SIZE = 3
 ModelChoice = str | Model | JudgeAgent
@@ -141,7 +155,9 @@ async def resolve(
     ``judges`` overrides the judge model(s) (names, ``Model`` objects or ``JudgeAgent``s;
     the first one for ``auto``/``auto_with_fallback``); ``test_command`` runs in every
     branch before judging (default: the coordinator's ``test_command`` attribute if it has
-    one, else ``settings.test_command`` from ``[review]``); ``commit=True`` makes an
+    one, else ``settings.test_command`` from ``[review]``, else the command
+    ``detect_test_command`` finds in the parent workspace; ``""`` runs no tests; what ran
+    is ``outcome.test_command``); ``commit=True`` makes an
     eligible ``auto_with_fallback`` merge at once. Raises ``RuntimeError`` when there is
     no fork or it is already resolved, ``ValueError`` for an unknown strategy kind.
     """
@@ -157,6 +173,9 @@ async def resolve(
             f"unknown merge strategy {kind!r}: use manual, auto, auto_with_fallback or vote"
         )
     threshold = float(strategy.confidence_threshold)
+    root = coordinator.workspace.path
+    if getattr(settings, "auto_tune_threshold", False):
+        threshold = tune_confidence_threshold(root, threshold)
     outcome = ResolveOutcome(kind=kind, threshold=threshold)
     if kind == "manual":
         return outcome
@@ -172,6 +191,11 @@ async def resolve(
         test_command = getattr(coordinator, "test_command", None) or getattr(
             settings, "test_command", None
         )
+    chosen_tests = (
+        choose_test_command(test_command, coordinator.parent_path)
+        if test_command is None or test_command.strip()
+        else None  # test_command="" turns the tests off
+    )
     if test_timeout_s is None:
         test_timeout_s = float(
             getattr(coordinator, "test_timeout_s", None)
@@ -188,16 +212,28 @@ async def resolve(
         build_diff_report, handle.fork_id, runtimes, parent_path=coordinator.parent_path
     )
     outcome.report = report
-    if test_command:
+    outcome.test_command = chosen_tests
+    if chosen_tests is not None:
         outcome.test_results = await run_branch_tests(
-            runtimes, test_command, timeout=test_timeout_s, limits=test_limits
+            runtimes, chosen_tests.command, timeout=test_timeout_s, limits=test_limits
         )
     outcomes = [branch_outcome(rt, outcome.test_results.get(rt.branch_id)) for rt in runtimes]
     if goal is None:
         goal = "\n".join(f"- {rt.label}: {rt.spec.steer}" for rt in runtimes)
         goal = f"The branches were asked (one approach each):\n{goal}"
 
-    decisions = await asyncio.gather(*(a.decide(goal, report, outcomes) for a in agents))
+    outcome.goal = goal
+    outcome.domain = judge_domain(goal, report)
+    outcome.process = build_process_report(
+        runtimes, price_fn=getattr(coordinator, "price_fn", None)
+    )
+    process_text = outcome.process.summary()
+    decisions = await asyncio.gather(
+        *(
+            a.decide(goal, report, outcomes, domain=outcome.domain, process_summary=process_text)
+            for a in agents
+        )
+    )
     for d in decisions:
         outcome.judge_usage.extend(d.usage)
         if d.verdict is not None:
@@ -223,7 +259,17 @@ async def resolve(
         _pick_action(coordinator, winner.branch_id)
     )
     outcome.committed = True
+    # auto_with_fallback with commit=True: the caller accepted the pick in advance
+    _log(root, outcome, "accepted" if kind == "auto_with_fallback" else "auto")
     return outcome
+
+
+def _log(root: Any, outcome: ResolveOutcome, action: str) -> None:
+    """Append to the judge log; a log that cannot be written never undoes a merge."""
+    try:
+        record_judge_decision(root, outcome, user_action=action)
+    except (OSError, ConfigError) as exc:
+        log.warning("judge log not written: %s", exc)
 
 
 def _vote_verdict(chosen: JudgeDecision, decisions: Sequence[JudgeDecision]) -> JudgeVerdict:

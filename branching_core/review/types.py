@@ -38,9 +38,10 @@ BranchDiffOperation = Literal["created", "modified", "deleted", "renamed", "unto
 """What one branch did to a path, relative to the parent (end state, not event log).
 ``renamed``: the branch removed ``old_path`` and created this path with the same bytes."""
 
-TestSource = Literal["junit", "exit_code", "none"]
-"""Where a branch's passed/total came from: the runner's JUnit XML report (pytest), the
-exit code (any other command), or nowhere (timed out / could not start)."""
+TestSource = Literal["junit", "jest-json", "go-json", "cargo", "exit_code", "none"]
+"""Where a branch's passed/total came from: the runner's JUnit XML report (pytest, node
+--test), jest's JSON report, ``go test -json`` events, cargo's summary lines, the exit code
+(any other command), or nowhere (timed out / could not start)."""
 
 ResolveKind = Literal["manual", "auto", "auto_with_fallback", "vote"]
 
@@ -305,6 +306,15 @@ class ResolveOutcome:
     merge_result: Any = None
     judge_usage: list[Any] = field(default_factory=list)
     test_results: dict[str, BranchTestResult] = field(default_factory=dict)
+    goal: str | None = None
+    """What the judge was told the branches were asked to do."""
+    domain: str | None = None
+    """``code`` or ``writing``: which judge instructions were used (``judge_domain``)."""
+    process: Any = None
+    """The ``ProcessReport`` (each branch's tool calls); the judge saw its ``summary()``."""
+    test_command: Any = None
+    """The ``DetectedTestCommand`` that ran (``source="config"`` when it was configured or
+    passed in; a file name when detected), ``None`` when no test command was found."""
     fallback_reason: str | None = None
     report: BranchDiffReport | None = None
 

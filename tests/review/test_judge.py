@@ -228,7 +228,7 @@ async def test_judge_prompt_is_bounded(ws: Workspace, project: Path, runner) -> 
         ws,
         {
             "noisy": [
-                call("run_command", command="echo HISTORY-ONLY-MARKER"),
+                call("run_command", command="printf 'HISTORY-ONLY-%s' MARKER"),
                 call("write_file", path="huge.txt", content=huge),
             ],
             "quiet": [call("write_file", path="src/app.py", content="VALUE = 2\n")],
@@ -243,7 +243,9 @@ async def test_judge_prompt_is_bounded(ws: Workspace, project: Path, runner) -> 
     assert len(prompt) <= MAX_JUDGE_PROMPT_CHARS
     assert "## Goal\nMake VALUE two." in prompt and "## Diff report" in prompt
     assert "- noisy (id " in prompt and "- quiet (id " in prompt
+    # the tool's output (history only) never; its call, summarised, in the process section
     assert "HISTORY-ONLY-MARKER" not in prompt
+    assert "run_command(command=\"printf 'HISTORY-ONLY-%s' MARKER\")" in prompt
     assert outcome.committed and outcome.winner_label == "quiet"
 
 

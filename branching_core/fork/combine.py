@@ -1,0 +1,466 @@
+"""Combine instead of pick: ``merge_or_select("combine", selection={...})``.
+
+Why: often branch A fixed the parser and branch B wrote the better tests. Picking one loses
+the other's work; combining takes, per path, one branch's version (or the parent's), and
+within a text file, per hunk, the changes the user chose.
+
+``selection`` maps a path to
+
+* a branch label (that branch's version of the file: its bytes and mode, a symlink as a
+  symlink, or the file's absence when the branch deleted it), or ``"parent"`` (leave the
+  parent's version);
+* a list of hunk choices: ``"label:3"``, ``("label", 3)`` or ``{"branch": "label",
+  "hunk": 3}``. Hunks are numbered per branch and path as :func:`hunks_of` (difflib, the
+  parent's text against the branch's) lists them, so a UI shows exactly these.
+
+All or nothing: the whole selection is planned first (:func:`plan_combination`, no side
+effects; a UI shows it as the running "combined result"). Two chosen hunks that overlap in
+the parent's text (or insert at the same place) are a conflict; a path the parent changed
+since the fork is a conflict; a binary file chosen per hunk is refused (it can be chosen
+per file). Any of these raises before anything is written. Otherwise the result is written
+into ONE fresh workspace branch of the parent, committed through the workspace layer's
+journaled commit (so a crash leaves the old parent or the new one), then the fork's
+branches are discarded. The merged history is the base branch's (``base=``, default: the
+branch most paths were taken from) plus a note telling the model what came from where.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import os
+import shutil
+import stat
+import time
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+
+from branching_core.errors import ConflictError
+from branching_core.fork import events as ev
+from branching_core.fork.history import dumps_history
+from branching_core.fork.types import MergeResult
+
+PARENT = "parent"
+HunkChoice = str | tuple[str, int] | Mapping[str, Any]
+Selection = Mapping[str, str | Sequence[HunkChoice]]
+
+
+class CombineError(ValueError):
+    """The selection cannot be applied as asked (bad path, label, hunk, binary per hunk)."""
+
+
+class CombineConflict(CombineError):
+    """Chosen changes collide (overlapping hunks, or the parent changed since the fork);
+    nothing was applied. ``conflicts`` holds one line per collision."""
+
+    def __init__(self, conflicts: list[str]) -> None:
+        self.conflicts = conflicts
+        super().__init__(f"{len(conflicts)} conflict(s), nothing applied: " + "; ".join(conflicts))
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One change of a branch against the parent: parent lines ``[start, end)`` become
+    ``lines`` (an insertion has ``start == end``)."""
+
+    label: str
+    index: int
+    start: int
+    end: int
+    lines: tuple[str, ...]
+
+    def overlaps(self, other: Hunk) -> bool:
+        if self.start == self.end and other.start == other.end:
+            return self.start == other.start  # two insertions at one place: order unknown
+        if self.start == self.end:
+            return other.start < self.start < other.end
+        if other.start == other.end:
+            return self.start < other.start < self.end
+        return self.start < other.end and other.start < self.end
+
+
+@dataclass
+class PathPlan:
+    """What the combined result does to one path."""
+
+    path: str
+    action: Literal["write", "copy", "delete", "keep"]
+    data: bytes | None = None
+    source: Path | None = None
+    """``copy``: the branch's file (copied with its mode; a symlink is recreated)."""
+    taken: list[str] = field(default_factory=list)
+    """Where the content came from: ``["a"]`` or ``["a#0", "b#2"]``."""
+
+
+@dataclass
+class CombinePlan:
+    """The planned combination; ``base_label`` gives the merged history."""
+
+    paths: list[PathPlan]
+    base_label: str
+
+    def note(self) -> str:
+        """What the model is told after the merge."""
+        lines = [
+            "The fork was merged by combining branches (base history: "
+            f"{self.base_label}). Taken into the workspace:"
+        ]
+        for p in self.paths:
+            if p.action == "keep":
+                lines.append(f"- {p.path}: the parent's version (branches' changes dropped)")
+            elif p.action == "delete":
+                lines.append(f"- {p.path}: deleted, as in {', '.join(p.taken)}")
+            elif len(p.taken) == 1 and "#" not in p.taken[0]:
+                lines.append(f"- {p.path}: from {p.taken[0]}")
+            else:
+                lines.append(f"- {p.path}: hunks {', '.join(p.taken)}")
+        return "\n".join(lines)
+
+
+def _is_text(data: bytes) -> bool:
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _read(path: Path) -> bytes | None:
+    """A regular file's bytes; ``None`` when absent. Refuses directories and links."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise CombineError(f"{path.name}: not a regular file; choose it per file")
+    return path.read_bytes()
+
+
+def hunks_of(label: str, parent: bytes | None, branch: bytes | None) -> list[Hunk]:
+    """The branch's changes to one text file, numbered from 0 (difflib opcodes)."""
+    for data in (parent, branch):
+        if data is not None and not _is_text(data):
+            raise CombineError("binary file: it can be chosen per file, not per hunk")
+    a = (parent or b"").decode("utf-8").splitlines(keepends=True)
+    b = (branch or b"").decode("utf-8").splitlines(keepends=True)
+    out = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            out.append(Hunk(label, len(out), i1, i2, tuple(b[j1:j2])))
+    return out
+
+
+def _check_path(rel: str) -> str:
+    p = PurePosixPath(rel)
+    if not rel or p.is_absolute() or ".." in p.parts or p.parts[:1] == (".pydantic-deep",):
+        raise CombineError(f"{rel!r}: not a path inside the workspace")
+    return str(p)
+
+
+def _choice(choice: HunkChoice) -> tuple[str, int]:
+    if isinstance(choice, str):
+        label, sep, index = choice.rpartition(":")
+        if not sep:
+            raise CombineError(f"hunk choice {choice!r}: write it as 'label:index'")
+    elif isinstance(choice, Mapping):
+        label, index = choice.get("branch", ""), choice.get("hunk", "")
+    else:
+        label, index = choice
+    try:
+        return str(label), int(index)
+    except (TypeError, ValueError):
+        raise CombineError(f"hunk choice {choice!r}: the hunk index is not a number") from None
+
+
+class _Sources:
+    """Label -> branch directory, for the branches that still have files."""
+
+    def __init__(self, coordinator: Any) -> None:
+        self.parent = Path(coordinator.parent_path)
+        self.dirs: dict[str, Path] = {}
+        self.runtimes: dict[str, Any] = {}
+        for rt in coordinator.branches.values():
+            if rt.ws_branch is not None:
+                self.dirs[rt.label] = Path(rt.ws_branch.path)
+                self.runtimes[rt.label] = rt
+
+    def dir(self, label: str) -> Path:
+        if label not in self.dirs:
+            known = ", ".join(sorted(self.dirs)) or "none"
+            raise CombineError(f"no branch {label!r} with files to take from (branches: {known})")
+        return self.dirs[label]
+
+
+def branch_hunks(coordinator: Any, path: str) -> dict[str, list[Hunk]]:
+    """Every branch's hunks for ``path``, numbered as a selection names them (for a UI's
+    "take this hunk" key). Branches that did not change the path have none; a binary
+    file raises ``CombineError`` (choose it per file)."""
+    rel = _check_path(path)
+    src = _Sources(coordinator)
+    parent = _read(src.parent / rel)
+    out: dict[str, list[Hunk]] = {}
+    for label, directory in src.dirs.items():
+        try:
+            out[label] = hunks_of(label, parent, _read(directory / rel))
+        except CombineError as exc:
+            raise CombineError(f"{rel}: {exc}") from None
+    return out
+
+
+def _plan_hunks(
+    rel: str, choices: Sequence[HunkChoice], src: _Sources
+) -> tuple[PathPlan, list[str]]:
+    parent_data = _read(src.parent / rel)
+    cache: dict[str, list[Hunk]] = {}
+    chosen: list[Hunk] = []
+    for choice in choices:
+        label, index = _choice(choice)
+        if label not in cache:
+            try:
+                cache[label] = hunks_of(label, parent_data, _read(src.dir(label) / rel))
+            except CombineError as exc:
+                raise CombineError(f"{rel}: {exc}") from None
+        hunks = cache[label]
+        if not 0 <= index < len(hunks):
+            raise CombineError(f"{rel}: {label} has {len(hunks)} hunk(s), no hunk {index}")
+        if hunks[index] not in chosen:
+            chosen.append(hunks[index])
+    conflicts = []
+    unique: list[Hunk] = []
+    for h in sorted(chosen, key=lambda h: (h.start, h.end, h.label)):
+        same = next(
+            (u for u in unique if (u.start, u.end, u.lines) == (h.start, h.end, h.lines)), None
+        )
+        if same is not None:
+            continue  # the same change chosen from two branches: take it once
+        for u in unique:
+            if u.overlaps(h):
+                conflicts.append(
+                    f"{rel}: hunk {u.label}#{u.index} (lines {u.start + 1}-{u.end}) overlaps "
+                    f"hunk {h.label}#{h.index} (lines {h.start + 1}-{h.end})"
+                )
+        unique.append(h)
+    parent_lines = (parent_data or b"").decode("utf-8").splitlines(keepends=True)
+    out: list[str] = []
+    pos = 0
+    for h in unique:
+        out.extend(parent_lines[pos : h.start])
+        out.extend(h.lines)
+        pos = max(pos, h.end)
+    out.extend(parent_lines[pos:])
+    taken = [f"{h.label}#{h.index}" for h in unique]
+    return PathPlan(rel, "write", "".join(out).encode("utf-8"), taken=taken), conflicts
+
+
+def plan_combination(
+    coordinator: Any, selection: Selection, *, base: str | None = None
+) -> CombinePlan:
+    """Plan ``selection`` against the fork's branches (reads files, writes nothing).
+
+    Raises ``CombineError`` for a bad selection and ``CombineConflict`` (listing every
+    collision) when chosen hunks overlap."""
+    if not selection:
+        raise CombineError("the selection is empty: choose at least one path")
+    src = _Sources(coordinator)
+    plans: list[PathPlan] = []
+    conflicts: list[str] = []
+    for raw, choice in selection.items():
+        rel = _check_path(str(raw))
+        if isinstance(choice, str):
+            label = choice.strip()
+            if label == PARENT:
+                plans.append(PathPlan(rel, "keep", taken=[PARENT]))
+                continue
+            path = src.dir(label) / rel
+            if os.path.lexists(path):
+                if path.is_dir() and not path.is_symlink():
+                    raise CombineError(f"{rel}: a directory; choose the files in it")
+                plans.append(PathPlan(rel, "copy", source=path, taken=[label]))
+            elif os.path.lexists(src.parent / rel):
+                plans.append(PathPlan(rel, "delete", taken=[label]))
+            else:
+                raise CombineError(f"{rel}: neither {label} nor the parent has this path")
+        elif isinstance(choice, Sequence) and choice:
+            plan, found = _plan_hunks(rel, choice, src)
+            plans.append(plan)
+            conflicts.extend(found)
+        else:
+            raise CombineError(f"{rel}: choose a branch label, 'parent', or a list of hunks")
+    if conflicts:
+        raise CombineConflict(conflicts)
+    if base is None:
+        counts = Counter(t.split("#")[0] for p in plans for t in p.taken if t != PARENT)
+        order = list(src.dirs)
+        base = max(counts, key=lambda b: (counts[b], -order.index(b))) if counts else order[0]
+    src.dir(base)
+    return CombinePlan(plans, base)
+
+
+def _write(plan: CombinePlan, root: Path) -> None:
+    for p in plan.paths:
+        target = root / p.path
+        if p.action == "keep":
+            continue
+        if p.action == "delete":
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif os.path.lexists(target):
+                target.unlink()
+            continue
+        try:
+            st: os.stat_result | None = os.lstat(target)
+        except FileNotFoundError:
+            st = None
+            target.parent.mkdir(parents=True, exist_ok=True)
+        is_link = p.action == "copy" and p.source is not None and p.source.is_symlink()
+        if st is not None and (is_link or not stat.S_ISREG(st.st_mode)):
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+        # a regular file is rewritten in place (on overlay: one copy-up, no whiteout)
+        if p.action == "copy":
+            assert p.source is not None
+            if is_link:
+                os.symlink(os.readlink(p.source), target)
+            else:
+                shutil.copyfile(p.source, target)
+                shutil.copymode(p.source, target)
+        else:
+            assert p.data is not None
+            target.write_bytes(p.data)
+
+
+def _parent_changed(plan: CombinePlan, parent: Path, since_ns: int) -> list[str]:
+    out = []
+    for p in plan.paths:
+        if p.action == "keep":
+            continue
+        try:
+            if os.lstat(parent / p.path).st_ctime_ns > since_ns:
+                out.append(f"{p.path}: changed in the parent since the fork")
+        except FileNotFoundError:
+            continue
+    return out
+
+
+async def merge_combined(
+    coordinator: Any, selection: Selection | None = None, *, base: str | None = None
+) -> MergeResult:
+    """Apply ``selection`` to the parent in one commit and resolve the fork (module doc).
+
+    Raises ``CombineError``/``CombineConflict`` (the fork stays open, nothing written),
+    ``RuntimeError`` when the fork is already resolved."""
+    from branching_core.fork.coordinator import _COMMIT_LOCKS
+
+    c = coordinator
+    handle = c._require_handle()
+    async with c._lock:
+        if c._resolved:
+            raise RuntimeError(f"fork {handle.fork_id} is already resolved ({c._resolution})")
+        for rt in c.branches.values():
+            if rt.task is not None and not rt.task.done():
+                if rt.task is asyncio.current_task():
+                    raise RuntimeError("a branch cannot merge the fork it runs in")
+                await asyncio.wait([rt.task])
+        plan = await asyncio.to_thread(plan_combination, c, selection or {}, base=base)
+        open_branches = [rt.ws_branch for rt in c.branches.values() if rt.ws_branch is not None]
+        since = min((b.created_ns for b in open_branches), default=time.time_ns())
+        parent_dir = Path(c.parent_path)
+        stale = await asyncio.to_thread(_parent_changed, plan, parent_dir, since)
+        if stale:
+            raise CombineConflict(stale)
+        touched = [p.path for p in plan.paths if p.action != "keep"]
+        key = (str(c.workspace.path), getattr(c.parent_node, "node_id", "root"))
+        lock = _COMMIT_LOCKS.setdefault(asyncio.get_running_loop(), {}).setdefault(
+            key, asyncio.Lock()
+        )
+        async with lock:
+            name = f"combine-{handle.fork_id}-{uuid.uuid4().hex[:6]}"
+            combined = await asyncio.to_thread(c.parent_node.branch, name, None, None)
+            try:
+                # the pre-merge files (for rewind) are read while the result is written
+                await asyncio.gather(
+                    asyncio.to_thread(
+                        c.checkpoints.record_files, handle.fork_id, "fork", parent_dir, touched
+                    ),
+                    asyncio.to_thread(_write, plan, Path(combined.path)),
+                )
+                changes = await asyncio.to_thread(combined.changes)
+                try:
+                    await asyncio.to_thread(combined.commit)
+                except ConflictError as exc:  # the parent changed between plan and commit
+                    raise CombineConflict(
+                        [f"{p}: changed in the parent during the merge" for p in exc.paths]
+                        or [str(exc)]
+                    ) from exc
+            except BaseException:
+                if combined.is_open:
+                    with contextlib.suppress(Exception):
+                        await asyncio.to_thread(combined.abort)
+                raise
+        c._record_post_fork(handle.fork_id, parent_dir, touched)
+        winner = next(rt for rt in c.branches.values() if rt.label == plan.base_label)
+        await asyncio.gather(*(c._discard(rt) for rt in c.branches.values()))
+        discarded = [rt.branch_id for rt in c.branches.values() if rt is not winner]
+        history: list[ModelMessage] = list(winner.partial_history or winner.seed_history)
+        history.append(ModelRequest(parts=[UserPromptPart(plan.note())]))
+        post_id = c.checkpoints.save(
+            handle.fork_id,
+            "post-fork",
+            dumps_history(history),
+            parent_workspace_branch_id=c._parent_ws_id(),
+        )
+        winner.resolution = "merged"
+        c._resolved = True
+        c._resolution = f"combine:{winner.branch_id}"
+        c._post_checkpoint = post_id
+        await c._writer.flush()
+        c._persist(durable=True)
+        c._publish(
+            ev.ForkResolved(
+                fork_id=handle.fork_id,
+                action=c._resolution,
+                winner_branch_id=winner.branch_id,
+                discarded=tuple(discarded),
+            )
+        )
+        return MergeResult(
+            fork_id=handle.fork_id,
+            action="combine",
+            winner_branch_id=winner.branch_id,
+            winner_label=winner.label,
+            winner_state=winner.state,
+            applied_paths=sorted({*changes.created, *changes.modified}),
+            applied_changes=len(changes.all_paths),
+            deleted_paths=list(changes.deleted),
+            history_after_merge=history,
+            discarded_branch_ids=discarded,
+            partial=winner.state != "done",
+            pre_fork_checkpoint_id=handle.parent_checkpoint_id,
+            post_fork_checkpoint_id=post_id,
+        )
+
+
+__all__ = [
+    "PARENT",
+    "CombineConflict",
+    "CombineError",
+    "CombinePlan",
+    "Hunk",
+    "PathPlan",
+    "branch_hunks",
+    "hunks_of",
+    "merge_combined",
+    "plan_combination",
+]
