@@ -361,7 +361,7 @@ async def merge_combined(
 
     Raises ``CombineError``/``CombineConflict`` (the fork stays open, nothing written),
     ``RuntimeError`` when the fork is already resolved."""
-    from branching_core.fork.coordinator import _COMMIT_LOCKS
+    from branching_core.agent.subagents.merge import landing_lock
 
     c = coordinator
     handle = c._require_handle()
@@ -381,18 +381,17 @@ async def merge_combined(
         if stale:
             raise CombineConflict(stale)
         touched = [p.path for p in plan.paths if p.action != "keep"]
-        key = (str(c.workspace.path), getattr(c.parent_node, "node_id", "root"))
-        lock = _COMMIT_LOCKS.setdefault(asyncio.get_running_loop(), {}).setdefault(
-            key, asyncio.Lock()
-        )
-        async with lock:
+        # the one landing lock per parent path, shared with fork merges and sub-agents
+        async with landing_lock(c.parent_node):
             name = f"combine-{handle.fork_id}-{uuid.uuid4().hex[:6]}"
             combined = await asyncio.to_thread(c.parent_node.branch, name, None, None)
+            held = None
             try:
-                # the pre-merge files (for rewind) are read while the result is written
-                await asyncio.gather(
+                # the pre-merge files (for rewind) are held open while the result is written;
+                # their copies are made after the commit, off the event loop
+                held, _ = await asyncio.gather(
                     asyncio.to_thread(
-                        c.checkpoints.record_files, handle.fork_id, "fork", parent_dir, touched
+                        c.checkpoints.hold_files, handle.fork_id, "fork", parent_dir, touched
                     ),
                     asyncio.to_thread(_write, plan, Path(combined.path)),
                 )
@@ -405,11 +404,14 @@ async def merge_combined(
                         or [str(exc)]
                     ) from exc
             except BaseException:
+                if held is not None:
+                    with contextlib.suppress(Exception):
+                        held.finish()  # what the parent held before is still worth keeping
                 if combined.is_open:
                     with contextlib.suppress(Exception):
                         await asyncio.to_thread(combined.abort)
                 raise
-        c._record_post_fork(handle.fork_id, parent_dir, touched)
+        c._record_post_fork(handle.fork_id, parent_dir, touched, held)
         winner = next(rt for rt in c.branches.values() if rt.label == plan.base_label)
         await asyncio.gather(*(c._discard(rt) for rt in c.branches.values()))
         discarded = [rt.branch_id for rt in c.branches.values() if rt is not winner]
