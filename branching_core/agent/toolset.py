@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,18 +162,17 @@ class WorkspaceToolset(FunctionToolset[Any]):
         self.on_output = on_output
         self.max_output_chars = max_output_chars
         self.search_timeout = search_timeout
-        readers: tuple[Callable[..., str], ...] = (
-            self.read_file, self.list_dir, self.glob, self.grep
-        )
-        for func in readers:
-            self.add_function(func, takes_ctx=False)
+        # One call per tool (not a loop over a tuple) so each signature is checked on its own.
+        self.add_function(self.read_file, takes_ctx=False)
+        self.add_function(self.list_dir, takes_ctx=False)
+        self.add_function(self.glob, takes_ctx=False)
+        self.add_function(self.grep, takes_ctx=False)
         # Tools with side effects are barriers: when a model emits several calls in one
         # response, they run alone and in the order they were emitted.
-        writers: tuple[Callable[..., Any], ...] = (
-            self.write_file, self.edit_file, self.delete_file, self.run_command
-        )
-        for func in writers:
-            self.add_function(func, takes_ctx=False, sequential=True)
+        self.add_function(self.write_file, takes_ctx=False, sequential=True)
+        self.add_function(self.edit_file, takes_ctx=False, sequential=True)
+        self.add_function(self.delete_file, takes_ctx=False, sequential=True)
+        self.add_function(self.run_command, takes_ctx=False, sequential=True)
 
     # -- path handling -------------------------------------------------------------------
 
