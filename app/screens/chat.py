@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from app.commands import (
+    COMMANDS,
     SETTINGS_COMMANDS,
     CommandError,
     Parsed,
@@ -85,7 +86,7 @@ class ChatScreen(Screen[None]):
         with Vertical(id="body"):
             yield MessageList(id="messages")
             yield Container(id="fork-slot")
-        chat_input = ChatInput(id="input")
+        chat_input = ChatInput(id="input", commands=[c for c in COMMANDS if " " not in c])
         chat_input.cursor_blink = bool(getattr(self.app, "cursor_blink", True))
         yield chat_input
         yield StatusBar(id="status")
@@ -167,6 +168,8 @@ class ChatScreen(Screen[None]):
         self.input.focus()
 
     def action_cycle_tab(self, step: int = 1) -> None:
+        if step > 0 and self.focused is self.input and self.input.complete():
+            return
         if self.fork_area is not None:
             self.fork_area.cycle(step)
         elif step > 0:
@@ -207,10 +210,9 @@ class ChatScreen(Screen[None]):
     # -- input -------------------------------------------------------------------------------
     @on(ChatInput.Submitted, "#input")
     def on_submit(self, event: ChatInput.Submitted) -> None:
-        text = event.value
-        self.input.remember(text)
-        self.input.value = ""
-        self.handle_line(text)
+        # The composer already cleared itself when Enter arrived: keys typed after that
+        # Enter are in it now and must stay there.
+        self.handle_line(event.value)
 
     def handle_line(self, text: str) -> None:
         """Run one submitted line (also the entry point for tests and scripts)."""

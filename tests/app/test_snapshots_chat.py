@@ -37,3 +37,17 @@ def test_chat_config_error(project: Path, snap_compare: Any) -> None:
     before = config.read_bytes()
     assert snap_compare(_app(project), terminal_size=SIZE, run_before=_settled)
     assert config.read_bytes() == before
+
+
+def test_chat_composer_multiline(project: Path, snap_compare: Any) -> None:
+    """A pasted block of several lines: the composer grows and says how many lines."""
+
+    async def paste(pilot: Any) -> None:
+        from textual import events
+
+        await _settled(pilot)
+        pilot.app.post_message(events.Paste("write notes.txt\nfirst line\nsecond line\nend"))
+        await pilot.pause()
+        await pilot.pause()
+
+    assert snap_compare(_app(project), terminal_size=SIZE, run_before=paste)
