@@ -187,7 +187,15 @@ class ChatScreen(Screen[None]):
             self.turn_task.cancel()
             return
         if self.fork_area is not None and self.session.fork_active:
-            self.confirm_escape(self.fork_area.active_label)
+            label = self.fork_area.active_label
+            coordinator = self.session.coordinator
+            if label is not None and coordinator is not None:
+                state = coordinator.get_branch(label).state
+                if state not in ("running", "awaiting_approval"):
+                    # Nothing to stop: a "Terminate?" dialog here would do nothing.
+                    self.notice(f"branch {label} is {state.replace('_', ' ')}: nothing to stop")
+                    return
+            self.confirm_escape(label)
 
     @work(exclusive=True, group="escape")
     async def confirm_escape(self, label: str | None) -> None:
