@@ -38,7 +38,7 @@ class Steer:
 
 @dataclass(frozen=True)
 class Shell:
-    """``!command``: run a shell command in the workspace (also during a fork)."""
+    """``!command``: a shell command in the workspace, or on a branch tab in that branch."""
 
     command: str
 
@@ -75,7 +75,9 @@ COMMANDS: dict[str, CommandInfo] = {
     "cost": CommandInfo("/cost", "what the chat and the live fork cost so far"),
     "tokens": CommandInfo("/tokens", "tokens used so far"),
     "version": CommandInfo("/version", "forkdeck and library versions"),
-    "copy": CommandInfo("/copy", "copy the last assistant answer to the clipboard"),
+    "copy": CommandInfo(
+        "/copy", "copy the last answer (on a branch tab: that branch's transcript)"
+    ),
     "clear": CommandInfo("/clear", "start a new conversation (not during a fork)"),
     "quit": CommandInfo("/quit", "leave forkdeck (an open fork is kept for next time)"),
 }
@@ -132,7 +134,14 @@ def blocked_reason(parsed: Parsed, *, fork_active: bool, on_branch_tab: bool = F
         if is_fork_diff(parsed):
             return "no fork is open: /fork diff compares the branches of a live fork"
         return None
-    if isinstance(parsed, Steer | Shell) or is_fork_diff(parsed):
+    if isinstance(parsed, Steer) or is_fork_diff(parsed):
+        return None
+    if isinstance(parsed, Shell) and not on_branch_tab:
+        return (
+            "a fork is open: !cmd on the overview would change the workspace under the "
+            "branches; pick a branch tab to run it in that branch's sandbox, or /merge first"
+        )
+    if isinstance(parsed, Shell):
         return None
     if isinstance(parsed, Slash):
         if parsed.name in ALLOWED_DURING_FORK:
@@ -155,7 +164,10 @@ def help_text() -> str:
     lines = ["Commands:"]
     lines += [f"  {c.usage.ljust(width)}  {c.summary}" for c in COMMANDS.values()]
     lines += [f"  {'>>label message'.ljust(width)}  steer a running branch of the open fork"]
-    lines += [f"  {'!command'.ljust(width)}  run a shell command in the workspace"]
+    lines += [
+        f"  {'!command'.ljust(width)}  run a shell command (sandboxed) in the workspace, "
+        "or on a branch tab in that branch (esc stops it)"
+    ]
     lines.append("Keys:")
     key_width = max(len(k) for k, _ in KEYS_HELP)
     lines += [f"  {k.ljust(key_width)}  {v}" for k, v in KEYS_HELP]

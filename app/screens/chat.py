@@ -41,13 +41,12 @@ from app.commands import (
     run_settings_command,
 )
 from app.session import ChatSession, build_report
+from app.shell_command import ShellTarget, branch_target, run_shell_command
 from app.widgets.chat_input import ChatInput
+from app.widgets.fork_log import ForkLog
 from app.widgets.message_list import MessageList
 from app.widgets.status_bar import StatusBar, StatusInfo
 from branching_core.errors import ConfigError
-
-SHELL_TIMEOUT_S = 60.0
-SHELL_OUTPUT_LIMIT = 4000
 
 
 def _lazy(module: str, name: str) -> Any:
@@ -78,6 +77,7 @@ class ChatScreen(Screen[None]):
         self.turn_task: asyncio.Task[Any] | None = None
         self._remove_listener: Any = None
         self.last_notice = ""
+        self.shell_task: asyncio.Task[Any] | None = None
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -86,6 +86,7 @@ class ChatScreen(Screen[None]):
         with Vertical(id="body"):
             yield MessageList(id="messages")
             yield Container(id="fork-slot")
+            yield ForkLog(id="fork-log")
         chat_input = ChatInput(id="input", commands=[c for c in COMMANDS if " " not in c])
         chat_input.cursor_blink = bool(getattr(self.app, "cursor_blink", True))
         yield chat_input
@@ -104,8 +105,13 @@ class ChatScreen(Screen[None]):
     def status(self) -> StatusBar:
         return self.query_one("#status", StatusBar)
 
+    @property
+    def fork_log(self) -> ForkLog:
+        return self.query_one("#fork-log", ForkLog)
+
     def on_mount(self) -> None:
         self.query_one("#fork-slot").display = False
+        self.fork_log.display = False
         self.fork_badge.clear()
         self.input.focus()
         self.refresh_status()
@@ -150,9 +156,12 @@ class ChatScreen(Screen[None]):
         """Say something in the transcript (and as a toast, by default for warnings and errors).
 
         The transcript keeps the whole text; the toast only its first line, because a toast
-        that hides the screen for seconds is worse than none.
+        that hides the screen for seconds is worse than none. While a fork is open the
+        transcript is hidden, so the fork view's log strip gets the text too.
         """
         self.messages.add_notice(text, severity)
+        if self.fork_area is not None:
+            self.fork_log.add(text, severity)
         self.last_notice = text
         if toast is None:
             toast = severity in ("warning", "error")
@@ -182,6 +191,9 @@ class ChatScreen(Screen[None]):
             self.fork_area.jump(n)
 
     def action_escape(self) -> None:
+        if self.shell_task is not None and not self.shell_task.done():
+            self.shell_task.cancel()  # the runner kills the command's whole tree
+            return
         if self.turn_running:
             assert self.turn_task is not None
             self.turn_task.cancel()
@@ -277,34 +289,59 @@ class ChatScreen(Screen[None]):
             self.turn_task = None
             self.refresh_status()
 
-    @work(group="shell")
-    async def run_shell(self, command: str) -> None:
-        self.messages.add_user(f"!{command}")
-        try:
-            proc = await asyncio.create_subprocess_shell(
-                command,
-                cwd=self.session.root,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL,
-            )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), SHELL_TIMEOUT_S)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-                self.notice(f"!{command}: killed after {SHELL_TIMEOUT_S:g} s", "error")
-                return
-        except OSError as exc:
-            self.notice(f"!{command}: {exc}", "error")
+    def run_shell(self, command: str) -> None:
+        """``!cmd``: in the parent workspace, or on a branch tab in that branch's sandbox."""
+        if self.shell_task is not None and not self.shell_task.done():
+            self.notice("a !command is running: wait for it, or esc to stop it", "warning")
             return
-        text = out.decode(errors="replace").rstrip()
-        if len(text) > SHELL_OUTPUT_LIMIT:
-            text = text[: SHELL_OUTPUT_LIMIT // 2] + "\n[…]\n" + text[-SHELL_OUTPUT_LIMIT // 2 :]
-        self.notice(
-            f"{text}\n(exit {proc.returncode})" if text else f"(exit {proc.returncode})",
-            "information" if proc.returncode == 0 else "warning",
-        )
+        label = self.fork_area.active_label if self.fork_area is not None else None
+        if label is not None and self.session.coordinator is not None:
+            try:
+                target = branch_target(self.session.coordinator, label)
+            except ValueError as exc:
+                self.notice(str(exc), "error")
+                return
+            self.fork_area.panel(label).add_note(f"$ {command}")  # type: ignore[union-attr]
+        else:
+            target = ShellTarget(self.session.root)
+        self.messages.add_user(f"!{command}")
+        self.shell_task = asyncio.create_task(self._shell(target, command))
+
+    async def _shell(self, target: ShellTarget, command: str) -> None:
+        started = asyncio.get_running_loop().time()
+
+        def tick() -> None:
+            elapsed = asyncio.get_running_loop().time() - started
+            self.refresh_status(f"!{command[:30]} running {elapsed:.0f} s (esc stops)")
+
+        tick()
+        timer = self.set_interval(0.5, tick)
+        live = self.fork_area is not None
+        if live:
+            self.fork_log.add(
+                f"$ {command}" + (f"  (branch {target.label})" if target.label else "")
+            )
+        try:
+            text, severity = await run_shell_command(
+                target, command, (lambda line: self.fork_log.add(line)) if live else None
+            )
+        except asyncio.CancelledError:
+            text, severity = f"!{command}: stopped (esc); the command was killed", "warning"
+        finally:
+            timer.stop()
+            self.shell_task = None
+            self.refresh_status()
+        if target.label is not None and self.fork_area is not None:
+            with contextlib.suppress(KeyError):
+                self.fork_area.panel(target.label).add_note(text)
+        if live:
+            # the lines were streamed to the strip already: the transcript gets the whole
+            # text, the strip only the closing status line
+            self.messages.add_notice(text, severity)
+            self.last_notice = text
+            self.fork_log.add(text.splitlines()[-1], severity)
+        else:
+            self.notice(text, severity)
 
     # -- slash commands ---------------------------------------------------------------------
     def run_slash(self, command: Slash) -> None:
@@ -375,12 +412,18 @@ class ChatScreen(Screen[None]):
         )
 
     def cmd_copy(self, command: Slash) -> None:
-        text = self.messages.last_assistant_text()
+        """The chat's last answer; on a branch tab, that branch's whole transcript."""
+        label = self.fork_area.active_label if self.fork_area is not None else None
+        if label is not None:
+            panel = self.fork_area.panel(label)  # type: ignore[union-attr]
+            text, what = panel.transcript_text + panel.pending_text, f"branch {label}'s transcript"
+        else:
+            text, what = self.messages.last_assistant_text(), "the last answer"
         if not text:
             self.notice("nothing to copy yet", "warning")
             return
         self.app.copy_to_clipboard(text)
-        self.notice(f"copied {len(text)} characters")
+        self.notice(f"copied {what}: {len(text)} characters", toast=True)
 
     def cmd_clear(self, command: Slash) -> None:
         if self.turn_running:
@@ -445,6 +488,8 @@ class ChatScreen(Screen[None]):
         self.fork_area = area_cls(coordinator, id="fork-area")
         await slot.mount(self.fork_area)
         slot.display = True
+        self.fork_log.clear()
+        self.fork_log.display = True
         self.messages.display = False
         self.fork_badge.set_coordinator(coordinator)
         self._remove_listener = coordinator.add_listener(self._on_fork_event)
@@ -459,12 +504,15 @@ class ChatScreen(Screen[None]):
             self.fork_area.remove()
             self.fork_area = None
         self.query_one("#fork-slot").display = False
+        self.fork_log.display = False
         self.messages.display = True
         self.fork_badge.set_coordinator(None)
         self.refresh_status()
 
     def _on_fork_event(self, event: Any) -> None:
         # Runs inside the coordinator's publish: only cheap work here.
+        if not self.is_attached:
+            return  # the app is shutting down; branches may still report
         if type(event).__name__ in ("BranchCostUpdated", "BranchStateChanged"):
             self.refresh_status()
 
@@ -487,7 +535,7 @@ class ChatScreen(Screen[None]):
                 "warning",
             )
             return
-        self.notice(f">>{command.label}: {command.message}")
+        self.notice(f">>{command.label}: {command.message}", toast=True)
 
     @work(group="branch-turn")
     async def branch_follow_up(self, label: str | None, text: str) -> None:
