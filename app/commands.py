@@ -89,11 +89,13 @@ start a new parent run under the branches' feet."""
 
 KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("ctrl+g", "focus the input (from anywhere)"),
-    ("tab", "next fork tab (overview → branch 1 → … → overview)"),
-    ("alt+1..9 / 1..9", "jump to branch N (digits when the tab strip has focus)"),
-    ("esc", "branch tab: terminate it; overview: abort the fork; in a turn: stop it"),
-    ("up / down", "input history"),
-    ("ctrl+q", "quit"),
+    ("tab / shift+tab", "next / previous fork tab (or complete a /command)"),
+    ("ctrl+pgdn / ctrl+pgup", "next / previous fork tab"),
+    ("F1..F9 / alt+1..9", "jump to branch N (1..9 too when the tab strip has focus)"),
+    ("enter", "send; ctrl+j (or shift+enter where the terminal tells it apart): new line"),
+    ("esc", "clear the input; else stop a turn or !cmd, terminate a branch, abort the fork"),
+    ("up / down", "input history (on the first / last line)"),
+    ("ctrl+q", "quit (asks first while branches run)"),
 )
 
 

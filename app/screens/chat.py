@@ -18,7 +18,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from textual import on, work
+from textual import events, on, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
@@ -48,6 +49,22 @@ from app.widgets.message_list import MessageList
 from app.widgets.status_bar import StatusBar, StatusInfo
 from branching_core.errors import ConfigError
 
+ALT_DIGIT_GLYPH_KEYS = (
+    "inverted_exclamation_mark",
+    "trade_mark_sign",
+    "pound_sign",
+    "cent_sign",
+    "infinity",
+    "section_sign",
+    "pilcrow_sign",
+    "bullet",
+    "ª",
+)
+"""What alt+1..alt+9 arrive as. Terminals that send Alt as an ESC prefix (tmux, screen,
+xterm, the VS Code terminal) send ``ESC 1``; Textual's parser maps that to ``¡`` (the
+macOS option+1 glyph, as WezTerm sends it), and macOS terminals type the glyph itself.
+While a fork is open these keys jump to branch N; otherwise they are typed as text."""
+
 
 def _lazy(module: str, name: str) -> Any:
     """``module.name``, imported on first use: the fork and merge UIs (and pydantic-ai behind
@@ -65,7 +82,14 @@ class ChatScreen(Screen[None]):
         Binding("tab", "cycle_tab", "Next tab", priority=True, show=False),
         Binding("shift+tab", "cycle_tab(-1)", "Prev tab", priority=True, show=False),
         Binding("escape", "escape", "Stop / terminate", show=False),
+        Binding("ctrl+pagedown", "cycle_tab", "Next tab", priority=True, show=False),
+        Binding("ctrl+pageup", "cycle_tab(-1)", "Prev tab", priority=True, show=False),
+        *(Binding(f"f{n}", f"jump({n})", show=False, priority=True) for n in range(1, 10)),
         *(Binding(f"alt+{n}", f"jump({n})", show=False, priority=True) for n in range(1, 10)),
+        *(
+            Binding(key, f"jump_alt_glyph({n})", show=False, priority=True)
+            for n, key in enumerate(ALT_DIGIT_GLYPH_KEYS, start=1)
+        ),
         *(Binding(str(n), f"jump({n})", show=False) for n in range(1, 10)),
         Binding("ctrl+q", "app.quit", "Quit"),
     ]
@@ -173,6 +197,14 @@ class ChatScreen(Screen[None]):
         return self.turn_task is not None and not self.turn_task.done()
 
     # -- keys -------------------------------------------------------------------------------
+    def on_key(self, event: events.Key) -> None:
+        """A printable key nobody took (a tab chip or a panel had the focus after a click):
+        it belongs in the composer, and so does the focus, so no typed letter is lost."""
+        if event.is_printable and event.character and self.focused is not self.input:
+            event.stop()
+            self.input.focus()
+            self.input.insert(event.character)
+
     def action_focus_input(self) -> None:
         self.input.focus()
 
@@ -189,6 +221,12 @@ class ChatScreen(Screen[None]):
     def action_jump(self, n: int) -> None:
         if self.fork_area is not None:
             self.fork_area.jump(n)
+
+    def action_jump_alt_glyph(self, n: int) -> None:
+        """alt+N as ``¡``/``™``/... (see ALT_DIGIT_GLYPH_KEYS): a jump only during a fork."""
+        if self.fork_area is None:
+            raise SkipAction()  # no fork: the character is typed into the composer
+        self.fork_area.jump(n)
 
     def action_escape(self) -> None:
         if self.shell_task is not None and not self.shell_task.done():
@@ -490,6 +528,7 @@ class ChatScreen(Screen[None]):
         slot.display = True
         self.fork_log.clear()
         self.fork_log.display = True
+        self.input.passthrough_keys = frozenset(ALT_DIGIT_GLYPH_KEYS)
         self.messages.display = False
         self.fork_badge.set_coordinator(coordinator)
         self._remove_listener = coordinator.add_listener(self._on_fork_event)
@@ -505,6 +544,7 @@ class ChatScreen(Screen[None]):
             self.fork_area = None
         self.query_one("#fork-slot").display = False
         self.fork_log.display = False
+        self.input.passthrough_keys = frozenset()
         self.messages.display = True
         self.fork_badge.set_coordinator(None)
         self.refresh_status()

@@ -63,6 +63,8 @@ class ChatInput(TextArea):
         kwargs.setdefault("highlight_cursor_line", False)
         super().__init__(**kwargs)
         self.commands: list[str] = sorted(commands)
+        self.passthrough_keys: frozenset[str] = frozenset()
+        """Printable keys the composer leaves to the screen's bindings (alt+N glyphs in a fork)."""
         self.sent: list[str] = []
         self._cursor: int | None = None
         self._draft = ""
@@ -82,6 +84,12 @@ class ChatInput(TextArea):
         self.move_cursor(self.document.end)
 
     # -- keys, in arrival order -------------------------------------------------------------
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        # Textual drops bindings of ancestors for keys the focused widget would consume.
+        if key in self.passthrough_keys:
+            return False
+        return super().check_consume_key(key, character)
+
     async def _on_key(self, event: events.Key) -> None:
         key = event.key
         handled = True
