@@ -200,10 +200,16 @@ class ChatScreen(Screen[None]):
     def on_key(self, event: events.Key) -> None:
         """A printable key nobody took (a tab chip or a panel had the focus after a click):
         it belongs in the composer, and so does the focus, so no typed letter is lost."""
-        if event.is_printable and event.character and self.focused is not self.input:
-            event.stop()
-            self.input.focus()
-            self.input.insert(event.character)
+        focused = self.focused
+        if not event.is_printable or not event.character or focused is self.input:
+            return
+        if focused is not None and any(
+            event.key in node._bindings.key_to_bindings for node in focused.ancestors_with_self
+        ):
+            return  # a binding takes it (1..9 on the tab strip or here): the app runs it
+        event.stop()
+        self.input.focus()
+        self.input.insert(event.character)
 
     def action_focus_input(self) -> None:
         self.input.focus()
