@@ -70,6 +70,7 @@ class ForkdeckApp(App[None]):
             notices = await asyncio.to_thread(self.session.prepare)
         except Exception as exc:
             chat.notice(f"cannot open the workspace: {exc}", "error")
+            chat.drop_pending("the workspace could not be opened")
             chat.refresh_status("not ready")
             self.prepared.set()
             return
@@ -81,6 +82,7 @@ class ForkdeckApp(App[None]):
             # The offline greeting is long and expected; only real problems pop up a toast.
             chat.notice(notice.message, notice.severity, toast=notice.severity == "error")
         chat.refresh_status()
+        chat.run_pending()  # lines typed while this was loading, in order
         if self.offer_recovery:
             open_forks = await asyncio.to_thread(self.session.open_forks)
             if open_forks:

@@ -66,6 +66,10 @@ macOS option+1 glyph, as WezTerm sends it), and macOS terminals type the glyph i
 While a fork is open these keys jump to branch N; otherwise they are typed as text."""
 
 
+NO_SESSION_COMMANDS = frozenset({"help", "quit", "version"})
+"""Slash commands that run at once even during start-up (nothing else is queued behind)."""
+
+
 def _lazy(module: str, name: str) -> Any:
     """``module.name``, imported on first use: the fork and merge UIs (and pydantic-ai behind
     them) load only when a fork starts, which keeps the first frame fast."""
@@ -102,6 +106,8 @@ class ChatScreen(Screen[None]):
         self._remove_listener: Any = None
         self.last_notice = ""
         self.shell_task: asyncio.Task[Any] | None = None
+        self.pending: list[str] = []
+        """Lines sent before they could run (start-up): run in order once they can."""
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -161,7 +167,7 @@ class ChatScreen(Screen[None]):
         if activity is None:
             activity = "thinking… (esc stops)" if self.turn_running else ""
             if not session.ready:
-                activity = "starting…"
+                activity = "starting…" + (f" ({len(self.pending)} queued)" if self.pending else "")
         self.status.show(
             StatusInfo(
                 model=session.model_label,
@@ -287,6 +293,13 @@ class ChatScreen(Screen[None]):
             return
         if parsed is None:
             return
+        if self._must_wait(parsed):
+            # Start-up (pydantic-ai imports, the agent is built) or an earlier queued line
+            # still waiting: keep the order, say so, run it when the session is ready.
+            self.pending.append(text)
+            self.notice(f"queued until the model is ready: {text.splitlines()[0]}")
+            self.refresh_status()
+            return
         on_branch = self.fork_area is not None and self.fork_area.active_label is not None
         reason = blocked_reason(
             parsed, fork_active=self.session.fork_active, on_branch_tab=on_branch
@@ -295,6 +308,31 @@ class ChatScreen(Screen[None]):
             self.notice(reason, "warning")
             return
         self.dispatch(parsed)
+
+    def _must_wait(self, parsed: Parsed) -> bool:
+        if isinstance(parsed, Slash) and parsed.name in NO_SESSION_COMMANDS:
+            return False
+        return not self.session.ready or (bool(self.pending) and not self._draining)
+
+    _draining = False
+
+    def run_pending(self) -> None:
+        """Run queued lines in order; a prompt waits for the turn before it to finish."""
+        if not self.session.ready:
+            return
+        self._draining = True
+        try:
+            while self.pending and not self.turn_running:
+                text = self.pending.pop(0)
+                self.handle_line(text)
+        finally:
+            self._draining = False
+        self.refresh_status()
+
+    def drop_pending(self, reason: str) -> None:
+        if self.pending:
+            self.notice(f"{len(self.pending)} queued line(s) not sent: {reason}", "error")
+            self.pending.clear()
 
     def dispatch(self, parsed: Parsed) -> None:
         if isinstance(parsed, Slash):
@@ -311,9 +349,6 @@ class ChatScreen(Screen[None]):
 
     # -- the parent chat -------------------------------------------------------------------
     def start_turn(self, text: str) -> None:
-        if not self.session.ready:
-            self.notice("still starting up: try again in a moment", "warning")
-            return
         if self.turn_running:
             self.notice("a turn is running: wait for it, or esc to stop it", "warning")
             return
@@ -332,6 +367,8 @@ class ChatScreen(Screen[None]):
             self.messages.end_turn()
             self.turn_task = None
             self.refresh_status()
+            if self.pending:
+                self.call_later(self.run_pending)
 
     def run_shell(self, command: str) -> None:
         """``!cmd``: in the parent workspace, or on a branch tab in that branch's sandbox."""
@@ -483,9 +520,6 @@ class ChatScreen(Screen[None]):
     def cmd_fork(self, command: Slash) -> None:
         if command.args:
             self.notice("usage: /fork (or /fork diff [PATH] while a fork is open)", "error")
-            return
-        if not self.session.ready:
-            self.notice("still starting up: try again in a moment", "warning")
             return
         if self.turn_running:
             self.notice("a turn is running: esc first, then /fork", "warning")
