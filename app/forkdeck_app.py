@@ -90,5 +90,43 @@ class ForkdeckApp(App[None]):
         self.prepared.set()
 
     async def action_quit(self) -> None:
+        """ctrl+q and /quit: ask first while branches run (default No), then stop them.
+
+        The fork itself stays on disk either way and is offered at the next start.
+        """
+        if self._asking_to_quit:
+            return
+        running = self.running_branches()
+        if running:
+            self._asking_to_quit = True
+            self.run_worker(self._confirm_quit(running), group="quit", exclusive=True)
+            return
         await self.session.aclose()
         self.exit()
+
+    _asking_to_quit = False
+
+    def running_branches(self) -> list[str]:
+        coordinator = self.session.coordinator
+        if coordinator is None or coordinator.is_resolved:
+            return []
+        return [
+            s.label
+            for s in coordinator.inspect_branches()
+            if s.state in ("running", "awaiting_approval")
+        ]
+
+    async def _confirm_quit(self, running: list[str]) -> None:
+        from app.modals.confirm import ConfirmModal
+
+        question = (
+            f"{len(running)} branch(es) still running ({', '.join(running)}). Quit anyway?\n"
+            "They are stopped; the fork stays on disk and is offered at the next start."
+        )
+        try:
+            answer = await self.push_screen_wait(ConfirmModal(question, yes_label="Quit"))
+        finally:
+            self._asking_to_quit = False
+        if answer:
+            await self.session.aclose()
+            self.exit()
