@@ -23,6 +23,7 @@ from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -167,7 +168,9 @@ class ChatScreen(Screen[None]):
         if activity is None:
             activity = "thinking… (esc stops)" if self.turn_running else ""
             if not session.ready:
-                activity = "starting…" + (f" ({len(self.pending)} queued)" if self.pending else "")
+                activity = "starting…"
+        if self.pending:
+            activity = f"{activity} ({len(self.pending)} queued)".strip()
         self.status.show(
             StatusInfo(
                 model=session.model_label,
@@ -293,13 +296,17 @@ class ChatScreen(Screen[None]):
             return
         if parsed is None:
             return
-        if self._must_wait(parsed):
-            # Start-up (pydantic-ai imports, the agent is built) or an earlier queued line
-            # still waiting: keep the order, say so, run it when the session is ready.
+        wait = self._must_wait(parsed)
+        if wait is not None:
+            # Start-up (pydantic-ai imports, the agent is built), a turn or !cmd still
+            # running, or earlier lines still queued: keep the order, say so, run it later.
             self.pending.append(text)
-            self.notice(f"queued until the model is ready: {text.splitlines()[0]}")
+            self.notice(f"queued until {wait}: {text.splitlines()[0]}")
             self.refresh_status()
             return
+        self._run_parsed(parsed)
+
+    def _run_parsed(self, parsed: Parsed) -> None:
         on_branch = self.fork_area is not None and self.fork_area.active_label is not None
         reason = blocked_reason(
             parsed, fork_active=self.session.fork_active, on_branch_tab=on_branch
@@ -309,24 +316,32 @@ class ChatScreen(Screen[None]):
             return
         self.dispatch(parsed)
 
-    def _must_wait(self, parsed: Parsed) -> bool:
-        if isinstance(parsed, Slash) and parsed.name in NO_SESSION_COMMANDS:
-            return False
-        return not self.session.ready or (bool(self.pending) and not self._draining)
+    @property
+    def shell_running(self) -> bool:
+        return self.shell_task is not None and not self.shell_task.done()
 
-    _draining = False
+    def _must_wait(self, parsed: Parsed) -> str | None:
+        """Why ``parsed`` has to wait in the queue (None: it runs now)."""
+        if isinstance(parsed, Slash) and parsed.name in NO_SESSION_COMMANDS:
+            return None
+        if not self.session.ready:
+            return "the model is ready"
+        if self.pending:
+            return "the lines before it have run"
+        if isinstance(parsed, Shell) and self.shell_running:
+            return "the running !command ends"
+        if isinstance(parsed, Prompt) and self.turn_running:
+            return "the running turn ends"
+        return None
 
     def run_pending(self) -> None:
-        """Run queued lines in order; a prompt waits for the turn before it to finish."""
-        if not self.session.ready:
-            return
-        self._draining = True
-        try:
-            while self.pending and not self.turn_running:
-                text = self.pending.pop(0)
-                self.handle_line(text)
-        finally:
-            self._draining = False
+        """Run queued lines in order; each waits for the turn or !command before it."""
+        while self.pending and self.session.ready:
+            if self.turn_running or self.shell_running:
+                break
+            parsed = parse_input(self.pending.pop(0))
+            if parsed is not None:
+                self._run_parsed(parsed)
         self.refresh_status()
 
     def drop_pending(self, reason: str) -> None:
@@ -360,15 +375,18 @@ class ChatScreen(Screen[None]):
         try:
             await self.session.run_turn(text, self.messages)
         except asyncio.CancelledError:
-            self.notice("turn stopped (esc); what happened so far is kept", "warning")
+            # Esc, or the app closing under the turn (then there is no screen to tell).
+            with contextlib.suppress(NoMatches):
+                self.notice("turn stopped (esc); what happened so far is kept", "warning")
         except Exception as exc:
             self.notice(f"turn failed: {type(exc).__name__}: {exc}", "error")
         finally:
-            self.messages.end_turn()
             self.turn_task = None
-            self.refresh_status()
-            if self.pending:
-                self.call_later(self.run_pending)
+            with contextlib.suppress(NoMatches):
+                self.messages.end_turn()
+                self.refresh_status()
+                if self.pending:
+                    self.call_later(self.run_pending)
 
     def run_shell(self, command: str) -> None:
         """``!cmd``: in the parent workspace, or on a branch tab in that branch's sandbox."""
@@ -412,6 +430,8 @@ class ChatScreen(Screen[None]):
             timer.stop()
             self.shell_task = None
             self.refresh_status()
+            if self.pending:
+                self.call_later(self.run_pending)
         if target.label is not None and self.fork_area is not None:
             with contextlib.suppress(KeyError):
                 self.fork_area.panel(target.label).add_note(text)

@@ -65,3 +65,28 @@ async def test_help_is_not_queued(project: Path, gated: GatedModel) -> None:
         assert chat.pending == [] and "Commands:" in chat.last_notice
         go.set()
         await ready(pilot)
+
+
+async def test_lines_typed_while_a_command_or_turn_runs_wait_their_turn(
+    project: Path, gated: GatedModel
+) -> None:
+    gate = gated.gate("slow")
+    app, go = slow_app(project, gated.model)
+    go.set()
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = app.chat
+        assert isinstance(chat, ChatScreen)
+        burst(app, *typed("!sleep 1; echo one > one.txt"), "enter")
+        burst(app, *typed("!echo two > two.txt"), "enter")
+        await settle(pilot)
+        assert chat.pending == ["!echo two > two.txt"]
+        assert "queued until the running !command ends" in chat.last_notice
+        await wait_for(pilot, lambda: (project / "two.txt").exists(), what="the second ran")
+        assert (project / "one.txt").read_text() == "one\n"
+        burst(app, *typed("answer slow"), "enter", *typed("next one"), "enter")
+        await wait_for(pilot, lambda: bool(gated.requests), what="the model was asked")
+        assert chat.pending == ["next one"]
+        gate.set()
+        await wait_for(pilot, lambda: bool(gated.prompts_of("next one")), what="sent")
+        assert gated.prompts_of("next one")[-1] == ["answer slow", "next one"]
