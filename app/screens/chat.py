@@ -14,7 +14,9 @@ import asyncio
 import contextlib
 import importlib
 import importlib.metadata
+import itertools
 import platform
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +202,26 @@ class ChatScreen(Screen[None]):
             toast = severity in ("warning", "error")
         if toast:
             self.notify(text.splitlines()[0], severity=severity, markup=False)  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def busy(self, what: str) -> Iterator[None]:
+        """Spinner and elapsed seconds in the status line while ``what`` takes its time
+        (fork spawn, the judge, waiting for a running branch to finish before a merge)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        frames = itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+
+        def tick() -> None:
+            self.refresh_status(f"{next(frames)} {what} {loop.time() - started:.0f} s")
+
+        tick()
+        timer = self.set_interval(0.25, tick)
+        try:
+            yield
+        finally:
+            timer.stop()
+            with contextlib.suppress(NoMatches):
+                self.refresh_status()
 
     @property
     def turn_running(self) -> bool:
@@ -569,9 +591,10 @@ class ChatScreen(Screen[None]):
             self.notice("fork cancelled")
             return
         try:
-            coordinator = await self.session.start_fork(
-                list(request.specs), request.aggregate_budget_usd
-            )
+            with self.busy(f"starting {len(request.specs)} branches…"):
+                coordinator = await self.session.start_fork(
+                    list(request.specs), request.aggregate_budget_usd
+                )
         except Exception as exc:
             self.notice(f"fork failed: {exc}", "error")
             return
@@ -747,9 +770,10 @@ class ChatScreen(Screen[None]):
         resolve = _lazy("branching_core.review", "resolve")
         self.notice("asking the judge… (the branches are awaited first)")
         try:
-            return await resolve(
-                coordinator, judges=self.session.judges, settings=self.session.settings
-            )
+            with self.busy("asking the judge…"):
+                return await resolve(
+                    coordinator, judges=self.session.judges, settings=self.session.settings
+                )
         except Exception as exc:
             self.notice(f"the judge failed ({exc}): pick the winner yourself", "warning")
             return None
@@ -776,7 +800,8 @@ class ChatScreen(Screen[None]):
                 if coordinator.get_branch(label).state == "running":
                     self.notice(f"waiting for branch {label} to finish…")
         try:
-            result = await self.session.merge(action)
+            with self.busy(f"merging {label}…"):
+                result = await self.session.merge(action)
         except Exception as exc:
             self.notice(f"merge failed: {exc}", "error")
             return
