@@ -99,6 +99,32 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
+@dataclass(frozen=True)
+class PaletteEntry:
+    """One command palette (ctrl+p) row: ``line`` is run at once, or (``needs_args``) put
+    into the composer for the user to finish."""
+
+    title: str
+    help: str
+    line: str
+    needs_args: bool
+
+
+def palette_entries() -> list[PaletteEntry]:
+    """Every slash command and setting, as the command palette lists them."""
+    entries = []
+    for name, info in COMMANDS.items():
+        needs_args = name in SETTINGS_COMMANDS or name == "fork diff"
+        line = f"/{name}" + (" " if needs_args else "")
+        entries.append(PaletteEntry(info.usage, info.summary, line, needs_args))
+        if name in SETTINGS_COMMANDS:
+            # the bare command shows the current value: a row of its own
+            entries.append(
+                PaletteEntry(f"/{name}", f"show the current {name} setting", line.strip(), False)
+            )
+    return entries
+
+
 def parse_input(text: str) -> Parsed | None:
     """Classify one submitted line; None for a blank line."""
     stripped = text.strip()
@@ -260,6 +286,7 @@ __all__ = [
     "SETTINGS_COMMANDS",
     "CommandError",
     "ConfigError",
+    "PaletteEntry",
     "Parsed",
     "Prompt",
     "Shell",
@@ -268,6 +295,7 @@ __all__ = [
     "blocked_reason",
     "help_text",
     "is_fork_diff",
+    "palette_entries",
     "parse_input",
     "run_settings_command",
 ]

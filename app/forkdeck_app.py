@@ -13,10 +13,15 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from textual.app import App
+from textual.app import App, SystemCommand
+from textual.screen import Screen
 
+from app.commands import PaletteEntry, palette_entries
 from app.screens.chat import ChatScreen, config_problem_text
 from app.session import ChatSession
 
@@ -29,7 +34,7 @@ class ForkdeckApp(App[None]):
     """The forkdeck TUI (see the module docstring)."""
 
     TITLE = "forkdeck"
-    ENABLE_COMMAND_PALETTE = False
+    ENABLE_COMMAND_PALETTE = True  # ctrl+p: every slash command and setting
 
     def __init__(
         self,
@@ -88,6 +93,25 @@ class ForkdeckApp(App[None]):
             if open_forks:
                 chat.offer_recovery(open_forks)
         self.prepared.set()
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The command palette: Textual's own entries plus every slash command/setting."""
+        yield from super().get_system_commands(screen)
+        chat = self.chat
+        if chat is None:
+            return
+        for entry in palette_entries():
+            yield SystemCommand(entry.title, entry.help, partial(self._palette_run, entry))
+
+    def _palette_run(self, entry: PaletteEntry) -> None:
+        chat = self.chat
+        if chat is None:
+            return
+        if entry.needs_args:
+            chat.input.value = entry.line  # finish it in the composer, Enter runs it
+            chat.input.focus()
+        else:
+            chat.handle_line(entry.line)
 
     async def action_quit(self) -> None:
         """ctrl+q and /quit: ask first while branches run (default No), then stop them.

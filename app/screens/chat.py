@@ -85,10 +85,20 @@ class ChatScreen(Screen[None]):
     CSS_PATH = "chat.tcss"
 
     BINDINGS = [
+        # The footer shows what a key does *now* (check_action hides the others): Tab
+        # completes a /command or moves to the next fork tab, Esc clears, stops, terminates
+        # or aborts. For each key the first enabled binding wins; the last is the fallback.
         Binding("ctrl+g", "focus_input", "Input", priority=True),
-        Binding("tab", "cycle_tab", "Next tab", priority=True, show=False),
+        Binding("tab", "complete", "Complete", priority=True),
+        Binding("tab", "cycle_tab", "Next tab", priority=True),
+        Binding("tab", "app.focus_next", show=False, priority=True),
         Binding("shift+tab", "cycle_tab(-1)", "Prev tab", priority=True, show=False),
-        Binding("escape", "escape", "Stop / terminate", show=False),
+        Binding("shift+tab", "app.focus_previous", show=False, priority=True),
+        Binding("escape", "escape('clear')", "Clear"),
+        Binding("escape", "escape('stop')", "Stop"),
+        Binding("escape", "escape('terminate')", "Terminate branch"),
+        Binding("escape", "escape('abort')", "Abort fork"),
+        Binding("escape", "escape", show=False),
         Binding("ctrl+pagedown", "cycle_tab", "Next tab", priority=True, show=False),
         Binding("ctrl+pageup", "cycle_tab(-1)", "Prev tab", priority=True, show=False),
         *(Binding(f"f{n}", f"jump({n})", show=False, priority=True) for n in range(1, 10)),
@@ -98,7 +108,7 @@ class ChatScreen(Screen[None]):
             for n, key in enumerate(ALT_DIGIT_GLYPH_KEYS, start=1)
         ),
         *(Binding(str(n), f"jump({n})", show=False) for n in range(1, 10)),
-        Binding("ctrl+q", "app.quit", "Quit"),
+        Binding("ctrl+q", "app.quit", "Quit", priority=True),
     ]
 
     def __init__(self, session: ChatSession) -> None:
@@ -173,6 +183,7 @@ class ChatScreen(Screen[None]):
                 activity = "starting…"
         if self.pending:
             activity = f"{activity} ({len(self.pending)} queued)".strip()
+        self.refresh_hints()
         self.status.show(
             StatusInfo(
                 model=session.model_label,
@@ -245,15 +256,58 @@ class ChatScreen(Screen[None]):
     def action_focus_input(self) -> None:
         self.input.focus()
 
+    def action_complete(self) -> None:
+        self.input.complete()
+
     def action_cycle_tab(self, step: int = 1) -> None:
-        if step > 0 and self.focused is self.input and self.input.complete():
-            return
         if self.fork_area is not None:
             self.fork_area.cycle(step)
-        elif step > 0:
-            self.focus_next()
-        else:
-            self.focus_previous()
+
+    def escape_mode(self) -> str | None:
+        """What Esc does now: clear, stop, terminate, abort (None: nothing to do)."""
+        if self.focused is self.input and self.input.text:
+            return "clear"
+        if self.turn_running or self.shell_running:
+            return "stop"
+        if self.fork_area is not None and self.session.fork_active:
+            label = self.fork_area.active_label
+            if label is None:
+                return "abort"
+            coordinator = self.session.coordinator
+            live = ("running", "awaiting_approval")
+            if coordinator is not None and coordinator.get_branch(label).state in live:
+                return "terminate"
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "focus_input":
+            return self.focused is not self.input
+        if action == "complete":
+            return self.focused is self.input and bool(self.input.completions())
+        if action == "cycle_tab":
+            return self.fork_area is not None
+        if action == "escape" and parameters:
+            return self.escape_mode() == parameters[0]
+        return True
+
+    def refresh_hints(self) -> None:
+        """Redraw the footer when what a key does has changed (cheap to call often)."""
+        key = (
+            self.focused is self.input,
+            bool(self.input.text),
+            bool(self.input.completions()),
+            self.escape_mode(),
+            self.fork_area is not None,
+        )
+        if key != getattr(self, "_hints_key", None):
+            self._hints_key = key
+            self.refresh_bindings()
+
+    def on_text_area_changed(self, event: Any) -> None:
+        self.refresh_hints()
+
+    def on_fork_area_selected(self, event: Any) -> None:
+        self.refresh_hints()
 
     def action_jump(self, n: int) -> None:
         if self.fork_area is not None:
@@ -265,7 +319,10 @@ class ChatScreen(Screen[None]):
             raise SkipAction()  # no fork: the character is typed into the composer
         self.fork_area.jump(n)
 
-    def action_escape(self) -> None:
+    def action_escape(self, mode: str | None = None) -> None:
+        if mode == "clear":
+            self.input.value = ""
+            return
         if self.shell_task is not None and not self.shell_task.done():
             self.shell_task.cancel()  # the runner kills the command's whole tree
             return
