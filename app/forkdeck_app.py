@@ -42,8 +42,10 @@ class ForkdeckApp(App[None]):
         *,
         cursor_blink: bool = True,
         offer_recovery: bool = True,
+        resume: bool = False,
     ) -> None:
         super().__init__()
+        self.resume = resume
         self.session = session
         self.cursor_blink = cursor_blink
         self.offer_recovery = offer_recovery
@@ -86,6 +88,8 @@ class ForkdeckApp(App[None]):
         for notice in notices:
             # The offline greeting is long and expected; only real problems pop up a toast.
             chat.notice(notice.message, notice.severity, toast=notice.severity == "error")
+        if self.resume:
+            await self._resume(chat)
         chat.refresh_status()
         chat.run_pending()  # lines typed while this was loading, in order
         if self.offer_recovery:
@@ -112,6 +116,22 @@ class ForkdeckApp(App[None]):
             chat.input.focus()
         else:
             chat.handle_line(entry.line)
+
+    async def _resume(self, chat: ChatScreen) -> None:
+        """``--resume``: the last saved chat becomes the history (and the transcript)."""
+        from app.chat_store import load_history
+
+        try:
+            history = await asyncio.to_thread(load_history, self.session.root)
+        except ValueError as exc:
+            chat.notice(f"{exc}; starting a new chat", "error")
+            return
+        if not history:
+            chat.notice("--resume: no saved chat on this workspace; starting a new one")
+            return
+        self.session.history = history
+        chat.messages.show_history(history)
+        chat.notice(f"resumed the last chat ({len(history)} messages)")
 
     async def action_quit(self) -> None:
         """ctrl+q and /quit: ask first while branches run (default No), then stop them.

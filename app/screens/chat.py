@@ -29,6 +29,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from app.chat_store import save_history
 from app.commands import (
     COMMANDS,
     SETTINGS_COMMANDS,
@@ -461,11 +462,22 @@ class ChatScreen(Screen[None]):
             self.notice(f"turn failed: {type(exc).__name__}: {exc}", "error")
         finally:
             self.turn_task = None
+            self.save_history()
             with contextlib.suppress(NoMatches):
                 self.messages.end_turn()
                 self.refresh_status()
                 if self.pending:
                     self.call_later(self.run_pending)
+
+    def save_history(self) -> None:
+        """Keep the chat for ``forkdeck --resume`` (a failure is said, never fatal)."""
+        if not self.session.history:
+            return
+        try:
+            save_history(self.session.root, self.session.history)
+        except Exception as exc:
+            with contextlib.suppress(NoMatches):
+                self.notice(f"could not save the chat for --resume: {exc}", "warning")
 
     def run_shell(self, command: str) -> None:
         """``!cmd``: in the parent workspace, or on a branch tab in that branch's sandbox."""
@@ -611,6 +623,8 @@ class ChatScreen(Screen[None]):
             return
         self.session.history = []
         self.messages.clear_messages()
+        if (self.session.root / ".pydantic-deep" / "sessions").exists():
+            save_history(self.session.root, [])  # --resume starts from the new one too
         self.notice("new conversation")
 
     def cmd_quit(self, command: Slash) -> None:
@@ -866,6 +880,7 @@ class ChatScreen(Screen[None]):
 
     async def _after_merge(self, result: Any) -> None:
         self.close_fork_view()
+        self.save_history()
         self.messages.show_history(self.session.history)
         if result is None:
             return
