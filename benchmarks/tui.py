@@ -191,8 +191,8 @@ def typed_from_first_frame(workspace: Path, store: Path) -> tuple[bool, str]:
     try:
         pane.wait(lambda s: "Message, /command" in s, timeout=30)
         pane.send("!echo early > early-bench.txt", "Enter")
-        screen = pane.screen()
-        queued = "queued until the model is ready" in screen
+        pane.wait(lambda s: "queued until" in s or "(exit 0)" in s, timeout=30)
+        queued = "queued until the model is ready" in pane.screen()
         pane.wait(lambda _s: (workspace / "early-bench.txt").exists(), timeout=30)
         return True, "queued, then run" if queued else "run at once (model already ready)"
     except RuntimeError:
