@@ -705,9 +705,10 @@ class ChatScreen(Screen[None]):
 
     def _on_fork_event(self, event: Any) -> None:
         # Runs inside the coordinator's publish: only cheap work here.
-        if not self.is_attached:
-            return  # the app is shutting down; branches may still report
-        if type(event).__name__ in ("BranchCostUpdated", "BranchStateChanged"):
+        # Called for every streamed token of every branch: the cheap name test comes first;
+        # not attached means the app is shutting down while branches still report.
+        watched = ("BranchCostUpdated", "BranchStateChanged")
+        if type(event).__name__ in watched and self.is_attached:
             self.refresh_status()
 
     def steer(self, command: Steer) -> None:
