@@ -38,7 +38,7 @@ class Steer:
 
 @dataclass(frozen=True)
 class Shell:
-    """``!command``: run a shell command in the workspace (also during a fork)."""
+    """``!command``: a shell command in the workspace, or on a branch tab in that branch."""
 
     command: str
 
@@ -75,7 +75,9 @@ COMMANDS: dict[str, CommandInfo] = {
     "cost": CommandInfo("/cost", "what the chat and the live fork cost so far"),
     "tokens": CommandInfo("/tokens", "tokens used so far"),
     "version": CommandInfo("/version", "forkdeck and library versions"),
-    "copy": CommandInfo("/copy", "copy the last assistant answer to the clipboard"),
+    "copy": CommandInfo(
+        "/copy", "copy the last answer (on a branch tab: that branch's transcript)"
+    ),
     "clear": CommandInfo("/clear", "start a new conversation (not during a fork)"),
     "quit": CommandInfo("/quit", "leave forkdeck (an open fork is kept for next time)"),
 }
@@ -87,12 +89,40 @@ start a new parent run under the branches' feet."""
 
 KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("ctrl+g", "focus the input (from anywhere)"),
-    ("tab", "next fork tab (overview → branch 1 → … → overview)"),
-    ("alt+1..9 / 1..9", "jump to branch N (digits when the tab strip has focus)"),
-    ("esc", "branch tab: terminate it; overview: abort the fork; in a turn: stop it"),
-    ("up / down", "input history"),
-    ("ctrl+q", "quit"),
+    ("tab / shift+tab", "next / previous fork tab (or complete a /command)"),
+    ("ctrl+pgdn / ctrl+pgup", "next / previous fork tab"),
+    ("F1..F9 / alt+1..9", "jump to branch N (1..9 too when the tab strip has focus)"),
+    ("enter", "send; ctrl+j (or shift+enter where the terminal tells it apart): new line"),
+    ("esc", "clear the input; else stop a turn or !cmd, terminate a branch, abort the fork"),
+    ("up / down", "input history (on the first / last line)"),
+    ("ctrl+q", "quit (asks first while branches run)"),
 )
+
+
+@dataclass(frozen=True)
+class PaletteEntry:
+    """One command palette (ctrl+p) row: ``line`` is run at once, or (``needs_args``) put
+    into the composer for the user to finish."""
+
+    title: str
+    help: str
+    line: str
+    needs_args: bool
+
+
+def palette_entries() -> list[PaletteEntry]:
+    """Every slash command and setting, as the command palette lists them."""
+    entries = []
+    for name, info in COMMANDS.items():
+        needs_args = name in SETTINGS_COMMANDS or name == "fork diff"
+        line = f"/{name}" + (" " if needs_args else "")
+        entries.append(PaletteEntry(info.usage, info.summary, line, needs_args))
+        if name in SETTINGS_COMMANDS:
+            # the bare command shows the current value: a row of its own
+            entries.append(
+                PaletteEntry(f"/{name}", f"show the current {name} setting", line.strip(), False)
+            )
+    return entries
 
 
 def parse_input(text: str) -> Parsed | None:
@@ -132,7 +162,14 @@ def blocked_reason(parsed: Parsed, *, fork_active: bool, on_branch_tab: bool = F
         if is_fork_diff(parsed):
             return "no fork is open: /fork diff compares the branches of a live fork"
         return None
-    if isinstance(parsed, Steer | Shell) or is_fork_diff(parsed):
+    if isinstance(parsed, Steer) or is_fork_diff(parsed):
+        return None
+    if isinstance(parsed, Shell) and not on_branch_tab:
+        return (
+            "a fork is open: !cmd on the overview would change the workspace under the "
+            "branches; pick a branch tab to run it in that branch's sandbox, or /merge first"
+        )
+    if isinstance(parsed, Shell):
         return None
     if isinstance(parsed, Slash):
         if parsed.name in ALLOWED_DURING_FORK:
@@ -155,7 +192,10 @@ def help_text() -> str:
     lines = ["Commands:"]
     lines += [f"  {c.usage.ljust(width)}  {c.summary}" for c in COMMANDS.values()]
     lines += [f"  {'>>label message'.ljust(width)}  steer a running branch of the open fork"]
-    lines += [f"  {'!command'.ljust(width)}  run a shell command in the workspace"]
+    lines += [
+        f"  {'!command'.ljust(width)}  run a shell command (sandboxed) in the workspace, "
+        "or on a branch tab in that branch (esc stops it)"
+    ]
     lines.append("Keys:")
     key_width = max(len(k) for k, _ in KEYS_HELP)
     lines += [f"  {k.ljust(key_width)}  {v}" for k, v in KEYS_HELP]
@@ -246,6 +286,7 @@ __all__ = [
     "SETTINGS_COMMANDS",
     "CommandError",
     "ConfigError",
+    "PaletteEntry",
     "Parsed",
     "Prompt",
     "Shell",
@@ -254,6 +295,7 @@ __all__ = [
     "blocked_reason",
     "help_text",
     "is_fork_diff",
+    "palette_entries",
     "parse_input",
     "run_settings_command",
 ]

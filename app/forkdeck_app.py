@@ -13,10 +13,15 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from textual.app import App
+from textual.app import App, SystemCommand
+from textual.screen import Screen
 
+from app.commands import PaletteEntry, palette_entries
 from app.screens.chat import ChatScreen, config_problem_text
 from app.session import ChatSession
 
@@ -29,7 +34,7 @@ class ForkdeckApp(App[None]):
     """The forkdeck TUI (see the module docstring)."""
 
     TITLE = "forkdeck"
-    ENABLE_COMMAND_PALETTE = False
+    ENABLE_COMMAND_PALETTE = True  # ctrl+p: every slash command and setting
 
     def __init__(
         self,
@@ -37,8 +42,10 @@ class ForkdeckApp(App[None]):
         *,
         cursor_blink: bool = True,
         offer_recovery: bool = True,
+        resume: bool = False,
     ) -> None:
         super().__init__()
+        self.resume = resume
         self.session = session
         self.cursor_blink = cursor_blink
         self.offer_recovery = offer_recovery
@@ -70,6 +77,7 @@ class ForkdeckApp(App[None]):
             notices = await asyncio.to_thread(self.session.prepare)
         except Exception as exc:
             chat.notice(f"cannot open the workspace: {exc}", "error")
+            chat.drop_pending("the workspace could not be opened")
             chat.refresh_status("not ready")
             self.prepared.set()
             return
@@ -80,13 +88,89 @@ class ForkdeckApp(App[None]):
         for notice in notices:
             # The offline greeting is long and expected; only real problems pop up a toast.
             chat.notice(notice.message, notice.severity, toast=notice.severity == "error")
+        if self.resume:
+            await self._resume(chat)
         chat.refresh_status()
+        chat.run_pending()  # lines typed while this was loading, in order
         if self.offer_recovery:
             open_forks = await asyncio.to_thread(self.session.open_forks)
             if open_forks:
                 chat.offer_recovery(open_forks)
         self.prepared.set()
 
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The command palette: Textual's own entries plus every slash command/setting."""
+        yield from super().get_system_commands(screen)
+        chat = self.chat
+        if chat is None:
+            return
+        for entry in palette_entries():
+            yield SystemCommand(entry.title, entry.help, partial(self._palette_run, entry))
+
+    def _palette_run(self, entry: PaletteEntry) -> None:
+        chat = self.chat
+        if chat is None:
+            return
+        if entry.needs_args:
+            chat.input.value = entry.line  # finish it in the composer, Enter runs it
+            chat.input.focus()
+        else:
+            chat.handle_line(entry.line)
+
+    async def _resume(self, chat: ChatScreen) -> None:
+        """``--resume``: the last saved chat becomes the history (and the transcript)."""
+        from app.chat_store import load_history
+
+        try:
+            history = await asyncio.to_thread(load_history, self.session.root)
+        except ValueError as exc:
+            chat.notice(f"{exc}; starting a new chat", "error")
+            return
+        if not history:
+            chat.notice("--resume: no saved chat on this workspace; starting a new one")
+            return
+        self.session.history = history
+        chat.messages.show_history(history)
+        chat.notice(f"resumed the last chat ({len(history)} messages)")
+
     async def action_quit(self) -> None:
+        """ctrl+q and /quit: ask first while branches run (default No), then stop them.
+
+        The fork itself stays on disk either way and is offered at the next start.
+        """
+        if self._asking_to_quit:
+            return
+        running = self.running_branches()
+        if running:
+            self._asking_to_quit = True
+            self.run_worker(self._confirm_quit(running), group="quit", exclusive=True)
+            return
         await self.session.aclose()
         self.exit()
+
+    _asking_to_quit = False
+
+    def running_branches(self) -> list[str]:
+        coordinator = self.session.coordinator
+        if coordinator is None or coordinator.is_resolved:
+            return []
+        return [
+            s.label
+            for s in coordinator.inspect_branches()
+            if s.state in ("running", "awaiting_approval")
+        ]
+
+    async def _confirm_quit(self, running: list[str]) -> None:
+        from app.modals.confirm import ConfirmModal
+
+        question = (
+            f"{len(running)} branch(es) still running ({', '.join(running)}). Quit anyway?\n"
+            "They are stopped; the fork stays on disk and is offered at the next start."
+        )
+        try:
+            answer = await self.push_screen_wait(ConfirmModal(question, yes_label="Quit"))
+        finally:
+            self._asking_to_quit = False
+        if answer:
+            await self.session.aclose()
+            self.exit()

@@ -384,8 +384,10 @@ def offline_greeting() -> str:
     keys = ", ".join(MODEL_ENV_KEYS)
     return (
         "No LLM configured: the offline model (scripted, no network) answers. It turns a "
-        "prompt into tool calls (`ls`, `read PATH`, `glob PATTERN`, `grep REGEX`); in a /fork "
-        "steer, `!cmd` makes that branch run a shell command. "
+        "prompt into tool calls (`ls`, `read PATH`, `glob PATTERN`, `grep REGEX`, and "
+        "`write PATH` with the file's lines below it up to a line `end`: ctrl+j starts a "
+        "new line, a paste keeps them all); in a /fork steer, `!cmd` makes that branch run "
+        "a shell command. "
         f"For a real model set one of {keys}, start with `--model provider:name` "
         "(or `--model openai-compatible:NAME@http://host:port/v1` for a local server), "
         "or set `default` under [model] in .pydantic-deep/config.toml; recipes: README "

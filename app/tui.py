@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="workspace branching backend (default: [workspace] backend, else auto)",
     )
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the last chat on this workspace (saved under .pydantic-deep/sessions/)",
+    )
+    parser.add_argument(
         "--subagents",
         metavar="MODULE:NAME",
         help="sub-agents the chat agent may delegate to: a SubAgentBranches or a list of "
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         root.resolve(), requested_model=args.model, backend=args.backend, subagents=subagents,
         base_url=args.base_url, price=args.price,
     )
-    ForkdeckApp(session).run()
+    ForkdeckApp(session, resume=args.resume).run()
     return 0
 
 

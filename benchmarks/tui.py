@@ -1,63 +1,208 @@
-"""TUI figures: time to the first frame, and key latency while 10 branches stream.
+"""TUI figures measured end to end through a real terminal (tmux), beside a bare Textual app.
 
-Targets from issue 7: first frame within 1 s of launch (pydantic-ai imported lazily); with
-10 branches streaming, key presses handled within 100 ms.
+Targets (issue 13): key echo p95 < 50 ms with 10 branches streaming; tab switch p95 <
+100 ms; typing accepted from the first frame (queued until the model is ready); first
+frame < 500 ms.
 
-* **First frame**: ``python -m app.entry WORKSPACE`` is started on a pseudo-terminal with
-  ``FORKDECK_FIRST_FRAME_FILE`` set; the app writes the wall-clock time of its first frame
-  (and whether pydantic-ai was already imported) there. Baselines in the same run:
-  ``python -c pass`` and ``python -c "import textual.app"`` (interpreter start-up and the
-  import of the UI toolkit, which no Textual app can avoid).
-* **Key latency**: the app under Pilot (headless), 10 branches of a ``FunctionModel`` that
-  streams a word every 10 ms (each branch keeps streaming for the whole measurement). Time
-  from ``pilot.press`` to the key's effect visible in app state (tab: the active fork tab
-  changed; alt+N: branch N shown; a letter: it is in the input). Baseline: the same keys
-  on the idle chat screen with no fork.
+* **Key echo**: a key is sent with ``tmux send-keys`` and the pane is polled with
+  ``capture-pane`` until the character is drawn in the composer. The same measurement on
+  a bare Textual app (one ``TextArea``) in the same run is the baseline: it carries the
+  same tmux and polling overhead, so the difference is what forkdeck adds. Measured on the
+  idle chat and with 10 branches of a ``FunctionModel`` that streams a word every 10 ms.
+* **Tab switch**: ``Tab`` until the next branch's panel header (``branch bN ·``) is on
+  screen, with the 10 branches streaming.
+* **Typed from the first frame**: a line is sent the moment the composer is on screen;
+  it must be queued ("queued until the model is ready") or run, never refused.
+* **First frame**: ``python -m app.entry`` on a pseudo-terminal with
+  ``FORKDECK_FIRST_FRAME_FILE``; baselines ``python -c pass`` and ``import textual.app``.
 
-    /work/venv/bin/python benchmarks/tui.py [--launches 5] [--presses 60]
+    python benchmarks/tui.py [--launches 5] [--presses 60]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import pty
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+TMUX = shutil.which("tmux") or "tmux"
+
+LAUNCHER = textwrap.dedent(
+    '''
+    """Started inside tmux by benchmarks/tui.py: MODE is bare | idle | fork10."""
+    import asyncio, sys
+    from pathlib import Path
+
+    mode, workspace = sys.argv[1], Path(sys.argv[2])
+
+    if mode == "bare":
+        from textual.app import App
+        from textual.widgets import TextArea
+
+        class Bare(App):
+            def compose(self):
+                yield TextArea(id="t")
+
+        Bare().run()
+        raise SystemExit(0)
+
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+    from app.forkdeck_app import ForkdeckApp
+    from app.session import ChatSession
+    from branching_core.fork import BranchSpec
+
+    async def respond(messages, info):
+        return ModelResponse(parts=[TextPart("done")])
+
+    async def stream(messages, info):
+        for i in range(100000):
+            await asyncio.sleep(0.01)
+            yield f"w{i} "
+
+    model = FunctionModel(respond, stream_function=stream, model_name="streamer")
+
+    class Bench(ForkdeckApp):
+        async def _prepare(self):
+            await super()._prepare()
+            if mode == "fork10":
+                specs = [BranchSpec(f"b{i}", f"stream {i}") for i in range(10)]
+                coordinator = await self.session.start_fork(specs, None)
+                await self.chat.open_fork_view(coordinator)
+                self.chat.notice("BENCH-FORK-READY")
+
+    app = Bench(ChatSession(workspace, requested_model=model), offer_recovery=False)
+    profile = __import__("os").environ.get("BENCH_PROFILE")
+    if profile:  # python benchmarks/tui.py --profile: where the event loop's time goes
+        import cProfile
+
+        cProfile.run("app.run()", profile)
+    else:
+        app.run()
+    '''
+)
+
+
+class Pane:
+    """One tmux session on a private server running ``argv``."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.socket = f"fd-bench-{uuid.uuid4().hex[:8]}"
+        exports = " ".join(f"{k}='{v}'" for k, v in env.items())
+        command = f"cd '{cwd}' && env {exports} " + " ".join(f"'{a}'" for a in argv)
+        self.tmux("new-session", "-d", "-s", "b", "-x", "160", "-y", "48", command)
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(
+            [TMUX, "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "b")
+
+    def send(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "b", *keys)
+
+    def wait(self, check: Callable[[str], bool], timeout: float = 60.0) -> float:
+        """Poll the screen until ``check``; seconds waited (RuntimeError on timeout)."""
+        start = time.perf_counter()
+        while True:
+            text = self.screen()
+            if check(text):
+                return time.perf_counter() - start
+            if time.perf_counter() - start > timeout:
+                raise RuntimeError(f"timed out; the screen shows:\n{text}")
+
+    def close(self) -> None:
+        self.tmux("kill-server")
+
+
+def echo_latencies(pane: Pane, presses: int, prefix: str = "") -> list[float]:
+    """Type ``presses`` letters one at a time; seconds until each is drawn."""
+    out: list[float] = []
+    typed = prefix
+    for i in range(presses):
+        if len(typed) >= 40:
+            pane.send("C-u")
+            pane.wait(lambda s, t=typed: t not in s, timeout=10)
+            typed = prefix
+        char = "qzjxv"[i % 5]
+        typed += char
+        start = time.perf_counter()
+        pane.send("-l", char)
+        pane.wait(lambda s, t=typed: t in s, timeout=10)
+        out.append(time.perf_counter() - start)
+    pane.send("C-u")
+    return out
+
+
+def tab_latencies(pane: Pane, switches: int) -> list[float]:
+    """``Tab`` through the branches; seconds until the next branch's header is drawn."""
+    out: list[float] = []
+    order = [None, *(f"b{i}" for i in range(10))]
+    current = 0
+    for _ in range(switches):
+        current = (current + 1) % len(order)
+        label = order[current]
+        start = time.perf_counter()
+        pane.send("Tab")
+        if label is None:
+            pane.wait(lambda s: "10 branches ·" in s and "branch b" not in s, timeout=10)
+        else:
+            pane.wait(lambda s, lab=label: f"branch {lab} ·" in s, timeout=10)
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def launch(mode: str, workspace: Path, launcher: Path, store: Path) -> Pane:
+    env = {
+        "FORKDECK_STORE": str(store),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workspace.parent),
+    }
+    return Pane([sys.executable, str(launcher), mode, str(workspace)], env, workspace)
+
+
+def typed_from_first_frame(workspace: Path, store: Path) -> tuple[bool, str]:
+    """Send a line as soon as the composer is drawn; was it queued or run (not refused)?"""
+    env = {
+        "FORKDECK_STORE": str(store),
+        "PYTHONPATH": str(ROOT),
+        "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workspace.parent),
+    }
+    pane = Pane([sys.executable, "-m", "app.entry", "."], env, workspace)
+    try:
+        pane.wait(lambda s: "Message, /command" in s, timeout=30)
+        pane.send("!echo early > early-bench.txt", "Enter")
+        pane.wait(lambda s: "queued until" in s or "(exit 0)" in s, timeout=30)
+        queued = "queued until the model is ready" in pane.screen()
+        pane.wait(lambda _s: (workspace / "early-bench.txt").exists(), timeout=30)
+        return True, "queued, then run" if queued else "run at once (model already ready)"
+    except RuntimeError:
+        return False, "refused or lost"
+    finally:
+        pane.close()
+        (workspace / "early-bench.txt").unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------ first frame
-
-
-def _spawn_on_pty(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-    """Start ``argv`` with a pseudo-terminal as its stdin/stdout/stderr (Textual needs one)."""
-    master, slave = pty.openpty()
-    os.set_blocking(master, False)
-    proc = subprocess.Popen(
-        argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, close_fds=True
-    )
-    os.close(slave)
-    proc._bench_master = master  # type: ignore[attr-defined]
-    return proc
-
-
-def _drain(proc: subprocess.Popen[bytes]) -> None:
-    master = proc._bench_master  # type: ignore[attr-defined]
-    try:
-        while os.read(master, 65536):
-            pass
-    except (BlockingIOError, OSError):
-        pass
 
 
 def first_frame_once(workspace: Path, store: Path) -> tuple[float, bool]:
@@ -73,12 +218,27 @@ def first_frame_once(workspace: Path, store: Path) -> tuple[float, bool]:
             "COLUMNS": "120",
             "LINES": "40",
         }
+        master, slave = pty.openpty()
+        os.set_blocking(master, False)
         start = time.time()
-        proc = _spawn_on_pty([sys.executable, "-m", "app.entry", str(workspace)], env, workspace)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.entry", str(workspace)],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=workspace,
+            close_fds=True,
+        )
+        os.close(slave)
         try:
             deadline = time.monotonic() + 30
             while not marker.exists() or not marker.read_text().strip():
-                _drain(proc)
+                try:
+                    while os.read(master, 65536):
+                        pass
+                except (BlockingIOError, OSError):
+                    pass
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError("the app never drew its first frame")
                 time.sleep(0.002)
@@ -87,7 +247,7 @@ def first_frame_once(workspace: Path, store: Path) -> tuple[float, bool]:
         finally:
             proc.kill()
             proc.wait()
-            os.close(proc._bench_master)  # type: ignore[attr-defined]
+            os.close(master)
 
 
 def python_once(code: str) -> float:
@@ -96,91 +256,17 @@ def python_once(code: str) -> float:
     return time.perf_counter() - start
 
 
-# ------------------------------------------------------------------------------ key latency
-
-
-def streaming_model() -> Any:
-    """A FunctionModel whose every answer streams 4000 words, one per 10 ms."""
-    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        return ModelResponse(parts=[TextPart("done")])
-
-    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
-        for i in range(4000):
-            await asyncio.sleep(0.01)
-            yield f"w{i} "
-
-    return FunctionModel(respond, stream_function=stream, model_name="streamer")
-
-
-KEY_CHARS = {"tab": "\t", "x": "x"}
-
-
-async def _latency(pilot: Any, key: str, changed: Callable[[], bool]) -> float:
-    """Seconds from the key entering the app (as the terminal driver delivers it) to its effect.
-
-    ``pilot.press`` itself would also wait for the app to go idle, which never happens while
-    ten branches stream, so the key event is handed to the driver the way ``press`` does it.
-    """
-    from textual import events
-
-    app = pilot.app
-    event = events.Key(key, KEY_CHARS.get(key))
-    event.set_sender(app)
-    start = time.perf_counter()
-    app._driver.send_message(event)
-    while not changed():
-        await asyncio.sleep(0.0005)
-    return time.perf_counter() - start
-
-
-async def key_latencies(workspace: Path, presses: int, *, fork: bool) -> list[float]:
-    from app.forkdeck_app import ForkdeckApp
-    from app.session import ChatSession
-    from branching_core.fork import BranchSpec
-
-    session = ChatSession(workspace, requested_model=streaming_model())
-    app = ForkdeckApp(session, cursor_blink=False, offer_recovery=False)
-    out: list[float] = []
-    async with app.run_test(size=(160, 48)) as pilot:
-        await asyncio.wait_for(app.prepared.wait(), 30)
-        chat = app.chat
-        assert chat is not None
-        area = None
-        if fork:
-            specs = [BranchSpec(f"b{i}", f"stream {i}") for i in range(10)]
-            coordinator = await session.start_fork(specs, None)
-            await chat.open_fork_view(coordinator)
-            area = chat.fork_area
-            await asyncio.sleep(0.5)  # every branch is streaming by now
-        for i in range(presses):
-            if area is not None and i % 3 == 0:
-                before = area.active_label
-                out.append(await _latency(pilot, "tab", lambda b=before: area.active_label != b))
-            elif area is not None and i % 3 == 1:
-                n = i % 9 + 1
-                target = area.labels[n - 1]
-                if area.active_label == target:
-                    n, target = n % 9 + 1, area.labels[n % 9]
-                out.append(
-                    await _latency(pilot, f"alt+{n}", lambda t=target: area.active_label == t)
-                )
-            else:
-                chat.input.focus()
-                before = len(chat.input.value)
-                out.append(await _latency(pilot, "x", lambda b=before: len(chat.input.value) > b))
-        if fork:
-            running = sum(1 for s in session.coordinator.inspect_branches() if s.state == "running")
-            assert running == 10, f"only {running} of 10 branches were still streaming"
-            await session.abort_fork()
-    return out
-
-
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def row(name: str, values: list[float], target: str = "") -> str:
+    ms = 1000.0
+    return (
+        f"| {name} | {pct(values, 0.5) * ms:.0f} ms | {pct(values, 0.95) * ms:.0f} ms | "
+        f"{max(values) * ms:.0f} ms | {target} |"
+    )
 
 
 def main() -> None:
@@ -195,49 +281,67 @@ def main() -> None:
         (workspace / "README.txt").write_text("hello\n")
         store = Path(tmp) / "store"
         os.environ["FORKDECK_STORE"] = str(store)
+        launcher = Path(tmp) / "launcher.py"
+        launcher.write_text(LAUNCHER)
 
         frames, lazy = [], []
         for _ in range(args.launches):
             seconds, loaded = first_frame_once(workspace, store)
             frames.append(seconds)
             lazy.append(not loaded)
-        bare = [python_once("pass") for _ in range(args.launches)]
+        bare_py = [python_once("pass") for _ in range(args.launches)]
         textual_import = [python_once("import textual.app") for _ in range(args.launches)]
+        accepted = typed_from_first_frame(workspace, store)
 
-        idle = asyncio.run(key_latencies(workspace, args.presses, fork=False))
-        busy = asyncio.run(key_latencies(workspace, args.presses, fork=True))
+        pane = launch("bare", workspace, launcher, store)
+        try:
+            time.sleep(3.0)  # Textual imported and the TextArea drawn
+            bare = echo_latencies(pane, args.presses)
+        finally:
+            pane.close()
 
-    ms = 1000.0
-    print("## forkdeck TUI\n")
-    print(f"launches: {args.launches}, key presses per run: {args.presses}\n")
-    print("| figure | p50 | p95 | target |")
-    print("|---|---:|---:|---|")
-    print(
-        f"| first frame after launch | {pct(frames, 0.5) * ms:.0f} ms | "
-        f"{pct(frames, 0.95) * ms:.0f} ms | < 1000 ms |"
-    )
-    print(
-        f"| baseline: `python -c pass` | {pct(bare, 0.5) * ms:.0f} ms | "
-        f"{pct(bare, 0.95) * ms:.0f} ms | |"
-    )
-    print(
-        f"| baseline: `python -c 'import textual.app'` | {pct(textual_import, 0.5) * ms:.0f} ms | "
-        f"{pct(textual_import, 0.95) * ms:.0f} ms | |"
-    )
-    print(
-        f"| key press, idle chat | {pct(idle, 0.5) * ms:.1f} ms | {pct(idle, 0.95) * ms:.1f} ms | |"
-    )
-    print(
-        f"| key press, 10 branches streaming | {pct(busy, 0.5) * ms:.1f} ms | "
-        f"{pct(busy, 0.95) * ms:.1f} ms | < 100 ms |"
-    )
+        pane = launch("idle", workspace, launcher, store)
+        try:
+            pane.wait(lambda s: "type a message" in s, timeout=60)
+            idle = echo_latencies(pane, args.presses)
+        finally:
+            pane.close()
+
+        pane = launch("fork10", workspace, launcher, store)
+        try:
+            pane.wait(lambda s: "BENCH-FORK-READY" in s, timeout=90)
+            time.sleep(1.0)  # every branch is streaming by now
+            busy = echo_latencies(pane, args.presses)
+            tabs = tab_latencies(pane, max(args.presses // 2, 11))
+            pane.send("F1")  # a branch panel in front instead of the overview table
+            pane.wait(lambda s: "branch b0 ·" in s, timeout=10)
+            on_branch = echo_latencies(pane, args.presses)
+            still = pane.screen()
+        finally:
+            pane.close()
+
+    print("## forkdeck TUI, end to end through tmux\n")
+    print(f"launches: {args.launches}, keys per measurement: {args.presses}\n")
+    print("| figure | p50 | p95 | max | target |")
+    print("|---|---:|---:|---:|---|")
+    print(row("first frame after launch", frames, "< 500 ms"))
+    print(row("baseline: `python -c pass`", bare_py))
+    print(row("baseline: `python -c 'import textual.app'`", textual_import))
+    print(row("key echo, bare Textual app (TextArea)", bare))
+    print(row("key echo, forkdeck idle chat", idle))
+    print(row("key echo, 10 branches streaming (overview shown)", busy, "p95 < 50 ms"))
+    print(row("key echo, 10 branches streaming (branch panel shown)", on_branch, "p95 < 50 ms"))
+    print(row("tab switch, 10 branches streaming", tabs, "p95 < 100 ms"))
     print()
-    ratio = statistics.median(frames) / statistics.median(textual_import)
     print(
-        f"first frame / textual import: {ratio:.2f}x; "
-        f"pydantic-ai not yet imported at first frame in {sum(lazy)}/{len(lazy)} launches"
+        f"typed from the first frame: {'accepted' if accepted[0] else 'NOT accepted'} ({accepted[1]})"
     )
-    print(f"key latency streaming / idle (p50): {pct(busy, 0.5) / pct(idle, 0.5):.2f}x")
+    print(f"pydantic-ai not yet imported at the first frame in {sum(lazy)}/{len(lazy)} launches")
+    print(
+        f"key echo p95, 10 streaming / bare Textual: {pct(busy, 0.95) / pct(bare, 0.95):.2f}x; "
+        f"idle / bare: {pct(idle, 0.95) / pct(bare, 0.95):.2f}x"
+    )
+    print(f"branches still streaming at the end: {'● b' in still}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,10 @@
 
 Why a modal of its own: Esc on a branch tab is destructive, so it always asks first. Keys:
 ``y`` / Enter on "Yes" confirm; ``n`` / Esc decline. Dismisses with True or False.
+
+The focus starts on "No": an Esc typed out of habit followed by Enter (or an Enter that
+was already queued behind the Esc) must not abort a whole fork. ``default=True`` is for
+questions whose "yes" loses nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ class ConfirmModal(ModalScreen[bool]):
     """Ask ``question``; True for yes, False for no."""
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")  # absolute: subclasses elsewhere work
-    AUTO_FOCUS = "#yes"
+    AUTO_FOCUS = "#no"
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),
         Binding("n", "answer(False)", "No"),
@@ -28,11 +32,21 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("left,right", "toggle_focus", show=False),
     ]
 
-    def __init__(self, question: str, *, yes_label: str = "Yes", no_label: str = "No") -> None:
+    def __init__(
+        self,
+        question: str,
+        *,
+        yes_label: str = "Yes",
+        no_label: str = "No",
+        default: bool = False,
+    ) -> None:
         super().__init__()
         self.question = question
         self.yes_label = yes_label
         self.no_label = no_label
+        self.default = default
+        if default:
+            self.AUTO_FOCUS = "#yes"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):

@@ -14,18 +14,24 @@ import asyncio
 import contextlib
 import importlib
 import importlib.metadata
+import itertools
 import platform
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from textual import on, work
+from textual import events, on, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from app.chat_store import save_history
 from app.commands import (
+    COMMANDS,
     SETTINGS_COMMANDS,
     CommandError,
     Parsed,
@@ -40,13 +46,32 @@ from app.commands import (
     run_settings_command,
 )
 from app.session import ChatSession, build_report
+from app.shell_command import ShellTarget, branch_target, run_shell_command
 from app.widgets.chat_input import ChatInput
+from app.widgets.fork_log import ForkLog
 from app.widgets.message_list import MessageList
 from app.widgets.status_bar import StatusBar, StatusInfo
 from branching_core.errors import ConfigError
 
-SHELL_TIMEOUT_S = 60.0
-SHELL_OUTPUT_LIMIT = 4000
+ALT_DIGIT_GLYPH_KEYS = (
+    "inverted_exclamation_mark",
+    "trade_mark_sign",
+    "pound_sign",
+    "cent_sign",
+    "infinity",
+    "section_sign",
+    "pilcrow_sign",
+    "bullet",
+    "ª",
+)
+"""What alt+1..alt+9 arrive as. Terminals that send Alt as an ESC prefix (tmux, screen,
+xterm, the VS Code terminal) send ``ESC 1``; Textual's parser maps that to ``¡`` (the
+macOS option+1 glyph, as WezTerm sends it), and macOS terminals type the glyph itself.
+While a fork is open these keys jump to branch N; otherwise they are typed as text."""
+
+
+NO_SESSION_COMMANDS = frozenset({"help", "quit", "version"})
+"""Slash commands that run at once even during start-up (nothing else is queued behind)."""
 
 
 def _lazy(module: str, name: str) -> Any:
@@ -61,13 +86,30 @@ class ChatScreen(Screen[None]):
     CSS_PATH = "chat.tcss"
 
     BINDINGS = [
+        # The footer shows what a key does *now* (check_action hides the others): Tab
+        # completes a /command or moves to the next fork tab, Esc clears, stops, terminates
+        # or aborts. For each key the first enabled binding wins; the last is the fallback.
         Binding("ctrl+g", "focus_input", "Input", priority=True),
-        Binding("tab", "cycle_tab", "Next tab", priority=True, show=False),
+        Binding("tab", "complete", "Complete", priority=True),
+        Binding("tab", "cycle_tab", "Next tab", priority=True),
+        Binding("tab", "app.focus_next", show=False, priority=True),
         Binding("shift+tab", "cycle_tab(-1)", "Prev tab", priority=True, show=False),
-        Binding("escape", "escape", "Stop / terminate", show=False),
+        Binding("shift+tab", "app.focus_previous", show=False, priority=True),
+        Binding("escape", "escape('clear')", "Clear"),
+        Binding("escape", "escape('stop')", "Stop"),
+        Binding("escape", "escape('terminate')", "Terminate branch"),
+        Binding("escape", "escape('abort')", "Abort fork"),
+        Binding("escape", "escape", show=False),
+        Binding("ctrl+pagedown", "cycle_tab", "Next tab", priority=True, show=False),
+        Binding("ctrl+pageup", "cycle_tab(-1)", "Prev tab", priority=True, show=False),
+        *(Binding(f"f{n}", f"jump({n})", show=False, priority=True) for n in range(1, 10)),
         *(Binding(f"alt+{n}", f"jump({n})", show=False, priority=True) for n in range(1, 10)),
+        *(
+            Binding(key, f"jump_alt_glyph({n})", show=False, priority=True)
+            for n, key in enumerate(ALT_DIGIT_GLYPH_KEYS, start=1)
+        ),
         *(Binding(str(n), f"jump({n})", show=False) for n in range(1, 10)),
-        Binding("ctrl+q", "app.quit", "Quit"),
+        Binding("ctrl+q", "app.quit", "Quit", priority=True),
     ]
 
     def __init__(self, session: ChatSession) -> None:
@@ -77,6 +119,9 @@ class ChatScreen(Screen[None]):
         self.turn_task: asyncio.Task[Any] | None = None
         self._remove_listener: Any = None
         self.last_notice = ""
+        self.shell_task: asyncio.Task[Any] | None = None
+        self.pending: list[str] = []
+        """Lines sent before they could run (start-up): run in order once they can."""
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -85,7 +130,8 @@ class ChatScreen(Screen[None]):
         with Vertical(id="body"):
             yield MessageList(id="messages")
             yield Container(id="fork-slot")
-        chat_input = ChatInput(id="input")
+            yield ForkLog(id="fork-log")
+        chat_input = ChatInput(id="input", commands=[c for c in COMMANDS if " " not in c])
         chat_input.cursor_blink = bool(getattr(self.app, "cursor_blink", True))
         yield chat_input
         yield StatusBar(id="status")
@@ -103,8 +149,13 @@ class ChatScreen(Screen[None]):
     def status(self) -> StatusBar:
         return self.query_one("#status", StatusBar)
 
+    @property
+    def fork_log(self) -> ForkLog:
+        return self.query_one("#fork-log", ForkLog)
+
     def on_mount(self) -> None:
         self.query_one("#fork-slot").display = False
+        self.fork_log.display = False
         self.fork_badge.clear()
         self.input.focus()
         self.refresh_status()
@@ -131,6 +182,9 @@ class ChatScreen(Screen[None]):
             activity = "thinking… (esc stops)" if self.turn_running else ""
             if not session.ready:
                 activity = "starting…"
+        if self.pending:
+            activity = f"{activity} ({len(self.pending)} queued)".strip()
+        self.refresh_hints()
         self.status.show(
             StatusInfo(
                 model=session.model_label,
@@ -150,42 +204,144 @@ class ChatScreen(Screen[None]):
         """Say something in the transcript (and as a toast, by default for warnings and errors).
 
         The transcript keeps the whole text; the toast only its first line, because a toast
-        that hides the screen for seconds is worse than none.
+        that hides the screen for seconds is worse than none. While a fork is open the
+        transcript is hidden, so the fork view's log strip gets the text too.
         """
         self.messages.add_notice(text, severity)
+        if self.fork_area is not None:
+            self.fork_log.add(text, severity)
         self.last_notice = text
         if toast is None:
             toast = severity in ("warning", "error")
         if toast:
             self.notify(text.splitlines()[0], severity=severity, markup=False)  # type: ignore[arg-type]
 
+    @contextlib.contextmanager
+    def busy(self, what: str) -> Iterator[None]:
+        """Spinner and elapsed seconds in the status line while ``what`` takes its time
+        (fork spawn, the judge, waiting for a running branch to finish before a merge)."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        frames = itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+
+        def tick() -> None:
+            self.refresh_status(f"{next(frames)} {what} {loop.time() - started:.0f} s")
+
+        tick()
+        timer = self.set_interval(0.25, tick)
+        try:
+            yield
+        finally:
+            timer.stop()
+            with contextlib.suppress(NoMatches):
+                self.refresh_status()
+
     @property
     def turn_running(self) -> bool:
         return self.turn_task is not None and not self.turn_task.done()
 
     # -- keys -------------------------------------------------------------------------------
+    def on_key(self, event: events.Key) -> None:
+        """A printable key nobody took (a tab chip or a panel had the focus after a click):
+        it belongs in the composer, and so does the focus, so no typed letter is lost."""
+        focused = self.focused
+        if not event.is_printable or not event.character or focused is self.input:
+            return
+        if focused is not None and any(
+            event.key in node._bindings.key_to_bindings for node in focused.ancestors_with_self
+        ):
+            return  # a binding takes it (1..9 on the tab strip or here): the app runs it
+        event.stop()
+        self.input.focus()
+        self.input.insert(event.character)
+
     def action_focus_input(self) -> None:
         self.input.focus()
+
+    def action_complete(self) -> None:
+        self.input.complete()
 
     def action_cycle_tab(self, step: int = 1) -> None:
         if self.fork_area is not None:
             self.fork_area.cycle(step)
-        elif step > 0:
-            self.focus_next()
-        else:
-            self.focus_previous()
+
+    def escape_mode(self) -> str | None:
+        """What Esc does now: clear, stop, terminate, abort (None: nothing to do)."""
+        if self.focused is self.input and self.input.text:
+            return "clear"
+        if self.turn_running or self.shell_running:
+            return "stop"
+        if self.fork_area is not None and self.session.fork_active:
+            label = self.fork_area.active_label
+            if label is None:
+                return "abort"
+            coordinator = self.session.coordinator
+            live = ("running", "awaiting_approval")
+            if coordinator is not None and coordinator.get_branch(label).state in live:
+                return "terminate"
+        return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "focus_input":
+            return self.focused is not self.input
+        if action == "complete":
+            return self.focused is self.input and bool(self.input.completions())
+        if action == "cycle_tab":
+            return self.fork_area is not None
+        if action == "escape" and parameters:
+            return self.escape_mode() == parameters[0]
+        return True
+
+    def refresh_hints(self) -> None:
+        """Redraw the footer when what a key does has changed (cheap to call often)."""
+        key = (
+            self.focused is self.input,
+            bool(self.input.text),
+            bool(self.input.completions()),
+            self.escape_mode(),
+            self.fork_area is not None,
+        )
+        if key != getattr(self, "_hints_key", None):
+            self._hints_key = key
+            self.refresh_bindings()
+
+    def on_text_area_changed(self, event: Any) -> None:
+        self.refresh_hints()
+
+    def on_fork_area_selected(self, event: Any) -> None:
+        self.refresh_hints()
 
     def action_jump(self, n: int) -> None:
         if self.fork_area is not None:
             self.fork_area.jump(n)
 
-    def action_escape(self) -> None:
+    def action_jump_alt_glyph(self, n: int) -> None:
+        """alt+N as ``¡``/``™``/... (see ALT_DIGIT_GLYPH_KEYS): a jump only during a fork."""
+        if self.fork_area is None:
+            raise SkipAction()  # no fork: the character is typed into the composer
+        self.fork_area.jump(n)
+
+    def action_escape(self, mode: str | None = None) -> None:
+        if mode == "clear":
+            self.input.value = ""
+            return
+        if self.shell_task is not None and not self.shell_task.done():
+            self.shell_task.cancel()  # the runner kills the command's whole tree
+            return
         if self.turn_running:
             assert self.turn_task is not None
             self.turn_task.cancel()
             return
         if self.fork_area is not None and self.session.fork_active:
-            self.confirm_escape(self.fork_area.active_label)
+            label = self.fork_area.active_label
+            coordinator = self.session.coordinator
+            if label is not None and coordinator is not None:
+                state = coordinator.get_branch(label).state
+                if state not in ("running", "awaiting_approval"):
+                    # Nothing to stop: a "Terminate?" dialog here would do nothing.
+                    self.notice(f"branch {label} is {state.replace('_', ' ')}: nothing to stop")
+                    return
+            self.confirm_escape(label)
 
     @work(exclusive=True, group="escape")
     async def confirm_escape(self, label: str | None) -> None:
@@ -208,10 +364,9 @@ class ChatScreen(Screen[None]):
     # -- input -------------------------------------------------------------------------------
     @on(ChatInput.Submitted, "#input")
     def on_submit(self, event: ChatInput.Submitted) -> None:
-        text = event.value
-        self.input.remember(text)
-        self.input.value = ""
-        self.handle_line(text)
+        # The composer already cleared itself when Enter arrived: keys typed after that
+        # Enter are in it now and must stay there.
+        self.handle_line(event.value)
 
     def handle_line(self, text: str) -> None:
         """Run one submitted line (also the entry point for tests and scripts)."""
@@ -222,6 +377,17 @@ class ChatScreen(Screen[None]):
             return
         if parsed is None:
             return
+        wait = self._must_wait(parsed)
+        if wait is not None:
+            # Start-up (pydantic-ai imports, the agent is built), a turn or !cmd still
+            # running, or earlier lines still queued: keep the order, say so, run it later.
+            self.pending.append(text)
+            self.notice(f"queued until {wait}: {text.splitlines()[0]}")
+            self.refresh_status()
+            return
+        self._run_parsed(parsed)
+
+    def _run_parsed(self, parsed: Parsed) -> None:
         on_branch = self.fork_area is not None and self.fork_area.active_label is not None
         reason = blocked_reason(
             parsed, fork_active=self.session.fork_active, on_branch_tab=on_branch
@@ -230,6 +396,39 @@ class ChatScreen(Screen[None]):
             self.notice(reason, "warning")
             return
         self.dispatch(parsed)
+
+    @property
+    def shell_running(self) -> bool:
+        return self.shell_task is not None and not self.shell_task.done()
+
+    def _must_wait(self, parsed: Parsed) -> str | None:
+        """Why ``parsed`` has to wait in the queue (None: it runs now)."""
+        if isinstance(parsed, Slash) and parsed.name in NO_SESSION_COMMANDS:
+            return None
+        if not self.session.ready:
+            return "the model is ready"
+        if self.pending:
+            return "the lines before it have run"
+        if isinstance(parsed, Shell) and self.shell_running:
+            return "the running !command ends"
+        if isinstance(parsed, Prompt) and self.turn_running:
+            return "the running turn ends"
+        return None
+
+    def run_pending(self) -> None:
+        """Run queued lines in order; each waits for the turn or !command before it."""
+        while self.pending and self.session.ready:
+            if self.turn_running or self.shell_running:
+                break
+            parsed = parse_input(self.pending.pop(0))
+            if parsed is not None:
+                self._run_parsed(parsed)
+        self.refresh_status()
+
+    def drop_pending(self, reason: str) -> None:
+        if self.pending:
+            self.notice(f"{len(self.pending)} queued line(s) not sent: {reason}", "error")
+            self.pending.clear()
 
     def dispatch(self, parsed: Parsed) -> None:
         if isinstance(parsed, Slash):
@@ -246,9 +445,6 @@ class ChatScreen(Screen[None]):
 
     # -- the parent chat -------------------------------------------------------------------
     def start_turn(self, text: str) -> None:
-        if not self.session.ready:
-            self.notice("still starting up: try again in a moment", "warning")
-            return
         if self.turn_running:
             self.notice("a turn is running: wait for it, or esc to stop it", "warning")
             return
@@ -260,7 +456,9 @@ class ChatScreen(Screen[None]):
         try:
             await self.session.run_turn(text, self.messages)
         except asyncio.CancelledError:
-            self.notice("turn stopped (esc); what happened so far is kept", "warning")
+            # Esc, or the app closing under the turn (then there is no screen to tell).
+            with contextlib.suppress(NoMatches):
+                self.notice("turn stopped (esc); what happened so far is kept", "warning")
         except Exception as exc:
             from branching_core.agent.model_errors import describe_error
 
@@ -269,38 +467,79 @@ class ChatScreen(Screen[None]):
                 "error",
             )
         finally:
-            self.messages.end_turn()
             self.turn_task = None
-            self.refresh_status()
+            self.save_history()
+            with contextlib.suppress(NoMatches):
+                self.messages.end_turn()
+                self.refresh_status()
+                if self.pending:
+                    self.call_later(self.run_pending)
 
-    @work(group="shell")
-    async def run_shell(self, command: str) -> None:
-        self.messages.add_user(f"!{command}")
-        try:
-            proc = await asyncio.create_subprocess_shell(
-                command,
-                cwd=self.session.root,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL,
-            )
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), SHELL_TIMEOUT_S)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-                self.notice(f"!{command}: killed after {SHELL_TIMEOUT_S:g} s", "error")
-                return
-        except OSError as exc:
-            self.notice(f"!{command}: {exc}", "error")
+    def save_history(self) -> None:
+        """Keep the chat for ``forkdeck --resume`` (a failure is said, never fatal)."""
+        if not self.session.history:
             return
-        text = out.decode(errors="replace").rstrip()
-        if len(text) > SHELL_OUTPUT_LIMIT:
-            text = text[: SHELL_OUTPUT_LIMIT // 2] + "\n[…]\n" + text[-SHELL_OUTPUT_LIMIT // 2 :]
-        self.notice(
-            f"{text}\n(exit {proc.returncode})" if text else f"(exit {proc.returncode})",
-            "information" if proc.returncode == 0 else "warning",
-        )
+        try:
+            save_history(self.session.root, self.session.history)
+        except Exception as exc:
+            with contextlib.suppress(NoMatches):
+                self.notice(f"could not save the chat for --resume: {exc}", "warning")
+
+    def run_shell(self, command: str) -> None:
+        """``!cmd``: in the parent workspace, or on a branch tab in that branch's sandbox."""
+        if self.shell_task is not None and not self.shell_task.done():
+            self.notice("a !command is running: wait for it, or esc to stop it", "warning")
+            return
+        label = self.fork_area.active_label if self.fork_area is not None else None
+        if label is not None and self.session.coordinator is not None:
+            try:
+                target = branch_target(self.session.coordinator, label)
+            except ValueError as exc:
+                self.notice(str(exc), "error")
+                return
+            self.fork_area.panel(label).add_note(f"$ {command}")  # type: ignore[union-attr]
+        else:
+            target = ShellTarget(self.session.root)
+        self.messages.add_user(f"!{command}")
+        self.shell_task = asyncio.create_task(self._shell(target, command))
+
+    async def _shell(self, target: ShellTarget, command: str) -> None:
+        started = asyncio.get_running_loop().time()
+
+        def tick() -> None:
+            elapsed = asyncio.get_running_loop().time() - started
+            self.refresh_status(f"!{command[:30]} running {elapsed:.0f} s (esc stops)")
+
+        tick()
+        timer = self.set_interval(0.5, tick)
+        live = self.fork_area is not None
+        if live:
+            self.fork_log.add(
+                f"$ {command}" + (f"  (branch {target.label})" if target.label else "")
+            )
+        try:
+            text, severity = await run_shell_command(
+                target, command, (lambda line: self.fork_log.add(line)) if live else None
+            )
+        except asyncio.CancelledError:
+            text, severity = f"!{command}: stopped (esc); the command was killed", "warning"
+        finally:
+            timer.stop()
+            self.shell_task = None
+            self.refresh_status()
+            if self.pending:
+                self.call_later(self.run_pending)
+        if target.label is not None and self.fork_area is not None:
+            with contextlib.suppress(KeyError):
+                self.fork_area.panel(target.label).add_note(text)
+        if live:
+            # the lines were streamed to the strip already: the transcript gets the whole
+            # text, the strip only the closing status line
+            self.messages.add_notice(text, severity)
+            self.last_notice = text
+            self.fork_log.add(text.splitlines()[-1], severity)
+        else:
+            self.notice(text, severity)
 
     # -- slash commands ---------------------------------------------------------------------
     def run_slash(self, command: Slash) -> None:
@@ -371,12 +610,18 @@ class ChatScreen(Screen[None]):
         )
 
     def cmd_copy(self, command: Slash) -> None:
-        text = self.messages.last_assistant_text()
+        """The chat's last answer; on a branch tab, that branch's whole transcript."""
+        label = self.fork_area.active_label if self.fork_area is not None else None
+        if label is not None:
+            panel = self.fork_area.panel(label)  # type: ignore[union-attr]
+            text, what = panel.transcript_text + panel.pending_text, f"branch {label}'s transcript"
+        else:
+            text, what = self.messages.last_assistant_text(), "the last answer"
         if not text:
             self.notice("nothing to copy yet", "warning")
             return
         self.app.copy_to_clipboard(text)
-        self.notice(f"copied {len(text)} characters")
+        self.notice(f"copied {what}: {len(text)} characters", toast=True)
 
     def cmd_clear(self, command: Slash) -> None:
         if self.turn_running:
@@ -384,6 +629,8 @@ class ChatScreen(Screen[None]):
             return
         self.session.history = []
         self.messages.clear_messages()
+        if (self.session.root / ".pydantic-deep" / "sessions").exists():
+            save_history(self.session.root, [])  # --resume starts from the new one too
         self.notice("new conversation")
 
     def cmd_quit(self, command: Slash) -> None:
@@ -392,9 +639,6 @@ class ChatScreen(Screen[None]):
     def cmd_fork(self, command: Slash) -> None:
         if command.args:
             self.notice("usage: /fork (or /fork diff [PATH] while a fork is open)", "error")
-            return
-        if not self.session.ready:
-            self.notice("still starting up: try again in a moment", "warning")
             return
         if self.turn_running:
             self.notice("a turn is running: esc first, then /fork", "warning")
@@ -425,9 +669,10 @@ class ChatScreen(Screen[None]):
             self.notice("fork cancelled")
             return
         try:
-            coordinator = await self.session.start_fork(
-                list(request.specs), request.aggregate_budget_usd
-            )
+            with self.busy(f"starting {len(request.specs)} branches…"):
+                coordinator = await self.session.start_fork(
+                    list(request.specs), request.aggregate_budget_usd
+                )
         except Exception as exc:
             self.notice(f"fork failed: {exc}", "error")
             return
@@ -442,6 +687,9 @@ class ChatScreen(Screen[None]):
         self.fork_area = area_cls(coordinator, id="fork-area")
         await slot.mount(self.fork_area)
         slot.display = True
+        self.fork_log.clear()
+        self.fork_log.display = True
+        self.input.passthrough_keys = frozenset(ALT_DIGIT_GLYPH_KEYS)
         self.messages.display = False
         self.fork_badge.set_coordinator(coordinator)
         self._remove_listener = coordinator.add_listener(self._on_fork_event)
@@ -456,13 +704,18 @@ class ChatScreen(Screen[None]):
             self.fork_area.remove()
             self.fork_area = None
         self.query_one("#fork-slot").display = False
+        self.fork_log.display = False
+        self.input.passthrough_keys = frozenset()
         self.messages.display = True
         self.fork_badge.set_coordinator(None)
         self.refresh_status()
 
     def _on_fork_event(self, event: Any) -> None:
         # Runs inside the coordinator's publish: only cheap work here.
-        if type(event).__name__ in ("BranchCostUpdated", "BranchStateChanged"):
+        # Called for every streamed token of every branch: the cheap name test comes first;
+        # not attached means the app is shutting down while branches still report.
+        watched = ("BranchCostUpdated", "BranchStateChanged")
+        if type(event).__name__ in watched and self.is_attached:
             self.refresh_status()
 
     def steer(self, command: Steer) -> None:
@@ -484,7 +737,7 @@ class ChatScreen(Screen[None]):
                 "warning",
             )
             return
-        self.notice(f">>{command.label}: {command.message}")
+        self.notice(f">>{command.label}: {command.message}", toast=True)
 
     @work(group="branch-turn")
     async def branch_follow_up(self, label: str | None, text: str) -> None:
@@ -596,9 +849,10 @@ class ChatScreen(Screen[None]):
         resolve = _lazy("branching_core.review", "resolve")
         self.notice("asking the judge… (the branches are awaited first)")
         try:
-            return await resolve(
-                coordinator, judges=self.session.judges, settings=self.session.settings
-            )
+            with self.busy("asking the judge…"):
+                return await resolve(
+                    coordinator, judges=self.session.judges, settings=self.session.settings
+                )
         except Exception as exc:
             self.notice(f"the judge failed ({exc}): pick the winner yourself", "warning")
             return None
@@ -625,7 +879,8 @@ class ChatScreen(Screen[None]):
                 if coordinator.get_branch(label).state == "running":
                     self.notice(f"waiting for branch {label} to finish…")
         try:
-            result = await self.session.merge(action)
+            with self.busy(f"merging {label}…"):
+                result = await self.session.merge(action)
         except Exception as exc:
             self.notice(f"merge failed: {exc}", "error")
             return
@@ -633,6 +888,7 @@ class ChatScreen(Screen[None]):
 
     async def _after_merge(self, result: Any) -> None:
         self.close_fork_view()
+        self.save_history()
         self.messages.show_history(self.session.history)
         if result is None:
             return

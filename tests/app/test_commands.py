@@ -68,7 +68,9 @@ def test_allow_list_during_a_fork() -> None:
         assert blocked_reason(Slash(name), fork_active=True) is None
     assert blocked_reason(Slash("fork", ("diff",)), fork_active=True) is None
     assert blocked_reason(Steer("a", "x"), fork_active=True) is None
-    assert blocked_reason(Shell("ls"), fork_active=True) is None
+    assert blocked_reason(Shell("ls"), fork_active=True, on_branch_tab=True) is None
+    on_overview = blocked_reason(Shell("ls"), fork_active=True)  # would hit the parent
+    assert on_overview is not None and "pick a branch tab" in on_overview
     for name in ("fork", "fork-branches", "fork-budget", "fork-model", "clear"):
         reason = blocked_reason(Slash(name), fork_active=True)
         assert reason is not None and f"/{name} is blocked" in reason

@@ -123,3 +123,93 @@ def test_fork_two_offline_branches_merge_one_and_quit(terminal: tuple[Terminal, 
     term.type("/quit")
     term.key("Enter")
     term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
+
+
+def burst(term: Terminal, *keys: str) -> None:
+    """Every key in ONE ``send-keys`` call, as a fast typist's keys arrive in one read.
+    Arguments that are not tmux key names are sent as literal text."""
+    term.tmux("send-keys", "-t", term.name, *keys)
+
+
+def test_typed_ahead_lines_and_a_bracketed_paste_arrive_whole(
+    terminal: tuple[Terminal, Path],
+) -> None:
+    term, workspace = terminal
+    # From the first frame, typically before the model is ready: queued, not refused.
+    term.wait_for(lambda s: "Message, /command" in s, "the first frame")
+    burst(term, "!echo early > early.txt", "Enter")
+    term.wait_for(lambda s: "offline (scripted, no LLM)" in s and "workspace " in s, "start-up")
+    term.wait_for(lambda _s: (workspace / "early.txt").exists(), "the early line ran")
+    # Two lines and a third typed ahead, in one read.
+    burst(term, "!echo one > one.txt", "Enter", "!echo two > two.txt", "Enter", "!echo thr")
+    term.wait_for(lambda _s: (workspace / "two.txt").exists(), "both lines ran")
+    assert (workspace / "one.txt").read_text() == "one\n"
+    assert (workspace / "two.txt").read_text() == "two\n"
+    screen = term.wait_for(lambda s: "!echo thr" in s, "the typed-ahead rest stays in the input")
+    assert "one.txt!echo" not in screen
+    burst(term, "ee > three.txt", "Enter")
+    term.wait_for(lambda _s: (workspace / "three.txt").exists(), "the third line ran")
+    # A multi-line paste (bracketed: tmux paste-buffer -p) keeps every line; Enter sends.
+    term.tmux("set-buffer", "-b", "fd", "write notes.txt\nline one\nline two\nend")
+    term.tmux("paste-buffer", "-p", "-b", "fd", "-t", term.name)
+    term.wait_for(lambda s: "4 lines" in s, "the composer shows the pasted lines")
+    term.key("Enter")
+    term.wait_for(lambda _s: (workspace / "notes.txt").exists(), "the write ran")
+    assert (workspace / "notes.txt").read_text() == "line one\nline two\n"
+    # ctrl+j is a newline that works in every terminal
+    burst(term, "write more.txt", "C-j", "x", "C-j", "end", "Enter")
+    term.wait_for(lambda _s: (workspace / "more.txt").exists(), "the ctrl+j block ran")
+    assert (workspace / "more.txt").read_text() == "x\n"
+    burst(term, "/quit", "Enter")
+    term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
+
+
+def test_esc_then_enter_keys_and_jumping_during_a_fork(terminal: tuple[Terminal, Path]) -> None:
+    term, workspace = terminal
+    term.wait_for(lambda s: "offline (scripted, no LLM)" in s and "workspace " in s, "start-up")
+    term.type("/fork")
+    term.key("Enter")
+    term.wait_for(lambda s: "Fork into 2 branches" in s, "the fork picker")
+    term.key("Tab")
+    term.type("!sleep 40")
+    term.key("Tab", "Tab", "Tab", "Tab")
+    term.type("!sleep 40")
+    term.key("C-s")
+    term.wait_for(lambda s: "● a" in s and "● b" in s, "two running branches")
+    # Esc out of habit, then Enter, in one read: the fork is not aborted.
+    burst(term, "Escape", "Enter")
+    time.sleep(1.0)
+    screen = term.wait_for(lambda s: "Abort the entire fork?" not in s, "no dialog left open")
+    assert "● a" in screen and "● b" in screen and "fork aborted" not in screen
+    # The dialog itself defaults to No: Esc, wait for it, Enter.
+    term.key("Escape")
+    term.wait_for(lambda s: "Abort the entire fork?" in s, "the abort question")
+    term.key("Enter")
+    screen = term.wait_for(lambda s: "Abort the entire fork?" not in s, "the dialog closed")
+    assert "fork aborted" not in screen
+    # Esc with text only clears the text.
+    burst(term, ">>a half a thought", "Escape")
+    time.sleep(1.0)
+    screen = term.screen()
+    assert "half a thought" not in screen and "Abort the entire fork?" not in screen
+    # Jumping: F2, alt+1 (ESC 1 in tmux), ctrl+pagedown.
+    burst(term, "F2")
+    term.wait_for(lambda s: "branch b ·" in s, "F2 shows branch b")
+    burst(term, "M-1")
+    term.wait_for(lambda s: "branch a ·" in s, "alt+1 shows branch a")
+    burst(term, "C-NPage")
+    term.wait_for(lambda s: "branch b ·" in s, "ctrl+pagedown shows the next branch")
+    # !cmd on a branch tab runs in that branch, not in the workspace.
+    burst(term, "!echo trap > trap.txt", "Enter")
+    term.wait_for(lambda s: "exit 0, branch b" in s, "the command ran in branch b")
+    assert not (workspace / "trap.txt").exists()
+    # ctrl+q with running branches asks, Enter keeps running.
+    term.key("C-q")
+    term.wait_for(lambda s: "still running" in s, "the quit question")
+    term.key("Enter")
+    screen = term.wait_for(lambda s: "still running" not in s, "the dialog closed")
+    assert "FORKDECK-EXIT" not in screen
+    term.key("C-q")
+    term.wait_for(lambda s: "still running" in s, "the quit question")
+    term.key("y")
+    term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")

@@ -398,6 +398,8 @@ async def test_quit_with_an_open_fork_keeps_it_for_the_next_start(
         await open_fork(pilot, ["quick", "hold b"])
         await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
         await submit(pilot, "/quit")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="quit asks")
+        await pilot.press("y")  # b still runs: quitting asks first (issue 13.18)
         await wait_for(pilot, lambda: not app.is_running)
     left = list_open_forks(project)
     assert len(left) == 1

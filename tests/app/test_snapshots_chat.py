@@ -37,3 +37,39 @@ def test_chat_config_error(project: Path, snap_compare: Any) -> None:
     before = config.read_bytes()
     assert snap_compare(_app(project), terminal_size=SIZE, run_before=_settled)
     assert config.read_bytes() == before
+
+
+def test_chat_composer_multiline(project: Path, snap_compare: Any) -> None:
+    """A pasted block of several lines: the composer grows and says how many lines."""
+
+    async def paste(pilot: Any) -> None:
+        from textual import events
+
+        await _settled(pilot)
+        pilot.app.post_message(events.Paste("write notes.txt\nfirst line\nsecond line\nend"))
+        await pilot.pause()
+        await pilot.pause()
+
+    assert snap_compare(_app(project), terminal_size=SIZE, run_before=paste)
+
+
+def test_fork_view_with_the_log_strip(project: Path, snap_compare: Any) -> None:
+    """Two finished offline branches, branch a in front, /tokens and a !cmd in the strip."""
+    from tests.app.conftest import submit, wait_for
+    from tests.app.test_fork_flow import open_fork, states
+
+    async def fork(pilot: Any) -> None:
+        await _settled(pilot)
+        app = pilot.app
+        area = await open_fork(pilot, ["ls", "read README.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        area.select("a")
+        await submit(pilot, "/tokens")
+        await submit(pilot, "!echo hello from a")
+        await wait_for(
+            pilot, lambda: app.chat.shell_task is None and "exit 0" in app.chat.last_notice
+        )
+        app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(_app(project), terminal_size=SIZE, run_before=fork)

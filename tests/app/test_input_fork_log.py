@@ -1,0 +1,69 @@
+"""While a fork is open, what the chat says is visible: the log strip and toasts (13.2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from app.screens.chat import ChatScreen
+from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
+from tests.app.test_fork_flow import open_fork, states
+
+
+def _chat(app: Any) -> ChatScreen:
+    chat = app.chat
+    assert isinstance(chat, ChatScreen)
+    return chat
+
+
+def on_screen(chat: ChatScreen, text: str) -> bool:
+    """``text`` is in the log strip *and* the strip is drawn (not hidden, has a region)."""
+    log = chat.fork_log
+    return log.display and log.region.height > 0 and any(text in line for line in log.lines_text)
+
+
+async def test_notices_and_command_output_show_in_the_fork_view(
+    project: Path, gated: GatedModel
+) -> None:
+    gated.gate("hold")
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        assert not chat.fork_log.display  # no fork: the transcript shows everything
+        area = await open_fork(pilot, ["hold a", "hold b"])
+        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        assert chat.messages.display is False  # the fork view hides the transcript...
+        assert on_screen(chat, "forked 2 branches: a, b")  # ...but not what the chat says
+        await submit(pilot, "/cost")
+        assert on_screen(chat, "chat: $")
+        await submit(pilot, "/tokens")
+        assert on_screen(chat, " out; fork: ")
+        await submit(pilot, "/help")
+        assert on_screen(chat, ">>label message")
+        await submit(pilot, ">>a steer it")
+        assert on_screen(chat, ">>a: steer it")
+        toasts = [n.message for n in app._notifications]
+        assert ">>a: steer it" in toasts  # a short confirmation also pops up
+        area.select("b")
+        await submit(pilot, "!echo from-b")
+        await wait_for(
+            pilot, lambda: on_screen(chat, "from-b"), what=lambda: chat.fork_log.lines_text
+        )
+        gated.release_all()
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await submit(pilot, "/copy")
+        assert "copied branch b's transcript" in chat.last_notice
+
+
+async def test_the_log_strip_goes_away_with_the_fork(project: Path, gated: GatedModel) -> None:
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["quick a", "quick b"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        assert chat.fork_log.display
+        chat.close_fork_view()
+        await pilot.pause()
+        assert not chat.fork_log.display and chat.messages.display
