@@ -34,7 +34,7 @@ class Op:
     strip_xattrs: bool = False  # put: drop overlayfs bookkeeping after the move
 
     def to_json(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items() if v not in (None, False)}
+        return {k: v for k, v in self.__dict__.items() if v is not None and v is not False}
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Op:

@@ -25,6 +25,7 @@ import itertools
 import os
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,6 +228,30 @@ class Store:
             if only_dead and self.session_alive(sid):
                 continue
             rmtree(entry)
+
+    def sweep_temp_files(self) -> None:
+        """Drop half-written journal and generation files (a writer died before its
+        rename). Only commit-lock holders write them, and the caller holds that lock."""
+        for sub in ("journal", "gen"):
+            directory = self.root / sub
+            if not directory.exists():
+                continue
+            for entry in directory.iterdir():
+                if entry.name.startswith(".") and ".tmp" in entry.name:
+                    with contextlib.suppress(FileNotFoundError):
+                        entry.unlink()
+
+    def set_aside(self, journal_path: Path, branch_id: str | None) -> Path:
+        """Move a journal that cannot be replayed (and its branch's data) out of the way:
+        ``failed/<journal name>-<unix time>/``. Returns where it went."""
+        place = self.root / "failed" / f"{journal_path.stem}-{int(time.time())}"
+        place.mkdir(parents=True, exist_ok=True)
+        os.replace(journal_path, place / "journal.json")
+        if branch_id is not None and self.branch_dir(branch_id).exists():
+            with contextlib.suppress(OSError):
+                os.replace(self.branch_dir(branch_id), place / "branch")
+            self.drop_generation(branch_id)
+        return place
 
     def is_empty(self) -> bool:
         """True when nothing but empty bookkeeping directories is left."""

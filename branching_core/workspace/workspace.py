@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from branching_core.workspace.backends import AUTO_ORDER, BACKENDS, Backend
 from branching_core.workspace.backends.base import BranchLayout, ParentView
 from branching_core.workspace.branch import Branch, _Node
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, rmtree
-from branching_core.workspace.journal import Journal
+from branching_core.workspace.journal import STATE_MARK, Journal
 from branching_core.workspace.store import ROOT_ID, Store
 
 log = logging.getLogger(__name__)
@@ -200,36 +201,94 @@ class Workspace(_Node):
                 pid = probe.name.rsplit("-", 1)[-1]
                 if not Path(f"/proc/{pid}").exists():
                     rmtree(probe)
-            commit_scratch = self.path / PROJECT_STATE_DIR / "commit"
-            if commit_scratch.exists():
-                for leftover in commit_scratch.iterdir():
-                    if not (store.journal_dir / f"{leftover.name}.json").exists():
-                        sid = leftover.name.split("-", 1)[0]
-                        if not store.session_alive(sid):
-                            rmtree(leftover)
-                with contextlib.suppress(OSError):
-                    commit_scratch.rmdir()
+            self._sweep_commit_scratch()
+            store.sweep_temp_files()
             store.sweep_trash()
             store.forget_dead_sessions()
 
+    def _sweep_commit_scratch(self) -> None:
+        """Remove staging left by commits that died before their journal (or after it
+        was finished), and ``.pydantic-deep`` itself when such a commit had made it."""
+        store = self._store
+        state_dir = self.path / PROJECT_STATE_DIR
+        commit_scratch = state_dir / "commit"
+        if not commit_scratch.exists():
+            return
+        made_state_dir = False
+        for leftover in commit_scratch.iterdir():
+            # Scratch is only made and used under the commit lock, which the caller holds:
+            # without a journal it belongs to no commit in progress, in any process.
+            if (store.journal_dir / f"{leftover.name}.json").exists():
+                continue
+            made_state_dir |= (leftover / STATE_MARK).exists()
+            rmtree(leftover)
+        with contextlib.suppress(OSError):
+            commit_scratch.rmdir()
+        if made_state_dir:
+            with contextlib.suppress(OSError):
+                state_dir.rmdir()
+
     def _replay(self, journal_path: Path) -> None:
-        journal = Journal.load(journal_path)
+        """Finish one interrupted commit; one that cannot be finished is set aside.
+
+        A journal that can go neither forward nor back (its sources are gone, the parent
+        changed under it, the disk fails) must never keep the workspace from opening: it
+        is moved to ``failed/`` in the store, with the branch data it refers to, and
+        reported.
+        """
+        try:
+            journal = Journal.load(journal_path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._set_aside(journal_path, None, f"unreadable journal ({exc})")
+            return
         if journal.parent_id == ROOT_ID:
-            journal = Journal.load(journal_path, parent_root=self.path)
+            parent_root = self.path
         else:
             meta = self._store.read_meta(journal.parent_id)
             if meta is None or not meta.get("durable"):
                 # The parent branch died with its process; so does this commit.
                 journal_path.unlink()
+                self._store.remove_branch_dir(journal.branch_id)
                 return
-            parent = self.open_branch(journal.parent_id)
-            journal = Journal.load(journal_path, parent_root=parent.path)
+            try:
+                parent_root = self.open_branch(journal.parent_id).path
+            except (BranchNotFoundError, OSError, WorkspaceError) as exc:
+                self._set_aside(journal_path, journal.branch_id, f"parent unavailable ({exc})")
+                return
+        journal.parent_root = parent_root
         log.warning(
             "completing interrupted commit %s into %s", journal.commit_id, journal.parent_id
         )
-        journal.apply(self._store.set_generation)
-        journal.finish()
-        self._store.remove_branch_dir(journal.branch_id)
+        outcome = journal.run(self._store.set_generation)
+        if outcome.pending:
+            errors = "; ".join(str(e) for e in outcome.errors) or "interrupted"
+            self._set_aside(journal_path, journal.branch_id, errors)
+        else:
+            if outcome.rolled_back:
+                log.warning(
+                    "interrupted commit %s into %s was rolled back%s",
+                    journal.commit_id,
+                    journal.parent_id,
+                    f" ({outcome.errors[0]})" if outcome.errors else "",
+                )
+            self._store.remove_branch_dir(journal.branch_id)
+        if outcome.interrupt is not None:
+            raise outcome.interrupt
+
+    def _set_aside(self, journal_path: Path, branch_id: str | None, why: str) -> None:
+        place = self._store.set_aside(journal_path, branch_id)
+        log.error(
+            "an interrupted commit in %s could not be finished (%s); it was set aside in %s",
+            self.path,
+            why,
+            place,
+        )
+        warnings.warn(
+            f"forkdeck: an interrupted commit in {self.path} could not be finished ({why}); "
+            f"set aside in {place}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     # -- lifetime --------------------------------------------------------------------------------
     def close(self) -> None:

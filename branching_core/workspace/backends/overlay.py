@@ -108,6 +108,9 @@ class OverlayBackend(Backend):
         # A volatile upper that was not unmounted cleanly refuses to mount until its
         # marker is gone; the data is intact after a process crash (only a system
         # crash could lose it), so clear it.
+        # The kernel leaves work/work mode 000; unprivileged, that hides its entries.
+        with contextlib.suppress(OSError):
+            os.chmod(layout.store_dir / "work" / "work", 0o700)
         rmtree(layout.store_dir / "work" / "work" / "incompat")
         helper.mount_overlay(
             parent.layers, layout.store_dir / "upper", layout.store_dir / "work", target
