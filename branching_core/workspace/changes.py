@@ -29,7 +29,9 @@ class Op:
     source: str | None = None  # put: absolute path of the new file, symlink or directory
     tree: bool = False  # put: ``source`` is a whole directory moved in one rename
     mode: int | None = None  # mkdir/chmod: permission bits
-    existed: bool | None = None  # put: this path was in the parent when the branch was made
+    # put: this path was (True) or was not (False) in the parent when the branch was made;
+    # None when the backend cannot tell (overlay)
+    existed: bool | None = None
     copied_up: bool = False  # put: overlay copied this file up from a lower layer (maybe renamed)
     strip_xattrs: bool = False  # put: drop overlayfs bookkeeping after the move
 
@@ -114,7 +116,8 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
 
     The parent's change time (ctime, which no program can set back) is compared with
     the branch's creation time. A file the branch modified that is now missing from
-    the parent was deleted by someone else: also a conflict. Known limit: file
+    the parent was deleted (or renamed away) by someone else: also a conflict, and so
+    is a file the branch wrote that may have been (see ``existed``). Known limit: file
     timestamps come from the kernel's coarse clock (one tick, 4 ms at HZ=250), so a
     parent change within one tick after the branch was created can go unseen.
     """
@@ -129,8 +132,12 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
                 conflicts.append(op.path)
             continue
         if st is None:
+            # Gone from the parent: certainly deleted by someone else when the branch
+            # knows it existed; when it cannot know (``existed`` None: overlay keeps no
+            # list of what the parent held), any entry removed from or added to that
+            # directory since the branch was made may have been this one.
             if op.kind == "put" and (
-                op.existed or (op.copied_up and _dir_changed(target, created_ns))
+                op.existed or (op.existed is None and _dir_changed(target, created_ns))
             ):
                 conflicts.append(op.path)
             continue
@@ -138,6 +145,8 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
             if op.kind == "delete" or op.tree:
                 changed = _changed_in_tree(target, created_ns)
                 conflicts.extend(f"{op.path}/{rel}" for rel in changed)
+                if not changed and st.st_ctime_ns > created_ns:
+                    conflicts.append(op.path)  # made, emptied or renamed into place since
             # a plain put over a directory is preceded by a delete op that checks it
         elif st.st_ctime_ns > created_ns:
             conflicts.append(op.path)

@@ -362,6 +362,10 @@ def _apply_op(op: Op, parent_root: Path, displaced: Path, created_state_dir: boo
             if target_st is not None and not stat.S_ISDIR(target_st.st_mode):
                 _keep_copy(target, displaced, created_state_dir)
             os.rename(source, target)
+        elif lstat_or_none(target) is None:
+            # Neither moved in nor still waiting: the source was lost (a store removed
+            # under a replay). Skipping it would publish a partial commit.
+            raise FileNotFoundError(errno.ENOENT, "the commit's source is gone", str(source))
     elif op.kind == "chmod" and op.mode is not None and lstat_or_none(target) is not None:
         os.chmod(target, op.mode)
 
