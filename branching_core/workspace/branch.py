@@ -143,6 +143,7 @@ class Branch(_Node):
         created_ns: int,
         parent_generation: int,
         durable: bool,
+        root_names: frozenset[str] | None = None,
     ) -> None:
         super().__init__()
         self.workspace = parent.workspace
@@ -153,6 +154,8 @@ class Branch(_Node):
         self.on_success = on_success
         self.on_error = on_error
         self.created_ns = created_ns
+        # the parent's top-level names at creation (see changes.find_conflicts)
+        self.root_names = root_names
         self.parent_generation = parent_generation
         self.durable = durable
         self._layout = layout
@@ -181,7 +184,9 @@ class Branch(_Node):
         ids = [store.new_branch_id() for _ in names]
         parent_generation = store.generation(parent.node_id)
         created_ns = time.time_ns()
-        layouts = ws._backend.create_many(ids, parent.parent_view())
+        view = parent.parent_view()
+        root_names = frozenset(os.listdir(view.root))
+        layouts = ws._backend.create_many(ids, view)
         branches = [
             cls(
                 parent,
@@ -192,6 +197,7 @@ class Branch(_Node):
                 created_ns=created_ns,
                 parent_generation=parent_generation,
                 durable=durable,
+                root_names=root_names,
             )
             for name, layout in zip(names, layouts, strict=True)
         ]
@@ -218,6 +224,7 @@ class Branch(_Node):
             "parent_generation": self.parent_generation,
             "durable": self.durable,
             "pid": os.getpid(),
+            "root_names": sorted(self.root_names) if self.root_names is not None else None,
         }
 
     # -- public surface ---------------------------------------------------------------------
@@ -326,7 +333,7 @@ class Branch(_Node):
         """Everything that would make the commit fail half way, refused before it starts."""
         conflicts = sorted(
             {
-                *find_conflicts(ops, parent_root, self.created_ns),
+                *find_conflicts(ops, parent_root, self.created_ns, self.root_names),
                 *structural_conflicts(ops, parent_root),
             }
         )

@@ -111,13 +111,20 @@ def _walk_relative(root: Path) -> Iterable[str]:
             yield name if rel_dir == "." else f"{rel_dir}/{name}"
 
 
-def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> list[str]:
+def find_conflicts(
+    ops: Iterable[Op],
+    parent_root: Path,
+    created_ns: int,
+    root_names: frozenset[str] | None = None,
+) -> list[str]:
     """Paths this branch changed that the parent also changed after ``created_ns``.
 
     The parent's change time (ctime, which no program can set back) is compared with
     the branch's creation time. A file the branch modified that is now missing from
     the parent was deleted (or renamed away) by someone else: also a conflict, and so
-    is a file the branch wrote that may have been (see ``existed``). Known limit: file
+    is a file the branch wrote that may have been (see ``existed``). ``root_names``, the
+    parent's top-level names when the branch was made, makes that exact at the top
+    level, where the engine itself adds and removes ``.pydantic-deep``. Known limit: file
     timestamps come from the kernel's coarse clock (one tick, 4 ms at HZ=250), so a
     parent change within one tick after the branch was created can go unseen.
     """
@@ -137,7 +144,11 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
             # list of what the parent held), any entry removed from or added to that
             # directory since the branch was made may have been this one.
             if op.kind == "put" and (
-                op.existed or (op.existed is None and _dir_changed(target, created_ns))
+                op.existed
+                or (
+                    op.existed is None
+                    and _may_have_existed(op.path, target, created_ns, root_names)
+                )
             ):
                 conflicts.append(op.path)
             continue
@@ -151,6 +162,14 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
         elif st.st_ctime_ns > created_ns:
             conflicts.append(op.path)
     return sorted(set(conflicts))
+
+
+def _may_have_existed(
+    rel: str, target: Path, created_ns: int, root_names: frozenset[str] | None
+) -> bool:
+    if "/" not in rel and root_names is not None:
+        return rel in root_names
+    return _dir_changed(target, created_ns)
 
 
 def _dir_changed(target: Path, created_ns: int) -> bool:

@@ -170,6 +170,9 @@ class Workspace(_Node):
             on_success=None,
             on_error=None,
             created_ns=int(meta["created_ns"]),
+            root_names=frozenset(meta["root_names"])
+            if meta.get("root_names") is not None
+            else None,
             parent_generation=int(meta["parent_generation"]),
             durable=True,
         )

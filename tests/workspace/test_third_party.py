@@ -160,3 +160,15 @@ def test_an_unreadable_journal_is_set_aside(ws_dir: Path, backend: str) -> None:
         Workspace(ws_dir, backend=backend)
     assert list(ws._store.journal_dir.iterdir()) == []
     assert (ws._store.root / "failed").exists()
+
+
+def test_top_level_names_are_judged_exactly(ws_dir: Path, backend: str) -> None:
+    """At the top level the engine itself adds ``.pydantic-deep`` (fork state) after the
+    branches exist: a new top-level file is no conflict for that, a deleted one is."""
+    ws = Workspace(ws_dir, backend=backend)
+    branch = ws.branch("b")
+    time.sleep(TICK)
+    (ws_dir / ".pydantic-deep" / "forks").mkdir(parents=True)
+    (branch.path / "brand_new.txt").write_text("new\n")
+    branch.commit()
+    assert (ws_dir / "brand_new.txt").read_text() == "new\n"
