@@ -139,6 +139,10 @@ class Store:
         session = self.session()
         return f"{session.sid}-{next(session.counter)}"
 
+    def is_own_session(self, sid: str) -> bool:
+        own = _SESSIONS.get(self.root)
+        return own is not None and own.sid == sid and own.pid == os.getpid()
+
     def session_alive(self, sid: str) -> bool:
         """True while the process owning ``sid`` holds its lock."""
         own = _SESSIONS.get(self.root)

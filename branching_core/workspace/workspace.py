@@ -14,6 +14,7 @@ from pathlib import Path
 
 from branching_core.errors import (
     BackendUnavailableError,
+    BranchError,
     BranchNotFoundError,
     WorkspaceError,
     WorkspaceNotADirectoryError,
@@ -41,6 +42,7 @@ class BranchInfo:
     durable: bool
     open_here: bool
     owner_alive: bool
+    created_ns: int = 0  # wall clock (time.time_ns) when the branch was made
 
 
 class Workspace(_Node):
@@ -148,6 +150,7 @@ class Workspace(_Node):
                     durable=bool(meta.get("durable")),
                     open_here=branch_id in here,
                     owner_alive=self._store.session_alive(branch_id.split("-", 1)[0]),
+                    created_ns=int(meta.get("created_ns") or 0),
                 )
             )
         return infos
@@ -180,6 +183,37 @@ class Workspace(_Node):
             parent._children.append(branch)
         self._register(branch)
         return branch
+
+    def discard_branch(self, branch_id: str) -> None:
+        """Throw away a branch found in the store, with the branches nested in it.
+
+        For sweeping durable branches nobody will reopen (the fork layer drops those no
+        manifest refers to). A branch open in this process is aborted; one whose owning
+        process is still alive elsewhere is refused (``BranchError``): it is in use.
+        """
+        with self._registry_lock:
+            here = self._registry.get(branch_id)
+        if here is not None:
+            if here.is_open:
+                here.abort()
+            return
+        infos = {info.id: info for info in self.list_branches()}
+        if branch_id not in infos:
+            raise BranchNotFoundError(f"no branch with id {branch_id!r} in {self.path}")
+        doomed = [branch_id]
+        for current in doomed:  # grows while walking: every descendant
+            doomed.extend(i.id for i in infos.values() if i.parent == current)
+        for victim in doomed:
+            info = infos[victim]
+            if info.open_here:
+                raise BranchError(f"branch {victim} is open in this process; abort it first")
+            if info.owner_alive and not self._store.is_own_session(victim.split("-", 1)[0]):
+                raise BranchError(
+                    f"branch {victim} ({info.branch_path}) belongs to a running process"
+                )
+        with self._store.commit_lock():
+            for victim in reversed(doomed):
+                self._store.remove_branch_dir(victim)
 
     # -- recovery --------------------------------------------------------------------------------
     def recover(self) -> None:
