@@ -54,9 +54,16 @@ def _enter_namespace():
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
 
 
+def _escape(path):
+    """Overlay splits its options on ',' and lowerdir on ':'; a backslash escapes either
+    (and itself) in every directory option (fs/overlayfs: ovl_next_opt, ovl_unescape)."""
+    return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
+
+
 def _mount(req):
-    lower = ":".join(p.replace(":", "\\:") for p in req["lower"])
-    options = f"lowerdir={lower},upperdir={req['upper']},workdir={req['work']},userxattr,volatile"
+    lower = ":".join(_escape(p) for p in req["lower"])
+    upper, work = _escape(req["upper"]), _escape(req["work"])
+    options = f"lowerdir={lower},upperdir={upper},workdir={work},userxattr,volatile"
     data = options.encode()
     if len(data) >= 4096:
         raise OSError(

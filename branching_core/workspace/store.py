@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import itertools
 import os
+import re
 import secrets
 import threading
 import time
@@ -45,17 +46,37 @@ def default_store_root(workspace_root: Path) -> Path:
     workspace. ``<key>`` is the workspace's name plus a hash of its absolute path.
     """
     digest = hashlib.sha256(str(workspace_root).encode()).hexdigest()[:12]
-    key = f"{workspace_root.name or 'root'}-{digest}"
+    key = f"{_safe_name(workspace_root.name or 'root')}-{digest}"
+    legacy = f"{workspace_root.name or 'root'}-{digest}"
     explicit = os.environ.get(STORE_ENV)
     if explicit:
-        return Path(explicit) / key
+        return _prefer_existing(Path(explicit), key, legacy)
     device = os.stat(workspace_root).st_dev
     cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     candidates = [cache_home / "forkdeck" / "stores", workspace_root.parent / ".forkdeck-stores"]
     for base in candidates:
         if _usable_on_device(base, device):
-            return base / key
-    return candidates[-1] / key
+            return _prefer_existing(base, key, legacy)
+    return _prefer_existing(candidates[-1], key, legacy)
+
+
+def _safe_name(name: str) -> str:
+    """The workspace's name as it appears in store paths: letters, digits, ``._-`` only.
+
+    Branch views live under the store, and their paths travel through mount options,
+    ``/proc/<pid>/root/...`` parsing and line-based protocols: a newline, comma, colon
+    or backslash taken from the workspace's name broke those (sandboxed writes that
+    vanished, overlay silently dropped). The hash keeps keys unique.
+    """
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "root"
+
+
+def _prefer_existing(base: Path, key: str, legacy: str) -> Path:
+    """A store made before names were made safe keeps being used (its journals and
+    durable branches must be found)."""
+    if legacy != key and (base / legacy).is_dir() and not (base / key).exists():
+        return base / legacy
+    return base / key
 
 
 def _usable_on_device(base: Path, device: int) -> bool:
