@@ -26,6 +26,7 @@ from branching_core.workspace.branch import Branch, _Node
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, rmtree
 from branching_core.workspace.journal import STATE_MARK, Journal
 from branching_core.workspace.store import ROOT_ID, Store
+from branching_core.workspace.store_gc import sweep_orphan_stores
 
 log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[Workspace] = weakref.WeakSet()
@@ -86,6 +87,8 @@ class Workspace(_Node):
         self._backend = self._choose_backend(backend)
         self.fstype = self._backend.name
         self.recover()
+        with contextlib.suppress(OSError):
+            sweep_orphan_stores(self._store.root.parent, keep=self._store.root)
         _LIVE.add(self)
 
     # -- backend choice ------------------------------------------------------------------------
