@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-OVERLAY_XATTR_PREFIX = "user.overlay."
+OVERLAY_XATTR_PREFIXES = ("user.overlay.", "trusted.overlay.")
 PROJECT_STATE_DIR = ".pydantic-deep"
 
 
@@ -100,7 +100,7 @@ def strip_overlay_xattrs(path: Path) -> None:
     except OSError:
         return
     for name in names:
-        if name.startswith(OVERLAY_XATTR_PREFIX):
+        if name.startswith(OVERLAY_XATTR_PREFIXES):
             with contextlib.suppress(OSError):
                 os.removexattr(path, name, follow_symlinks=False)
 

@@ -91,6 +91,20 @@ class Workspace(_Node):
             sweep_orphan_stores(self._store.root.parent, keep=self._store.root)
         _LIVE.add(self)
 
+    @property
+    def dir_renames(self) -> bool:
+        """Whether branches can rename a directory that existed before them.
+
+        True for copy and reflink, and for overlay when mounted by root (redirect_dir);
+        False for unprivileged overlay, where such a rename fails with EXDEV (``mv`` and
+        git fall back to copying). ``dir_renames_why`` says why not.
+        """
+        return self._backend.dir_renames
+
+    @property
+    def dir_renames_why(self) -> str:
+        return self._backend.dir_renames_why
+
     # -- backend choice ------------------------------------------------------------------------
     def _choose_backend(self, requested: str) -> Backend:
         if requested != "auto" and requested not in BACKENDS:
