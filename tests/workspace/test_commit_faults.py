@@ -283,3 +283,40 @@ def test_read_only_directory_is_a_clean_commit_error_unprivileged(backend_name: 
     os.chmod(ws_dir / "cache", 0o555)
     proc = run_as_nobody(READ_ONLY_DIR, root=root, args=[str(ws_dir), backend_name])
     assert assert_scenario_ok(proc).strip() == "ok refused"
+
+
+@pytest.mark.parametrize("fault", ["interrupt", "eio"])
+def test_pattern_runner_cleanup_leaves_the_parent_whole(
+    ws_dir: Path, backend: str, fault: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BestOfN commits its winner in finalize; a fault mid-commit goes through the
+    runner's cleanup (close aborts every branch still open), which must not dispose a
+    branch whose journal is unfinished."""
+    from branching_core.patterns import BestOfN
+
+    def writer(tag: str) -> object:
+        def run(path: Path) -> tuple[bool, float]:
+            for i in range(6):
+                (path / f"{tag}{i}.txt").write_text(tag)
+            (path / "a.txt").write_text(tag)
+            return True, 1.0 if tag == "w" else 0.5
+
+        return run
+
+    ws = Workspace(ws_dir, backend=backend)
+    before = snapshot(ws_dir)
+    monkeypatch.setenv("FORKDECK_CRASH_AT", "op:3")
+    monkeypatch.setenv("FORKDECK_CRASH_WITH", fault)
+    reset_injected_faults()
+    with pytest.raises(KeyboardInterrupt if fault == "interrupt" else CommitError):
+        BestOfN([writer("w"), writer("l")])(ws)
+    monkeypatch.delenv("FORKDECK_CRASH_AT")
+    state = snapshot(ws_dir)
+    if fault == "interrupt":
+        assert {f"w{i}.txt" for i in range(6)} <= set(state)
+        assert (ws_dir / "a.txt").read_text() == "w"
+    else:
+        assert state == before
+    reopened = Workspace(ws_dir, backend=backend)
+    assert snapshot(ws_dir) == state
+    _assert_clean(reopened)
