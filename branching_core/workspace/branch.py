@@ -385,8 +385,9 @@ class Branch(_Node):
             held = held or outcome.interrupt
             if outcome.pending:
                 self._state = "pending"
+                cause = outcome.errors[-1] if outcome.errors else "repeated interruptions"
                 error: BaseException = CommitError(
-                    f"commit of {self.branch_path} interrupted by {outcome.errors[-1]}; "
+                    f"commit of {self.branch_path} interrupted by {cause}; "
                     "it will be finished when the workspace is next opened"
                 )
             elif outcome.rolled_back:
