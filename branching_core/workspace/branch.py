@@ -22,7 +22,13 @@ from branching_core.errors import (
     OpenChildrenError,
 )
 from branching_core.workspace.backends.base import BranchLayout, ParentView
-from branching_core.workspace.changes import BranchChanges, Op, find_conflicts, summarize
+from branching_core.workspace.changes import (
+    BranchChanges,
+    Op,
+    find_conflicts,
+    lost_in_parent,
+    summarize,
+)
 from branching_core.workspace.journal import Journal
 from branching_core.workspace.names import validate_branch_name
 from branching_core.workspace.precheck import structural_conflicts, unwritable
@@ -275,7 +281,11 @@ class Branch(_Node):
             self._require_open()
             parent = self.parent.parent_view()
             ops = self.workspace._backend.collect(self._layout, parent)
-            return summarize(ops, parent.root)
+            summary = summarize(ops, parent.root)
+            summary.lost_in_parent = lost_in_parent(
+                ops, parent.root, self.created_ns, self.root_names
+            )
+            return summary
 
     def commit(self) -> None:
         """Publish this branch's changes into its parent, atomically; then close it.

@@ -62,6 +62,10 @@ class BranchChanges:
     created: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    # Paths the branch writes that someone else removed from the parent since the branch
+    # was made (or, on overlay, may have: see find_conflicts), or whose directory is gone:
+    # applying them path by path would resurrect what a third party deleted.
+    lost_in_parent: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.created or self.modified or self.deleted)
@@ -162,6 +166,32 @@ def find_conflicts(
         elif st.st_ctime_ns > created_ns:
             conflicts.append(op.path)
     return sorted(set(conflicts))
+
+
+def lost_in_parent(
+    ops: Iterable[Op],
+    parent_root: Path,
+    created_ns: int,
+    root_names: frozenset[str] | None = None,
+) -> list[str]:
+    """Puts whose path is now missing from the parent and was (or may have been) there
+    when the branch was made, or whose directory the parent no longer has."""
+    lost = []
+    for op in ops:
+        if op.kind != "put":
+            continue
+        target = parent_root / op.path
+        if lstat_or_none(target) is not None:
+            continue
+        holder = lstat_or_none(target.parent)
+        if (
+            holder is None
+            or not stat.S_ISDIR(holder.st_mode)
+            or op.existed
+            or (op.existed is None and _may_have_existed(op.path, target, created_ns, root_names))
+        ):
+            lost.append(op.path)
+    return sorted(lost)
 
 
 def _may_have_existed(

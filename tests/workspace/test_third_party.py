@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from branching_core import ConflictError, Workspace
+from branching_core.workspace.apply import apply_paths, changed_since
 from branching_core.workspace.store import Store
 from tests.workspace.test_crash_safety import REPO, _seed
 from tests.workspace.treeutil import snapshot
@@ -172,3 +173,27 @@ def test_top_level_names_are_judged_exactly(ws_dir: Path, backend: str) -> None:
     (branch.path / "brand_new.txt").write_text("new\n")
     branch.commit()
     assert (ws_dir / "brand_new.txt").read_text() == "new\n"
+
+
+def test_path_by_path_apply_does_not_resurrect_third_party_deletes(
+    ws_dir: Path, backend: str
+) -> None:
+    """``changed_since``/``apply_paths`` (what a fork's stale winner and sub-agents use
+    instead of a commit) flag the same paths as conflicts and leave them deleted."""
+    ws = Workspace(ws_dir, backend=backend)
+    branch = ws.branch("b")
+    time.sleep(TICK)
+    (ws_dir / "a.txt").unlink()
+    shutil.rmtree(ws_dir / "sub")
+    (branch.path / "a.txt").write_text("branch\n")
+    (branch.path / "sub").mkdir(exist_ok=True)  # overlay's view lost it with the parent
+    (branch.path / "sub" / "new.txt").write_text("new\n")
+    (branch.path / "fine.txt").write_text("fine\n")
+    changes = branch.changes()
+    conflicts = changed_since(changes, ws_dir, branch.created_ns)
+    assert "a.txt" in conflicts
+    assert {"sub", "sub/new.txt"} & set(conflicts)
+    apply_paths(branch.path, ws_dir, changes, skip=set(conflicts))
+    assert not (ws_dir / "a.txt").exists() and not (ws_dir / "sub").exists()
+    assert (ws_dir / "fine.txt").read_text() == "fine\n"
+    branch.abort()
