@@ -21,13 +21,13 @@ import errno
 import logging
 import os
 import shutil
-import signal
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from branching_core.workspace.changes import Op, ordered
+from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     lstat_or_none,
@@ -38,41 +38,6 @@ from branching_core.workspace.fsutil import (
 )
 
 log = logging.getLogger(__name__)
-CRASH_ENV = "FORKDECK_CRASH_AT"
-CRASH_WITH_ENV = "FORKDECK_CRASH_WITH"
-_INJECTED = {
-    "interrupt": lambda: KeyboardInterrupt(),
-    "eio": lambda: OSError(errno.EIO, os.strerror(errno.EIO)),
-    "enospc": lambda: OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
-    "eacces": lambda: PermissionError(errno.EACCES, os.strerror(errno.EACCES)),
-}
-_fired: set[str] = set()
-
-
-def crash_point(name: str) -> None:
-    """Fault injection for the crash-safety tests: fail at a named step of a commit.
-
-    ``FORKDECK_CRASH_AT=op:3`` acts right after the fourth operation of a commit is
-    applied; ``journaled`` right after the journal is durable, and so on. By default the
-    process SIGKILLs itself; ``FORKDECK_CRASH_WITH=interrupt|eio|enospc|eacces`` raises
-    ``KeyboardInterrupt`` or that ``OSError`` instead, once per process (as a real
-    interruption or a failing disk would). Costs one environment lookup when unset.
-    """
-    if os.environ.get(CRASH_ENV) != name:
-        return
-    mode = os.environ.get(CRASH_WITH_ENV, "kill")
-    if mode == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-        return
-    if name in _fired:
-        return
-    _fired.add(name)
-    raise _INJECTED[mode]()
-
-
-def reset_injected_faults() -> None:
-    """Let every injected fault fire again (tests running many commits in one process)."""
-    _fired.clear()
 
 
 def scratch_dir(parent_root: Path, commit_id: str) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from branching_core import CommitError, Workspace
-from branching_core.workspace.journal import reset_injected_faults
+from branching_core.workspace.faults import reset_injected_faults
 from tests.support.unprivileged import (
     assert_scenario_ok,
     chown_tree,
@@ -166,7 +166,7 @@ UNPRIVILEGED_FAULTS = r"""
 import os, shutil, sys
 from pathlib import Path
 from branching_core import Workspace, CommitError
-from branching_core.workspace.journal import reset_injected_faults
+from branching_core.workspace.faults import reset_injected_faults
 
 ws_dir, backend, steps, faults = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
