@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from branching_core.errors import ConflictError
+from branching_core.errors import BranchClosedError, ConflictError
 from branching_core.patterns._proc import (
     CandidateTimeout,
     ForkHandle,
@@ -422,6 +422,10 @@ class Runner:
         if branch is not None and branch.is_open:
             try:
                 branch.abort()
+            except BranchClosedError:
+                # It committed (or left a commit pending for the next open's replay)
+                # while we waited for its lock: nothing to throw away.
+                pass
             except Exception as exc:
                 log.warning("aborting %s failed: %s", branch.branch_path, exc)
 

@@ -4,7 +4,8 @@ This file is executed as ``python -I -S -c <source>`` (never imported by the eng
 it must only use the standard library and must not import branching_core. It talks
 JSON lines over the socket it receives as fd 0:
 
-    {"op": "mount", "lower": [...], "upper": "...", "work": "...", "target": "..."}
+    {"op": "mount", "lower": [...], "upper": "...", "work": "...", "target": "...",
+     "redirect": false}
     {"op": "mount_many", "mounts": [{"lower": ..., "upper": ..., "work": ..., "target": ...}]}
     {"op": "umount", "target": "..."}
     {"op": "ping"}
@@ -54,9 +55,23 @@ def _enter_namespace():
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
 
 
+def _escape(path):
+    """Overlay splits its options on ',' and lowerdir on ':'; a backslash escapes either
+    (and itself) in every directory option (fs/overlayfs: ovl_next_opt, ovl_unescape)."""
+    return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
+
+
 def _mount(req):
-    lower = ":".join(p.replace(":", "\\:") for p in req["lower"])
-    options = f"lowerdir={lower},upperdir={req['upper']},workdir={req['work']},userxattr,volatile"
+    """An overlay view. ``redirect``: trusted.* xattrs with redirect_dir=on (root only;
+    directory renames work), else userxattr (the unprivileged format, where renaming a
+    lower directory fails with EXDEV). Without ``upper`` the mount is read-only."""
+    lower = ":".join(_escape(p) for p in req["lower"])
+    if req.get("upper") is None:
+        options = f"lowerdir={lower},redirect_dir=follow"
+    else:
+        upper, work = _escape(req["upper"]), _escape(req["work"])
+        xattrs = "redirect_dir=on" if req.get("redirect") else "userxattr"
+        options = f"lowerdir={lower},upperdir={upper},workdir={work},{xattrs},volatile"
     data = options.encode()
     if len(data) >= 4096:
         raise OSError(

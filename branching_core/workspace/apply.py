@@ -30,14 +30,20 @@ class AppliedPaths:
 
 
 def changed_since(changes: Any, parent_dir: Path, created_ns: int) -> list[str]:
-    """Paths the branch changed that the parent changed (or lost) after ``created_ns``."""
+    """Paths the branch changed that the parent changed (or lost) after ``created_ns``.
+
+    A path the branch wrote that a third party deleted or renamed away meanwhile (the
+    branch's ``lost_in_parent``, from ``Branch.changes()``) is one too: applying it would
+    resurrect the deleted file.
+    """
     out = []
+    lost = set(getattr(changes, "lost_in_parent", ()))
     for rel in changes.all_paths:
         target = parent_dir / rel
         try:
             st = os.lstat(target)
-        except FileNotFoundError:
-            if rel in changes.modified or rel in changes.deleted:
+        except (FileNotFoundError, NotADirectoryError):
+            if rel in changes.modified or rel in changes.deleted or rel in lost:
                 out.append(rel)
             continue
         if st.st_ctime_ns > created_ns and not target.is_dir():

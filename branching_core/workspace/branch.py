@@ -16,20 +16,32 @@ from branching_core.errors import (
     BranchClosedError,
     BranchError,
     BranchStaleError,
+    CommitError,
     ConflictError,
     InvalidBranchNameError,
     OpenChildrenError,
 )
 from branching_core.workspace.backends.base import BranchLayout, ParentView
-from branching_core.workspace.changes import BranchChanges, find_conflicts, summarize
+from branching_core.workspace.changes import (
+    BranchChanges,
+    Op,
+    find_conflicts,
+    lost_in_parent,
+    summarize,
+)
 from branching_core.workspace.journal import Journal
 from branching_core.workspace.names import validate_branch_name
+from branching_core.workspace.precheck import structural_conflicts, unwritable
+from branching_core.workspace.signals import deferred_signals
 
 if TYPE_CHECKING:
     from branching_core.workspace.workspace import Workspace
 
 log = logging.getLogger(__name__)
-BranchState = Literal["open", "committed", "aborted"]
+# "pending": the commit passed its commit point but could not finish here; the journal
+# (and the branch's store, which holds its sources) wait for the next open's replay.
+BranchState = Literal["open", "committed", "aborted", "pending"]
+EXIT_WAIT_S = 120.0
 OnSuccess = Literal["commit"] | None
 OnError = Literal["abort"] | None
 
@@ -137,6 +149,7 @@ class Branch(_Node):
         created_ns: int,
         parent_generation: int,
         durable: bool,
+        root_names: frozenset[str] | None = None,
     ) -> None:
         super().__init__()
         self.workspace = parent.workspace
@@ -147,6 +160,8 @@ class Branch(_Node):
         self.on_success = on_success
         self.on_error = on_error
         self.created_ns = created_ns
+        # the parent's top-level names at creation (see changes.find_conflicts)
+        self.root_names = root_names
         self.parent_generation = parent_generation
         self.durable = durable
         self._layout = layout
@@ -175,7 +190,9 @@ class Branch(_Node):
         ids = [store.new_branch_id() for _ in names]
         parent_generation = store.generation(parent.node_id)
         created_ns = time.time_ns()
-        layouts = ws._backend.create_many(ids, parent.parent_view())
+        view = parent.parent_view()
+        root_names = frozenset(os.listdir(view.root))
+        layouts = ws._backend.create_many(ids, view)
         branches = [
             cls(
                 parent,
@@ -186,6 +203,7 @@ class Branch(_Node):
                 created_ns=created_ns,
                 parent_generation=parent_generation,
                 durable=durable,
+                root_names=root_names,
             )
             for name, layout in zip(names, layouts, strict=True)
         ]
@@ -212,6 +230,7 @@ class Branch(_Node):
             "parent_generation": self.parent_generation,
             "durable": self.durable,
             "pid": os.getpid(),
+            "root_names": sorted(self.root_names) if self.root_names is not None else None,
         }
 
     # -- public surface ---------------------------------------------------------------------
@@ -248,6 +267,11 @@ class Branch(_Node):
             raise BranchStaleError(f"{self.branch_path} is stale: a sibling already committed")
 
     def _require_open(self) -> None:
+        if self._state == "pending":
+            raise BranchClosedError(
+                f"{self.branch_path} has a commit pending; it is finished when the workspace "
+                "is next opened"
+            )
         if self._state != "open":
             raise BranchClosedError(f"{self.branch_path} is already {self._state}")
 
@@ -257,14 +281,23 @@ class Branch(_Node):
             self._require_open()
             parent = self.parent.parent_view()
             ops = self.workspace._backend.collect(self._layout, parent)
-            return summarize(ops, parent.root)
+            summary = summarize(ops, parent.root)
+            summary.lost_in_parent = lost_in_parent(
+                ops, parent.root, self.created_ns, self.root_names
+            )
+            return summary
 
     def commit(self) -> None:
         """Publish this branch's changes into its parent, atomically; then close it.
 
         Raises ``ConflictError`` (and aborts this branch) when a sibling already
         committed; raises ``ConflictError`` listing the paths (branch left open) when
-        the parent changed a path this branch also changed.
+        the parent changed a path this branch also changed, or changed it so the
+        commit could not apply (a directory removed, a file turned into a directory);
+        raises ``CommitError`` with nothing applied (branch left open) when a directory
+        the commit must change is not writable, or when the commit fails half way and is
+        rolled back. Only a commit that can go neither forward nor back here leaves the
+        branch ``pending`` for the next open's replay.
         """
         ws = self.workspace
         store = ws._store
@@ -286,14 +319,7 @@ class Branch(_Node):
                 backend.freeze(self._layout)
                 try:
                     ops = backend.collect(self._layout, parent)
-                    conflicts = find_conflicts(ops, parent.root, self.created_ns)
-                    if conflicts:
-                        shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-                        raise ConflictError(
-                            f"{len(conflicts)} path(s) changed in {self.parent.branch_path} since "
-                            f"{self.branch_path} was created: {shown}",
-                            conflicts,
-                        )
+                    self._refuse_unapplicable(ops, parent.root)
                     journal = Journal.prepare(
                         store.journal_dir,
                         store.new_branch_id(),
@@ -303,13 +329,92 @@ class Branch(_Node):
                         generation=store.generation(self.parent.node_id) + 1,
                         branch_id=self.node_id,
                     )
+                except OSError as exc:
+                    backend.thaw(self._layout, parent)
+                    raise CommitError(
+                        f"cannot commit {self.branch_path}: {exc}; nothing was applied"
+                    ) from exc
                 except BaseException:
                     backend.thaw(self._layout, parent)
                     raise
-                journal.apply(store.set_generation)
-                journal.finish()
+                self._publish(journal, parent)
+
+    def _refuse_unapplicable(self, ops: list[Op], parent_root: Path) -> None:
+        """Everything that would make the commit fail half way, refused before it starts."""
+        conflicts = sorted(
+            {
+                *find_conflicts(ops, parent_root, self.created_ns, self.root_names),
+                *structural_conflicts(ops, parent_root),
+            }
+        )
+        if conflicts:
+            shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
+            raise ConflictError(
+                f"{len(conflicts)} path(s) changed in {self.parent.branch_path} since "
+                f"{self.branch_path} was created: {shown}",
+                conflicts,
+            )
+        denied = unwritable(ops, parent_root)
+        if denied:
+            shown = ", ".join(denied[:5]) + (" ..." if len(denied) > 5 else "")
+            raise CommitError(
+                f"cannot commit {self.branch_path}: permission denied in "
+                f"{self.parent.branch_path} for {shown}; nothing was applied"
+            )
+
+    def _publish(self, journal: Journal, parent: ParentView) -> None:
+        """From the commit point on: finish the journal before anything else happens.
+
+        Terminal signals are held until the journal is finished (rolled forward, or
+        rolled back from what it displaced); an exception raised inside is held too and
+        re-raised after. The branch is only disposed once its sources are no longer
+        needed: a journal left pending keeps it (state ``pending``) for the replay.
+        """
+        store = self.workspace._store
+        with deferred_signals():
+            held: BaseException | None = None
+            try:
+                journal.write()
+            except BaseException as exc:
+                if isinstance(exc, OSError):
+                    # Not known to be durable: take the commit point back if we can.
+                    with contextlib.suppress(OSError):
+                        journal.path.unlink(missing_ok=True)
+                if not journal.path.exists():  # the commit point was not reached
+                    journal.discard_staging()
+                    self.workspace._backend.thaw(self._layout, parent)
+                    if isinstance(exc, OSError):
+                        raise CommitError(
+                            f"cannot commit {self.branch_path}: writing its journal failed "
+                            f"({exc}); nothing was applied"
+                        ) from exc
+                    raise
+                if not isinstance(exc, OSError):
+                    held = exc
+            outcome = journal.run(store.set_generation)
+            held = held or outcome.interrupt
+            if outcome.pending:
+                self._state = "pending"
+                cause = outcome.errors[-1] if outcome.errors else "repeated interruptions"
+                error: BaseException = CommitError(
+                    f"commit of {self.branch_path} interrupted by {cause}; "
+                    "it will be finished when the workspace is next opened"
+                )
+            elif outcome.rolled_back:
+                self.workspace._backend.thaw(self._layout, parent)
+                error = CommitError(
+                    f"commit of {self.branch_path} failed ({outcome.errors[0]}) and was "
+                    f"rolled back; nothing was applied and {self.branch_path} is still open"
+                )
+            else:
                 self._state = "committed"
                 self._dispose()
+                if held is not None:
+                    raise held
+                return
+            if held is not None:
+                raise held from error
+            raise error
 
     def abort(self) -> None:
         """Throw this branch (and any open children) away; the parent never sees it."""
@@ -334,13 +439,23 @@ class Branch(_Node):
         self.workspace._unregister(self)
 
     def _close_for_exit(self) -> None:
-        """Interpreter exit: ordinary branches are aborted, durable ones just unmounted."""
-        if not self.is_open:
+        """Interpreter exit: ordinary branches are aborted, durable ones just unmounted.
+
+        Waits for a commit running in another thread (it holds the lock) so a branch is
+        never thrown away under a commit that is publishing it.
+        """
+        if not self._lock.acquire(timeout=EXIT_WAIT_S):
+            log.warning("%s is still busy at exit; left for recovery", self.branch_path)
             return
-        if self.durable:
-            self.workspace._backend.freeze(self._layout)
-        else:
-            self._abort_locked()
+        try:
+            if not self.is_open:
+                return
+            if self.durable:
+                self.workspace._backend.freeze(self._layout)
+            else:
+                self._abort_locked()
+        finally:
+            self._lock.release()
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Branch:

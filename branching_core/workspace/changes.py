@@ -29,12 +29,14 @@ class Op:
     source: str | None = None  # put: absolute path of the new file, symlink or directory
     tree: bool = False  # put: ``source`` is a whole directory moved in one rename
     mode: int | None = None  # mkdir/chmod: permission bits
-    existed: bool | None = None  # put: this path was in the parent when the branch was made
+    # put: this path was (True) or was not (False) in the parent when the branch was made;
+    # None when the backend cannot tell (overlay)
+    existed: bool | None = None
     copied_up: bool = False  # put: overlay copied this file up from a lower layer (maybe renamed)
     strip_xattrs: bool = False  # put: drop overlayfs bookkeeping after the move
 
     def to_json(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items() if v not in (None, False)}
+        return {k: v for k, v in self.__dict__.items() if v is not None and v is not False}
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Op:
@@ -60,6 +62,10 @@ class BranchChanges:
     created: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    # Paths the branch writes that someone else removed from the parent since the branch
+    # was made (or, on overlay, may have: see find_conflicts), or whose directory is gone:
+    # applying them path by path would resurrect what a third party deleted.
+    lost_in_parent: list[str] = field(default_factory=list, compare=False, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.created or self.modified or self.deleted)
@@ -109,12 +115,20 @@ def _walk_relative(root: Path) -> Iterable[str]:
             yield name if rel_dir == "." else f"{rel_dir}/{name}"
 
 
-def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> list[str]:
+def find_conflicts(
+    ops: Iterable[Op],
+    parent_root: Path,
+    created_ns: int,
+    root_names: frozenset[str] | None = None,
+) -> list[str]:
     """Paths this branch changed that the parent also changed after ``created_ns``.
 
     The parent's change time (ctime, which no program can set back) is compared with
     the branch's creation time. A file the branch modified that is now missing from
-    the parent was deleted by someone else: also a conflict. Known limit: file
+    the parent was deleted (or renamed away) by someone else: also a conflict, and so
+    is a file the branch wrote that may have been (see ``existed``). ``root_names``, the
+    parent's top-level names when the branch was made, makes that exact at the top
+    level, where the engine itself adds and removes ``.pydantic-deep``. Known limit: file
     timestamps come from the kernel's coarse clock (one tick, 4 ms at HZ=250), so a
     parent change within one tick after the branch was created can go unseen.
     """
@@ -129,8 +143,16 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
                 conflicts.append(op.path)
             continue
         if st is None:
+            # Gone from the parent: certainly deleted by someone else when the branch
+            # knows it existed; when it cannot know (``existed`` None: overlay keeps no
+            # list of what the parent held), any entry removed from or added to that
+            # directory since the branch was made may have been this one.
             if op.kind == "put" and (
-                op.existed or (op.copied_up and _dir_changed(target, created_ns))
+                op.existed
+                or (
+                    op.existed is None
+                    and _may_have_existed(op.path, target, created_ns, root_names)
+                )
             ):
                 conflicts.append(op.path)
             continue
@@ -138,10 +160,46 @@ def find_conflicts(ops: Iterable[Op], parent_root: Path, created_ns: int) -> lis
             if op.kind == "delete" or op.tree:
                 changed = _changed_in_tree(target, created_ns)
                 conflicts.extend(f"{op.path}/{rel}" for rel in changed)
+                if not changed and st.st_ctime_ns > created_ns:
+                    conflicts.append(op.path)  # made, emptied or renamed into place since
             # a plain put over a directory is preceded by a delete op that checks it
         elif st.st_ctime_ns > created_ns:
             conflicts.append(op.path)
     return sorted(set(conflicts))
+
+
+def lost_in_parent(
+    ops: Iterable[Op],
+    parent_root: Path,
+    created_ns: int,
+    root_names: frozenset[str] | None = None,
+) -> list[str]:
+    """Puts whose path is now missing from the parent and was (or may have been) there
+    when the branch was made, or whose directory the parent no longer has."""
+    lost = []
+    for op in ops:
+        if op.kind != "put":
+            continue
+        target = parent_root / op.path
+        if lstat_or_none(target) is not None:
+            continue
+        holder = lstat_or_none(target.parent)
+        if (
+            holder is None
+            or not stat.S_ISDIR(holder.st_mode)
+            or op.existed
+            or (op.existed is None and _may_have_existed(op.path, target, created_ns, root_names))
+        ):
+            lost.append(op.path)
+    return sorted(lost)
+
+
+def _may_have_existed(
+    rel: str, target: Path, created_ns: int, root_names: frozenset[str] | None
+) -> bool:
+    if "/" not in rel and root_names is not None:
+        return rel in root_names
+    return _dir_changed(target, created_ns)
 
 
 def _dir_changed(target: Path, created_ns: int) -> bool:

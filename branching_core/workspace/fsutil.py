@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-OVERLAY_XATTR_PREFIX = "user.overlay."
+OVERLAY_XATTR_PREFIXES = ("user.overlay.", "trusted.overlay.")
 PROJECT_STATE_DIR = ".pydantic-deep"
 
 
@@ -29,12 +29,19 @@ def write_json_atomic(path: Path, data: Any, *, durable: bool = False) -> None:
     payload = json.dumps(data, sort_keys=True).encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, payload)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     if durable:
         fsync_dir(path.parent)
 
@@ -93,7 +100,7 @@ def strip_overlay_xattrs(path: Path) -> None:
     except OSError:
         return
     for name in names:
-        if name.startswith(OVERLAY_XATTR_PREFIX):
+        if name.startswith(OVERLAY_XATTR_PREFIXES):
             with contextlib.suppress(OSError):
                 os.removexattr(path, name, follow_symlinks=False)
 

@@ -6,21 +6,28 @@ write is the commit point. Every op is idempotent, so a commit interrupted at an
 instant (SIGKILL included) is rolled forward by replaying the journal when the
 workspace is next opened, and one that never reached its journal left the parent
 untouched. Either way the parent ends up exactly before or exactly after the commit.
+
+Whatever an op replaces or removes is kept (hard link, or rename) in the commit's
+scratch as ``displaced/<index>``, so a commit that fails for good half way (EIO,
+ENOSPC, a permission the pre-check could not see) is rolled *back* instead: each
+applied op is undone from what it displaced, newest first. A journal whose direction
+is ``back`` is rolled back again by a replay, never forward.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import shutil
-import signal
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from branching_core.errors import CommitError
 from branching_core.workspace.changes import Op, ordered
+from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     lstat_or_none,
@@ -30,18 +37,7 @@ from branching_core.workspace.fsutil import (
     write_json_atomic,
 )
 
-CRASH_ENV = "FORKDECK_CRASH_AT"
-
-
-def crash_point(name: str) -> None:
-    """Fault injection for the crash-safety tests: SIGKILL ourselves at a named step.
-
-    ``FORKDECK_CRASH_AT=op:3`` kills the process right after the fourth operation of a
-    commit is applied; ``journaled`` right after the journal is durable, and so on.
-    Costs one environment lookup when unset.
-    """
-    if os.environ.get(CRASH_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+log = logging.getLogger(__name__)
 
 
 def scratch_dir(parent_root: Path, commit_id: str) -> Path:
@@ -59,6 +55,10 @@ class Journal:
     generation: int
     branch_id: str
     created_state_dir: bool = False
+    # index -> what rollback restores: the previous mode (chmod/mkdir) or -1 when a
+    # mkdir made the directory
+    before: dict[int, int] = field(default_factory=dict)
+    direction: str = "forward"
 
     # -- preparation -----------------------------------------------------------------
     @classmethod
@@ -73,21 +73,40 @@ class Journal:
         generation: int,
         branch_id: str,
     ) -> Journal:
-        """Stage sources that cannot be renamed into the parent, then write the journal."""
+        """Stage sources that cannot be renamed into the parent; nothing is written yet.
+
+        The commit point is :meth:`write`. A failure here leaves the parent untouched
+        (the staging area is removed again).
+        """
         scratch = scratch_dir(parent_root, commit_id)
-        created_state_dir = not (parent_root / PROJECT_STATE_DIR).exists()
+        state_dir = parent_root / PROJECT_STATE_DIR
+        created_state_dir = not state_dir.exists()
         staged_ops: list[Op] = []
+        before: dict[int, int] = {}
         parent_dev = os.stat(parent_root).st_dev
-        for index, op in enumerate(ordered(ops)):
-            if op.kind == "put" and op.source is not None:
-                source_dev = os.lstat(op.source).st_dev if op.tree else _dev_of(Path(op.source))
-                if source_dev != parent_dev:
-                    staged = scratch / "staged" / str(index)
-                    staged.parent.mkdir(parents=True, exist_ok=True)
-                    _copy_entry(Path(op.source), staged)
-                    op = Op(**{**op.__dict__, "source": str(staged)})
-            staged_ops.append(op)
-        journal = cls(
+        try:
+            for index, op in enumerate(ordered(ops)):
+                target_st = lstat_or_none(parent_root / op.path)
+                if op.kind in ("chmod", "mkdir"):
+                    if target_st is None:
+                        before[index] = -1
+                    else:
+                        before[index] = stat.S_IMODE(target_st.st_mode)
+                if op.kind == "put" and op.source is not None:
+                    source_dev = os.lstat(op.source).st_dev if op.tree else _dev_of(Path(op.source))
+                    if source_dev != parent_dev:
+                        staged = scratch / "staged" / str(index)
+                        if not staged.parent.exists():
+                            _make_scratch(staged.parent, scratch, created_state_dir)
+                        _copy_entry(Path(op.source), staged)
+                        op = Op(**{**op.__dict__, "source": str(staged)})
+                staged_ops.append(op)
+            crash_point("staged")
+        except BaseException:
+            rmtree(scratch)
+            _remove_empty_state_dirs(parent_root, remove_state_dir=created_state_dir)
+            raise
+        return cls(
             path=journal_dir / f"{commit_id}.json",
             commit_id=commit_id,
             parent_id=parent_id,
@@ -96,11 +115,18 @@ class Journal:
             generation=generation,
             branch_id=branch_id,
             created_state_dir=created_state_dir,
+            before=before,
         )
-        crash_point("staged")
-        write_json_atomic(journal.path, journal.to_json(), durable=True)
+
+    def write(self) -> None:
+        """The commit point: the journal is durable, the commit will happen."""
+        write_json_atomic(self.path, self.to_json(), durable=True)
         crash_point("journaled")
-        return journal
+
+    def discard_staging(self) -> None:
+        """Undo :meth:`prepare` for a commit that never reached :meth:`write`."""
+        rmtree(scratch_dir(self.parent_root, self.commit_id))
+        _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -111,6 +137,8 @@ class Journal:
             "generation": self.generation,
             "branch_id": self.branch_id,
             "created_state_dir": self.created_state_dir,
+            "before": {str(k): v for k, v in self.before.items()},
+            "direction": self.direction,
         }
 
     @classmethod
@@ -125,29 +153,110 @@ class Journal:
             generation=int(data["generation"]),
             branch_id=data["branch_id"],
             created_state_dir=bool(data.get("created_state_dir")),
+            before={int(k): int(v) for k, v in (data.get("before") or {}).items()},
+            direction=str(data.get("direction") or "forward"),
         )
 
     # -- publication ------------------------------------------------------------------
     def apply(self, set_generation: Callable[[str, int], None]) -> None:
+        """Roll forward (every op is idempotent); raises OSError on a failed step."""
         scratch = scratch_dir(self.parent_root, self.commit_id)
-        try:
-            for index, op in enumerate(self.ops):
-                _apply_op(op, self.parent_root, scratch / "displaced" / str(index))
-                crash_point(f"op:{index}")
-            set_generation(self.parent_id, self.generation)
-            crash_point("applied")
-        except OSError as exc:
-            raise CommitError(
-                f"commit interrupted by {exc}; "
-                "it will be completed when the workspace is next opened"
-            ) from exc
+        for index, op in enumerate(self.ops):
+            _apply_op(
+                op, self.parent_root, scratch / "displaced" / str(index), self.created_state_dir
+            )
+            crash_point(f"op:{index}")
+        for op in self.ops:
+            if op.kind == "put" and op.strip_xattrs:
+                target = self.parent_root / op.path
+                if lstat_or_none(target) is not None:
+                    _strip_tree(target)
+        set_generation(self.parent_id, self.generation)
+        crash_point("applied")
+
+    def roll_back(self, set_generation: Callable[[str, int], None]) -> None:
+        """Undo every applied op from what it displaced, newest first (idempotent)."""
+        if self.direction != "back":
+            self.direction = "back"
+            write_json_atomic(self.path, self.to_json(), durable=True)
+        scratch = scratch_dir(self.parent_root, self.commit_id)
+        for index in range(len(self.ops) - 1, -1, -1):
+            _undo_op(
+                self.ops[index],
+                self.parent_root,
+                scratch / "displaced" / str(index),
+                self.before.get(index),
+            )
+            crash_point(f"undo:{index}")
+        set_generation(self.parent_id, self.generation - 1)
+
+    def run(self, set_generation: Callable[[str, int], None]) -> Outcome:
+        """Finish this journal here and now, whatever is raised at whatever step.
+
+        Forward first; an interruption that is not an ``OSError`` (``KeyboardInterrupt``
+        and friends) is held and the pass retried to the end. An ``OSError`` is a step
+        that cannot be done: the commit is rolled back. Once a direction is complete it
+        is never changed (``finish`` throws the displaced entries away). The journal
+        stays only when this cannot finish (``outcome.pending``); then the branch's
+        sources must stay where they are until a replay finishes it.
+        """
+        outcome = Outcome()
+        forward = self.direction == "forward"
+        done = False
+        for _attempt in range(4):
+            try:
+                if forward:
+                    self.apply(set_generation)
+                else:
+                    self.roll_back(set_generation)
+                done = True
+                break
+            except OSError as exc:
+                outcome.errors.append(exc)
+                if not forward:
+                    break
+                forward = False
+            except BaseException as exc:  # held, re-raised by the caller
+                outcome.interrupt = outcome.interrupt or exc
+        outcome.rolled_back = not forward
+        if done:
+            for _attempt in range(4):
+                try:
+                    self.finish()
+                    return outcome
+                except OSError as exc:
+                    outcome.errors.append(exc)
+                    break
+                except BaseException as exc:  # held, re-raised by the caller
+                    outcome.interrupt = outcome.interrupt or exc
+        outcome.pending = True
+        return outcome
 
     def finish(self) -> None:
-        """Forget the journal and everything the commit displaced."""
+        """Forget the journal, then everything the commit displaced.
+
+        Once the journal is gone the commit is complete; scratch a failure (or a crash)
+        leaves behind is swept by the next open, ``.pydantic-deep`` too when the commit
+        made it (see ``STATE_MARK``).
+        """
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
-        rmtree(scratch_dir(self.parent_root, self.commit_id))
-        _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir)
+        try:
+            crash_point("finishing")
+            rmtree(scratch_dir(self.parent_root, self.commit_id))
+            _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir)
+        except OSError as exc:
+            log.warning("commit %s done; its scratch is left for recovery: %s", self.commit_id, exc)
+
+
+@dataclass
+class Outcome:
+    """How :meth:`Journal.run` ended."""
+
+    rolled_back: bool = False
+    pending: bool = False
+    errors: list[OSError] = field(default_factory=list)
+    interrupt: BaseException | None = None
 
 
 def _dev_of(path: Path) -> int:
@@ -164,12 +273,46 @@ def _copy_entry(source: Path, target: Path) -> None:
         shutil.copy2(source, target, follow_symlinks=False)
 
 
-def _apply_op(op: Op, parent_root: Path, displaced: Path) -> None:
+STATE_MARK = ".made-state-dir"
+
+
+def _make_scratch(directory: Path, scratch: Path, created_state_dir: bool) -> None:
+    """Make a directory of the commit's scratch. When the commit made ``.pydantic-deep``
+    for it, say so inside the scratch, so recovery after a crash that left no journal
+    knows it may remove that directory too."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if created_state_dir:
+        with contextlib.suppress(FileExistsError):
+            (scratch / STATE_MARK).touch(exist_ok=False)
+
+
+def _displace(target: Path, displaced: Path, created_state_dir: bool) -> None:
+    """Keep ``target`` at ``displaced`` before an op removes it."""
+    if lstat_or_none(displaced) is not None:
+        return
+    if not displaced.parent.exists():
+        _make_scratch(displaced.parent, displaced.parent.parent, created_state_dir)
+    os.rename(target, displaced)
+
+
+def _keep_copy(target: Path, displaced: Path, created_state_dir: bool) -> None:
+    """Keep the old ``target`` at ``displaced`` while it stays in place (a hard link), so
+    readers never see the path missing; a rename when linking is refused."""
+    if lstat_or_none(displaced) is not None:
+        return
+    if not displaced.parent.exists():
+        _make_scratch(displaced.parent, displaced.parent.parent, created_state_dir)
+    try:
+        os.link(target, displaced, follow_symlinks=False)
+    except OSError:
+        os.rename(target, displaced)
+
+
+def _apply_op(op: Op, parent_root: Path, displaced: Path, created_state_dir: bool) -> None:
     target = parent_root / op.path
     if op.kind == "delete":
-        if lstat_or_none(displaced) is None and lstat_or_none(target) is not None:
-            displaced.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(target, displaced)
+        if lstat_or_none(target) is not None:
+            _displace(target, displaced, created_state_dir)
     elif op.kind == "mkdir":
         st = lstat_or_none(target)
         if st is None:
@@ -180,11 +323,43 @@ def _apply_op(op: Op, parent_root: Path, displaced: Path) -> None:
         assert op.source is not None
         source = Path(op.source)
         if lstat_or_none(source) is not None:
+            target_st = lstat_or_none(target)
+            if target_st is not None and not stat.S_ISDIR(target_st.st_mode):
+                _keep_copy(target, displaced, created_state_dir)
             os.rename(source, target)
-        if op.strip_xattrs and lstat_or_none(target) is not None:
-            _strip_tree(target)
+        elif lstat_or_none(target) is None:
+            # Neither moved in nor still waiting: the source was lost (a store removed
+            # under a replay). Skipping it would publish a partial commit.
+            raise FileNotFoundError(errno.ENOENT, "the commit's source is gone", str(source))
     elif op.kind == "chmod" and op.mode is not None and lstat_or_none(target) is not None:
         os.chmod(target, op.mode)
+
+
+def _undo_op(op: Op, parent_root: Path, displaced: Path, before: int | None) -> None:
+    target = parent_root / op.path
+    if op.kind == "delete":
+        if lstat_or_none(displaced) is not None and lstat_or_none(target) is None:
+            os.rename(displaced, target)
+    elif op.kind == "mkdir":
+        if before == -1:
+            with contextlib.suppress(FileNotFoundError, OSError):
+                os.rmdir(target)
+        elif before is not None and lstat_or_none(target) is not None:
+            os.chmod(target, before)
+    elif op.kind == "put":
+        assert op.source is not None
+        source = Path(op.source)
+        if lstat_or_none(source) is None and lstat_or_none(target) is not None:
+            os.rename(target, source)
+        if lstat_or_none(displaced) is not None and lstat_or_none(target) is None:
+            os.rename(displaced, target)
+    elif (
+        op.kind == "chmod"
+        and before is not None
+        and before >= 0
+        and lstat_or_none(target) is not None
+    ):
+        os.chmod(target, before)
 
 
 def _strip_tree(path: Path) -> None:

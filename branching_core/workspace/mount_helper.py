@@ -68,20 +68,20 @@ class MountHelper:
     def alive(self) -> bool:
         return self._proc.poll() is None and os.getpid() == self.owner_pid
 
-    def mount_overlay(self, lower: list[Path], upper: Path, work: Path, target: Path) -> None:
-        self._request(
-            {
-                "op": "mount",
-                "lower": [str(p) for p in lower],
-                "upper": str(upper),
-                "work": str(work),
-                "target": str(target),
-            }
-        )
+    def mount_overlay(
+        self, lower: list[Path], upper: Path, work: Path, target: Path, *, redirect: bool = False
+    ) -> None:
+        self.mount_overlays([(lower, upper, work, target)], redirect=redirect)
 
-    def mount_overlays(self, mounts: list[tuple[list[Path], Path, Path, Path]]) -> None:
+    def mount_overlays(
+        self, mounts: list[tuple[list[Path], Path, Path, Path]], *, redirect: bool = False
+    ) -> None:
         """Mount several overlays (lower, upper, work, target) in one round trip; all or
-        none (the helper unmounts the ones it made when a later one fails)."""
+        none (the helper unmounts the ones it made when a later one fails).
+
+        ``redirect``: the root-only on-disk format where directory renames work
+        (trusted.overlay.* xattrs, ``redirect_dir=on``) instead of ``userxattr``.
+        """
         self._request(
             {
                 "op": "mount_many",
@@ -91,10 +91,17 @@ class MountHelper:
                         "upper": str(upper),
                         "work": str(work),
                         "target": str(target),
+                        "redirect": redirect,
                     }
                     for lower, upper, work, target in mounts
                 ],
             }
+        )
+
+    def mount_read_only(self, lower: list[Path], target: Path) -> None:
+        """A read-only merge of ``lower`` (top first), following directory redirects."""
+        self._request(
+            {"op": "mount", "lower": [str(p) for p in lower], "upper": None, "target": str(target)}
         )
 
     def umount(self, target: Path) -> None:

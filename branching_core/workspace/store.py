@@ -23,8 +23,10 @@ import fcntl
 import hashlib
 import itertools
 import os
+import re
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,17 +46,37 @@ def default_store_root(workspace_root: Path) -> Path:
     workspace. ``<key>`` is the workspace's name plus a hash of its absolute path.
     """
     digest = hashlib.sha256(str(workspace_root).encode()).hexdigest()[:12]
-    key = f"{workspace_root.name or 'root'}-{digest}"
+    key = f"{_safe_name(workspace_root.name or 'root')}-{digest}"
+    legacy = f"{workspace_root.name or 'root'}-{digest}"
     explicit = os.environ.get(STORE_ENV)
     if explicit:
-        return Path(explicit) / key
+        return _prefer_existing(Path(explicit), key, legacy)
     device = os.stat(workspace_root).st_dev
     cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     candidates = [cache_home / "forkdeck" / "stores", workspace_root.parent / ".forkdeck-stores"]
     for base in candidates:
         if _usable_on_device(base, device):
-            return base / key
-    return candidates[-1] / key
+            return _prefer_existing(base, key, legacy)
+    return _prefer_existing(candidates[-1], key, legacy)
+
+
+def _safe_name(name: str) -> str:
+    """The workspace's name as it appears in store paths: letters, digits, ``._-`` only.
+
+    Branch views live under the store, and their paths travel through mount options,
+    ``/proc/<pid>/root/...`` parsing and line-based protocols: a newline, comma, colon
+    or backslash taken from the workspace's name broke those (sandboxed writes that
+    vanished, overlay silently dropped). The hash keeps keys unique.
+    """
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64] or "root"
+
+
+def _prefer_existing(base: Path, key: str, legacy: str) -> Path:
+    """A store made before names were made safe keeps being used (its journals and
+    durable branches must be found)."""
+    if legacy != key and (base / legacy).is_dir() and not (base / key).exists():
+        return base / legacy
+    return base / key
 
 
 def _usable_on_device(base: Path, device: int) -> bool:
@@ -137,6 +159,10 @@ class Store:
     def new_branch_id(self) -> str:
         session = self.session()
         return f"{session.sid}-{next(session.counter)}"
+
+    def is_own_session(self, sid: str) -> bool:
+        own = _SESSIONS.get(self.root)
+        return own is not None and own.sid == sid and own.pid == os.getpid()
 
     def session_alive(self, sid: str) -> bool:
         """True while the process owning ``sid`` holds its lock."""
@@ -227,6 +253,30 @@ class Store:
             if only_dead and self.session_alive(sid):
                 continue
             rmtree(entry)
+
+    def sweep_temp_files(self) -> None:
+        """Drop half-written journal and generation files (a writer died before its
+        rename). Only commit-lock holders write them, and the caller holds that lock."""
+        for sub in ("journal", "gen"):
+            directory = self.root / sub
+            if not directory.exists():
+                continue
+            for entry in directory.iterdir():
+                if entry.name.startswith(".") and ".tmp" in entry.name:
+                    with contextlib.suppress(FileNotFoundError):
+                        entry.unlink()
+
+    def set_aside(self, journal_path: Path, branch_id: str | None) -> Path:
+        """Move a journal that cannot be replayed (and its branch's data) out of the way:
+        ``failed/<journal name>-<unix time>/``. Returns where it went."""
+        place = self.root / "failed" / f"{journal_path.stem}-{int(time.time())}"
+        place.mkdir(parents=True, exist_ok=True)
+        os.replace(journal_path, place / "journal.json")
+        if branch_id is not None and self.branch_dir(branch_id).exists():
+            with contextlib.suppress(OSError):
+                os.replace(self.branch_dir(branch_id), place / "branch")
+            self.drop_generation(branch_id)
+        return place
 
     def is_empty(self) -> bool:
         """True when nothing but empty bookkeeping directories is left."""

@@ -7,12 +7,14 @@ import contextlib
 import logging
 import os
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 from branching_core.errors import (
     BackendUnavailableError,
+    BranchError,
     BranchNotFoundError,
     WorkspaceError,
     WorkspaceNotADirectoryError,
@@ -22,8 +24,9 @@ from branching_core.workspace.backends import AUTO_ORDER, BACKENDS, Backend
 from branching_core.workspace.backends.base import BranchLayout, ParentView
 from branching_core.workspace.branch import Branch, _Node
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, rmtree
-from branching_core.workspace.journal import Journal
+from branching_core.workspace.journal import STATE_MARK, Journal
 from branching_core.workspace.store import ROOT_ID, Store
+from branching_core.workspace.store_gc import sweep_orphan_stores
 
 log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[Workspace] = weakref.WeakSet()
@@ -40,6 +43,7 @@ class BranchInfo:
     durable: bool
     open_here: bool
     owner_alive: bool
+    created_ns: int = 0  # wall clock (time.time_ns) when the branch was made
 
 
 class Workspace(_Node):
@@ -83,7 +87,23 @@ class Workspace(_Node):
         self._backend = self._choose_backend(backend)
         self.fstype = self._backend.name
         self.recover()
+        with contextlib.suppress(OSError):
+            sweep_orphan_stores(self._store.root.parent, keep=self._store.root)
         _LIVE.add(self)
+
+    @property
+    def dir_renames(self) -> bool:
+        """Whether branches can rename a directory that existed before them.
+
+        True for copy and reflink, and for overlay when mounted by root (redirect_dir);
+        False for unprivileged overlay, where such a rename fails with EXDEV (``mv`` and
+        git fall back to copying). ``dir_renames_why`` says why not.
+        """
+        return self._backend.dir_renames
+
+    @property
+    def dir_renames_why(self) -> str:
+        return self._backend.dir_renames_why
 
     # -- backend choice ------------------------------------------------------------------------
     def _choose_backend(self, requested: str) -> Backend:
@@ -147,6 +167,7 @@ class Workspace(_Node):
                     durable=bool(meta.get("durable")),
                     open_here=branch_id in here,
                     owner_alive=self._store.session_alive(branch_id.split("-", 1)[0]),
+                    created_ns=int(meta.get("created_ns") or 0),
                 )
             )
         return infos
@@ -169,6 +190,9 @@ class Workspace(_Node):
             on_success=None,
             on_error=None,
             created_ns=int(meta["created_ns"]),
+            root_names=frozenset(meta["root_names"])
+            if meta.get("root_names") is not None
+            else None,
             parent_generation=int(meta["parent_generation"]),
             durable=True,
         )
@@ -176,6 +200,37 @@ class Workspace(_Node):
             parent._children.append(branch)
         self._register(branch)
         return branch
+
+    def discard_branch(self, branch_id: str) -> None:
+        """Throw away a branch found in the store, with the branches nested in it.
+
+        For sweeping durable branches nobody will reopen (the fork layer drops those no
+        manifest refers to). A branch open in this process is aborted; one whose owning
+        process is still alive elsewhere is refused (``BranchError``): it is in use.
+        """
+        with self._registry_lock:
+            here = self._registry.get(branch_id)
+        if here is not None:
+            if here.is_open:
+                here.abort()
+            return
+        infos = {info.id: info for info in self.list_branches()}
+        if branch_id not in infos:
+            raise BranchNotFoundError(f"no branch with id {branch_id!r} in {self.path}")
+        doomed = [branch_id]
+        for current in doomed:  # grows while walking: every descendant
+            doomed.extend(i.id for i in infos.values() if i.parent == current)
+        for victim in doomed:
+            info = infos[victim]
+            if info.open_here:
+                raise BranchError(f"branch {victim} is open in this process; abort it first")
+            if info.owner_alive and not self._store.is_own_session(victim.split("-", 1)[0]):
+                raise BranchError(
+                    f"branch {victim} ({info.branch_path}) belongs to a running process"
+                )
+        with self._store.commit_lock():
+            for victim in reversed(doomed):
+                self._store.remove_branch_dir(victim)
 
     # -- recovery --------------------------------------------------------------------------------
     def recover(self) -> None:
@@ -200,36 +255,94 @@ class Workspace(_Node):
                 pid = probe.name.rsplit("-", 1)[-1]
                 if not Path(f"/proc/{pid}").exists():
                     rmtree(probe)
-            commit_scratch = self.path / PROJECT_STATE_DIR / "commit"
-            if commit_scratch.exists():
-                for leftover in commit_scratch.iterdir():
-                    if not (store.journal_dir / f"{leftover.name}.json").exists():
-                        sid = leftover.name.split("-", 1)[0]
-                        if not store.session_alive(sid):
-                            rmtree(leftover)
-                with contextlib.suppress(OSError):
-                    commit_scratch.rmdir()
+            self._sweep_commit_scratch()
+            store.sweep_temp_files()
             store.sweep_trash()
             store.forget_dead_sessions()
 
+    def _sweep_commit_scratch(self) -> None:
+        """Remove staging left by commits that died before their journal (or after it
+        was finished), and ``.pydantic-deep`` itself when such a commit had made it."""
+        store = self._store
+        state_dir = self.path / PROJECT_STATE_DIR
+        commit_scratch = state_dir / "commit"
+        if not commit_scratch.exists():
+            return
+        made_state_dir = False
+        for leftover in commit_scratch.iterdir():
+            # Scratch is only made and used under the commit lock, which the caller holds:
+            # without a journal it belongs to no commit in progress, in any process.
+            if (store.journal_dir / f"{leftover.name}.json").exists():
+                continue
+            made_state_dir |= (leftover / STATE_MARK).exists()
+            rmtree(leftover)
+        with contextlib.suppress(OSError):
+            commit_scratch.rmdir()
+        if made_state_dir:
+            with contextlib.suppress(OSError):
+                state_dir.rmdir()
+
     def _replay(self, journal_path: Path) -> None:
-        journal = Journal.load(journal_path)
+        """Finish one interrupted commit; one that cannot be finished is set aside.
+
+        A journal that can go neither forward nor back (its sources are gone, the parent
+        changed under it, the disk fails) must never keep the workspace from opening: it
+        is moved to ``failed/`` in the store, with the branch data it refers to, and
+        reported.
+        """
+        try:
+            journal = Journal.load(journal_path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._set_aside(journal_path, None, f"unreadable journal ({exc})")
+            return
         if journal.parent_id == ROOT_ID:
-            journal = Journal.load(journal_path, parent_root=self.path)
+            parent_root = self.path
         else:
             meta = self._store.read_meta(journal.parent_id)
             if meta is None or not meta.get("durable"):
                 # The parent branch died with its process; so does this commit.
                 journal_path.unlink()
+                self._store.remove_branch_dir(journal.branch_id)
                 return
-            parent = self.open_branch(journal.parent_id)
-            journal = Journal.load(journal_path, parent_root=parent.path)
+            try:
+                parent_root = self.open_branch(journal.parent_id).path
+            except (BranchNotFoundError, OSError, WorkspaceError) as exc:
+                self._set_aside(journal_path, journal.branch_id, f"parent unavailable ({exc})")
+                return
+        journal.parent_root = parent_root
         log.warning(
             "completing interrupted commit %s into %s", journal.commit_id, journal.parent_id
         )
-        journal.apply(self._store.set_generation)
-        journal.finish()
-        self._store.remove_branch_dir(journal.branch_id)
+        outcome = journal.run(self._store.set_generation)
+        if outcome.pending:
+            errors = "; ".join(str(e) for e in outcome.errors) or "interrupted"
+            self._set_aside(journal_path, journal.branch_id, errors)
+        else:
+            if outcome.rolled_back:
+                log.warning(
+                    "interrupted commit %s into %s was rolled back%s",
+                    journal.commit_id,
+                    journal.parent_id,
+                    f" ({outcome.errors[0]})" if outcome.errors else "",
+                )
+            self._store.remove_branch_dir(journal.branch_id)
+        if outcome.interrupt is not None:
+            raise outcome.interrupt
+
+    def _set_aside(self, journal_path: Path, branch_id: str | None, why: str) -> None:
+        place = self._store.set_aside(journal_path, branch_id)
+        log.error(
+            "an interrupted commit in %s could not be finished (%s); it was set aside in %s",
+            self.path,
+            why,
+            place,
+        )
+        warnings.warn(
+            f"forkdeck: an interrupted commit in {self.path} could not be finished ({why}); "
+            f"set aside in {place}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     # -- lifetime --------------------------------------------------------------------------------
     def close(self) -> None:

@@ -24,6 +24,25 @@ def agent_edits(view: Path) -> None:
     (view / "c.txt").write_text("c changed\n")
 
 
+def seed_many(root: Path, files: int) -> None:
+    """A parent for the interrupt trials: ``files`` small files in a few directories."""
+    for i in range(files):
+        d = root / f"d{i % 8}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.txt").write_text(f"file {i}\n")
+
+
+def many_edits(view: Path, files: int) -> None:
+    """Modify a third, delete a sixth, add as many new files: a commit of many renames."""
+    for i in range(0, files, 3):
+        (view / f"d{i % 8}" / f"f{i}.txt").write_text(f"changed {i}\n")
+    for i in range(1, files, 6):
+        (view / f"d{i % 8}" / f"f{i}.txt").unlink()
+    (view / "new").mkdir()
+    for i in range(files // 3):
+        (view / f"d{i % 8}" / f"n{i}.txt").write_text(f"new {i}\n")
+
+
 def main() -> None:
     mode, path, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     ws = Workspace(path, backend=backend)
@@ -33,6 +52,17 @@ def main() -> None:
         print(json.dumps({"ops": len(branch.changes().all_paths)}), flush=True)
         branch.commit()
         print("committed", flush=True)
+    elif mode == "interrupted":
+        # with ws.branch(...) committing many edits; the parent sends SIGINT at a random
+        # instant after "ready" (see tests/workspace/interrupt_trial.py)
+        files = int(sys.argv[4])
+        import time
+
+        with ws.branch("ctrl-c") as branch:
+            many_edits(branch.path, files)
+            print("ready", flush=True)
+            started = time.perf_counter()
+        print(json.dumps({"commit_s": time.perf_counter() - started}), flush=True)
     elif mode == "leave-open":
         plain = ws.branch("plain")
         (plain.path / "plain.txt").write_text("plain")

@@ -65,10 +65,10 @@ def test_a_failed_mount_rolls_back_every_sibling(
     helper = mount_helper.shared_helper()
     real = helper.mount_overlays
 
-    def sabotage(mounts: list[tuple[list[Path], Path, Path, Path]]) -> None:
+    def sabotage(mounts: list[tuple[list[Path], Path, Path, Path]], **kw: bool) -> None:
         # A target that does not exist makes the third mount fail inside the helper.
         broken = [*mounts[:2], (mounts[2][0], mounts[2][1], mounts[2][2], Path("/nonexistent/v"))]
-        real(broken)
+        real(broken, **kw)
 
     monkeypatch.setattr(helper, "mount_overlays", sabotage)
     with pytest.raises(MountError, match="mount"):

@@ -58,7 +58,7 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("crash_at", CRASH_POINTS)
+@pytest.mark.parametrize("crash_at", [*CRASH_POINTS, "finishing"])
 def test_sigkill_during_commit_is_all_or_nothing(
     fs_root: Path, backend: str, crash_at: str
 ) -> None:
@@ -82,7 +82,36 @@ def test_sigkill_during_commit_is_all_or_nothing(
     assert state == (before if crash_at == "staged" else after)
     assert list(ws._store.journal_dir.iterdir()) == []
     assert ws._store.branch_ids() == []
-    assert not (ws_dir / ".pydantic-deep" / "commit").exists()
+    # the commit made .pydantic-deep for its scratch: recovery removes it again
+    assert not (ws_dir / ".pydantic-deep").exists()
+
+
+def test_recovery_removes_half_written_journal_and_generation_files(
+    fs_root: Path, backend: str
+) -> None:
+    """A writer killed between creating its temp file and renaming it leaves the temp."""
+    ws_dir = fs_root / "ws"
+    _seed(ws_dir)
+    ws = Workspace(ws_dir, backend=backend)
+    store = ws._store
+    (store.journal_dir / ".abcd-1.json.tmp-999999").write_text('{"half":')
+    (store.root / "gen" / ".root.tmp").write_text("")
+    Workspace(ws_dir, backend=backend)
+    assert list(store.journal_dir.iterdir()) == []
+    assert [p.name for p in (store.root / "gen").iterdir() if p.name.startswith(".")] == []
+
+
+def test_crash_after_staging_leaves_no_state_dir(fs_root: Path, backend: str) -> None:
+    """A commit that staged (cross-device sources) and died before its journal."""
+    ws_dir = fs_root / "ws"
+    _seed(ws_dir)
+    Workspace(ws_dir, backend=backend)
+    scratch = ws_dir / ".pydantic-deep" / "commit" / "dead0000-1"
+    (scratch / "staged").mkdir(parents=True)
+    (scratch / "staged" / "0").write_text("staged\n")
+    (scratch / ".made-state-dir").touch()
+    Workspace(ws_dir, backend=backend)
+    assert not (ws_dir / ".pydantic-deep").exists()
 
 
 def test_normal_exit_and_crash_leave_nothing_but_durable_branches(

@@ -32,6 +32,9 @@ class BranchLayout:
 
 class Backend(abc.ABC):
     name: str = ""
+    # Can a branch rename a directory that existed before it was made? (see overlay)
+    dir_renames: bool = True
+    dir_renames_why: str = ""
 
     def __init__(self, store_root: Path) -> None:
         self.store_root = store_root

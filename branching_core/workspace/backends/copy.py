@@ -139,7 +139,9 @@ class CopyBackend(Backend):
                 kind == "d" or stat.S_ISDIR(parent_st.st_mode) or old is not None
             ):
                 ops.append(Op("delete", rel))
-            ops.append(Op("put", rel, source=str(source), tree=kind == "d", existed=None))
+            ops.append(
+                Op("put", rel, source=str(source), tree=kind == "d", existed=old is not None)
+            )
 
     def destroy(self, layout: BranchLayout) -> None:
         rmtree(layout.store_dir)

@@ -4,16 +4,26 @@ A branch is one overlay mount: lower = the parent's layers (the workspace itself
 top-level branch, the parent's upper stacked on its own lowers for a nested one),
 upper/work in the branch's store directory. Creating one costs a mount, whatever the
 size of the tree. ``.pydantic-deep`` is hidden from the view by a whiteout placed in
-the upper layer before mounting. Mounts use ``userxattr`` (the same on-disk format as
-root and unprivileged) and ``volatile`` (no sync on unmount: an aborted branch is
-thrown away, a committed one is published by rename).
+the upper layer before mounting. Mounts are ``volatile`` (no sync on unmount: an
+aborted branch is thrown away, a committed one is published by rename).
+
+Directory renames: unprivileged mounts must use ``userxattr``, where the kernel allows
+no directory redirects, so renaming a directory that came from a lower layer fails
+with EXDEV (``mv`` and git fall back to copying). As root the views are mounted with
+``redirect_dir=on`` (trusted.overlay.* xattrs) and such renames just work; the commit
+publishes a redirected directory (and any tree holding one) from a read-only merge of
+the frozen layers, since its content lives in the lower directory its redirect names.
+Each branch records its format in ``<store>/format``; a nested branch uses its
+parent's, so a stack is never mixed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 from branching_core.errors import MountError
@@ -28,9 +38,17 @@ from branching_core.workspace.fsutil import (
 )
 from branching_core.workspace.mount_helper import MountHelper, shared_helper
 
-OPAQUE_XATTR = "user.overlay.opaque"
-ORIGIN_XATTR = "user.overlay.origin"
+OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
+ORIGIN_XATTRS = ("user.overlay.origin", "trusted.overlay.origin")
+REDIRECT_XATTR = "trusted.overlay.redirect"
 WHITEOUT_MODE = stat.S_IFCHR | 0o600
+REDIRECT_FORMAT = "redirect"  # <store>/format of a branch mounted with redirect_dir=on
+# store root -> (directory renames work, why not)
+_DIR_RENAMES: dict[Path, tuple[bool, str]] = {}
+UNPRIVILEGED_WHY = (
+    "unprivileged overlay mounts need userxattr, which allows no directory redirects: "
+    "renaming a directory that existed before the branch fails with EXDEV"
+)
 
 
 class OverlayBackend(Backend):
@@ -43,20 +61,37 @@ class OverlayBackend(Backend):
         except (MountError, OSError) as exc:
             return f"no private mount namespace: {exc}"
         probe_dir = store_root / f".probe-overlay-{os.getpid()}"
-        try:
-            rmtree(probe_dir)
-            for sub in ("upper", "work", "view"):
-                (probe_dir / sub).mkdir(parents=True)
-            os.mknod(probe_dir / "upper" / PROJECT_STATE_DIR, WHITEOUT_MODE, os.makedev(0, 0))
-            helper.mount_overlay(
-                [workspace], probe_dir / "upper", probe_dir / "work", probe_dir / "view"
-            )
-            helper.umount(probe_dir / "view")
-        except (MountError, OSError) as exc:
-            return f"overlay mount failed: {exc}"
-        finally:
-            rmtree(probe_dir)
-        return None
+        redirect_why = UNPRIVILEGED_WHY
+        for redirect in (True, False) if os.geteuid() == 0 else (False,):
+            try:
+                rmtree(probe_dir)
+                for sub in ("upper", "work", "view"):
+                    (probe_dir / sub).mkdir(parents=True)
+                os.mknod(probe_dir / "upper" / PROJECT_STATE_DIR, WHITEOUT_MODE, os.makedev(0, 0))
+                helper.mount_overlay(
+                    [workspace],
+                    probe_dir / "upper",
+                    probe_dir / "work",
+                    probe_dir / "view",
+                    redirect=redirect,
+                )
+                helper.umount(probe_dir / "view")
+            except (MountError, OSError) as exc:
+                if redirect:
+                    redirect_why = f"redirect_dir=on refused here ({exc})"
+                    continue
+                return f"overlay mount failed: {exc}"
+            finally:
+                rmtree(probe_dir)
+            _DIR_RENAMES[store_root] = (redirect, "" if redirect else redirect_why)
+            return None
+        return "overlay mount failed"
+
+    def __init__(self, store_root: Path) -> None:
+        super().__init__(store_root)
+        self.dir_renames, self.dir_renames_why = _DIR_RENAMES.get(
+            store_root, (False, UNPRIVILEGED_WHY)
+        )
 
     @property
     def helper(self) -> MountHelper:
@@ -81,7 +116,8 @@ class OverlayBackend(Backend):
                         lay.store_dir / "view",
                     )
                     for lay in layouts
-                ]
+                ],
+                redirect=self._redirect_for(parent),
             )
         except BaseException:
             for layout in layouts:
@@ -98,9 +134,22 @@ class OverlayBackend(Backend):
         for path in (upper, work, view):
             path.mkdir()
         os.mknod(upper / PROJECT_STATE_DIR, WHITEOUT_MODE, os.makedev(0, 0))
+        redirect = self._redirect_for(parent)
+        if redirect:
+            (store_dir / "format").write_text(REDIRECT_FORMAT)
         return BranchLayout(
-            branch_id=branch_id, store_dir=store_dir, layers=[upper, *parent.layers]
+            branch_id=branch_id,
+            store_dir=store_dir,
+            layers=[upper, *parent.layers],
+            extra={"redirect": redirect},
         )
+
+    def _redirect_for(self, parent: ParentView) -> bool:
+        """A nested branch keeps its parent's format; a top-level one gets this mount's."""
+        top = parent.layers[0] if parent.layers else None
+        if top is not None and top.name == "upper" and top.parent.parent == self.store_root:
+            return _is_redirect_format(top.parent)
+        return self.dir_renames
 
     def _mount(self, layout: BranchLayout, parent: ParentView) -> None:
         helper = self.helper
@@ -108,9 +157,16 @@ class OverlayBackend(Backend):
         # A volatile upper that was not unmounted cleanly refuses to mount until its
         # marker is gone; the data is intact after a process crash (only a system
         # crash could lose it), so clear it.
+        # The kernel leaves work/work mode 000; unprivileged, that hides its entries.
+        with contextlib.suppress(OSError):
+            os.chmod(layout.store_dir / "work" / "work", 0o700)
         rmtree(layout.store_dir / "work" / "work" / "incompat")
         helper.mount_overlay(
-            parent.layers, layout.store_dir / "upper", layout.store_dir / "work", target
+            parent.layers,
+            layout.store_dir / "upper",
+            layout.store_dir / "work",
+            target,
+            redirect=bool(layout.extra.get("redirect")),
         )
         self._mounted(layout, helper)
 
@@ -124,7 +180,41 @@ class OverlayBackend(Backend):
     def collect(self, layout: BranchLayout, parent: ParentView) -> list[Op]:
         ops: list[Op] = []
         self._collect_dir(layout.store_dir / "upper", "", parent.root, ops)
+        if layout.extra.get("redirect"):
+            ops = self._resolve_redirects(layout, ops)
         return ops
+
+    def _resolve_redirects(self, layout: BranchLayout, ops: list[Op]) -> list[Op]:
+        """Trees holding a renamed directory are published from the merged view: the
+        upper only holds the directory's changes, its content is in a lower layer.
+
+        While the view is mounted (``changes()``) the view itself is the source; for a
+        commit (frozen) the layers are merged read-only once and the trees copied out.
+        """
+        trees = [i for i, op in enumerate(ops) if op.tree and _holds_redirect(Path(str(op.source)))]
+        if not trees:
+            return ops
+        out = list(ops)
+        if layout.mounted:
+            assert layout.view is not None
+            for i in trees:
+                out[i] = replace(out[i], source=str(layout.view / out[i].path))
+            return out
+        helper = self.helper
+        merged = layout.store_dir / "merged"
+        target = layout.store_dir / "ro"
+        rmtree(merged)
+        target.mkdir(exist_ok=True)
+        helper.mount_read_only(layout.layers, target)
+        try:
+            for n, i in enumerate(trees):
+                copy = merged / str(n)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                copy_tree_exact(helper.view_path(target) / out[i].path, copy)
+                out[i] = replace(out[i], source=str(copy))
+        finally:
+            helper.umount(target)
+        return out
 
     def _collect_dir(self, upper_dir: Path, rel_dir: str, parent_root: Path, ops: list[Op]) -> None:
         try:
@@ -143,7 +233,12 @@ class OverlayBackend(Backend):
                 if parent_st is not None:
                     ops.append(Op("delete", rel))
             elif stat.S_ISDIR(st.st_mode):
-                if parent_st is None or not parent_is_dir or has_xattr(source, OPAQUE_XATTR):
+                if (
+                    parent_st is None
+                    or not parent_is_dir
+                    or any(has_xattr(source, name) for name in OPAQUE_XATTRS)
+                    or has_xattr(source, REDIRECT_XATTR)
+                ):
                     if parent_st is not None:
                         ops.append(Op("delete", rel))
                     ops.append(Op("put", rel, source=str(source), tree=True, strip_xattrs=True))
@@ -154,7 +249,9 @@ class OverlayBackend(Backend):
             else:
                 if parent_is_dir:
                     ops.append(Op("delete", rel))
-                copied_up = stat.S_ISREG(st.st_mode) and has_xattr(source, ORIGIN_XATTR)
+                copied_up = stat.S_ISREG(st.st_mode) and any(
+                    has_xattr(source, name) for name in ORIGIN_XATTRS
+                )
                 ops.append(
                     Op("put", rel, source=str(source), copied_up=copied_up, strip_xattrs=True)
                 )
@@ -165,6 +262,7 @@ class OverlayBackend(Backend):
             layout.mounted = False
 
     def thaw(self, layout: BranchLayout, parent: ParentView) -> None:
+        rmtree(layout.store_dir / "merged")
         if not layout.mounted:
             self._mount(layout, parent)
 
@@ -178,7 +276,43 @@ class OverlayBackend(Backend):
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:
         store_dir = self.store_root / branch_id
         layout = BranchLayout(
-            branch_id=branch_id, store_dir=store_dir, layers=[store_dir / "upper", *parent.layers]
+            branch_id=branch_id,
+            store_dir=store_dir,
+            layers=[store_dir / "upper", *parent.layers],
+            extra={"redirect": _is_redirect_format(store_dir)},
         )
         self._mount(layout, parent)
         return layout
+
+
+def _is_redirect_format(store_dir: Path) -> bool:
+    try:
+        return (store_dir / "format").read_text().strip() == REDIRECT_FORMAT
+    except OSError:
+        return False  # branches made before the format was recorded used userxattr
+
+
+def _holds_redirect(root: Path) -> bool:
+    """Is ``root`` (an upper-layer directory) or any directory under it redirected?"""
+    if has_xattr(root, REDIRECT_XATTR):
+        return True
+    for dirpath, dirnames, _ in os.walk(root):
+        for name in dirnames:
+            if has_xattr(Path(dirpath) / name, REDIRECT_XATTR):
+                return True
+    return False
+
+
+def copy_tree_exact(source: Path, target: Path) -> None:
+    """Copy a tree keeping modes, times and (when allowed) owners; symlinks as links."""
+    shutil.copytree(source, target, symlinks=True)
+    if os.geteuid() != 0:
+        return
+    for src_dir, dirnames, filenames in os.walk(source):
+        rel = os.path.relpath(src_dir, source)
+        for name in [".", *dirnames, *filenames]:
+            src = os.path.normpath(os.path.join(src_dir, name))
+            dst = os.path.normpath(os.path.join(target, rel, name))
+            st = os.lstat(src)
+            with contextlib.suppress(OSError):
+                os.chown(dst, st.st_uid, st.st_gid, follow_symlinks=False)

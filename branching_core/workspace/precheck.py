@@ -1,0 +1,132 @@
+"""Will every operation of a commit succeed? Checked before the commit point.
+
+A commit that fails half way has to be rolled back, so the failures that can be
+foreseen are refused up front, while nothing has been touched:
+
+* structural conflicts: a third party removed the directory a new file goes into, or
+  turned a file the branch modified into a directory (or the other way round). The
+  parent is replayed op by op on a small model of what each path will be, so the
+  rename that would fail with ENOENT/EISDIR/ENOTDIR is found without doing it;
+* permissions: a directory whose entries change must be writable and searchable by
+  this process, a directory that moves must be writable itself (its ``..`` changes),
+  a mode change needs ownership, and a sticky directory only lets owners rename.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from branching_core.workspace.changes import Op, ordered
+from branching_core.workspace.fsutil import PROJECT_STATE_DIR, lstat_or_none
+
+Kind = Literal["d", "f"] | None
+
+
+class _Model:
+    """What each path of the parent will be after the operations seen so far."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.changed: dict[str, Kind] = {}
+
+    def kind(self, rel: str) -> Kind:
+        if rel in self.changed:
+            return self.changed[rel]
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            ancestor = "/".join(parts[:depth])
+            if ancestor in self.changed and self.changed[ancestor] != "d":
+                return None  # deleted, or replaced by a file
+        st = lstat_or_none(self.root / rel)
+        if st is None:
+            return None
+        return "d" if stat.S_ISDIR(st.st_mode) else "f"
+
+    def parent_kind(self, rel: str) -> Kind:
+        return "d" if "/" not in rel else self.kind(rel.rsplit("/", 1)[0])
+
+
+def structural_conflicts(ops: Iterable[Op], parent_root: Path) -> list[str]:
+    """Paths whose operation cannot apply to the parent as it is now."""
+    model = _Model(parent_root)
+    conflicts: list[str] = []
+    for op in ordered(ops):
+        if op.kind == "delete":
+            model.changed[op.path] = None
+        elif op.kind == "mkdir":
+            if model.parent_kind(op.path) != "d" or model.kind(op.path) == "f":
+                conflicts.append(op.path)
+            model.changed[op.path] = "d"
+        elif op.kind == "put":
+            target = model.kind(op.path)
+            if (
+                model.parent_kind(op.path) != "d"
+                or target == "d"
+                or (op.tree and target is not None)
+            ):
+                conflicts.append(op.path)
+            model.changed[op.path] = "d" if op.tree else "f"
+    return sorted(set(conflicts))
+
+
+def _writable(path: Path) -> bool:
+    effective = os.access in os.supports_effective_ids
+    return os.access(path, os.W_OK | os.X_OK, effective_ids=effective)
+
+
+def unwritable(ops: Iterable[Op], parent_root: Path) -> list[str]:
+    """Parent paths this process may not change, for the operations that change them."""
+    euid = os.geteuid()
+    bad: set[str] = set()
+    checked: dict[str, bool] = {}
+    needs_scratch = False
+
+    def dir_ok(rel_dir: str) -> bool:
+        if rel_dir not in checked:
+            full = parent_root / rel_dir if rel_dir else parent_root
+            checked[rel_dir] = lstat_or_none(full) is None or _writable(full)
+        return checked[rel_dir]
+
+    for op in ops:
+        target = parent_root / op.path
+        rel_dir = op.path.rsplit("/", 1)[0] if "/" in op.path else ""
+        st = lstat_or_none(target)
+        if op.kind in ("delete", "put", "mkdir") and not dir_ok(rel_dir):
+            bad.add(rel_dir or ".")
+        if st is None:
+            continue
+        if op.kind in ("delete", "put"):
+            needs_scratch = True  # what is displaced goes to the commit's scratch
+            moves_dir = op.kind == "delete" and stat.S_ISDIR(st.st_mode)
+            if moves_dir and euid != 0 and not _writable(target):
+                bad.add(op.path)  # moving a directory rewrites its ".."
+            dir_st = lstat_or_none(target.parent)
+            if (
+                euid != 0
+                and dir_st is not None
+                and dir_st.st_mode & stat.S_ISVTX
+                and euid not in (st.st_uid, dir_st.st_uid)
+            ):
+                bad.add(op.path)  # sticky directory: only owners rename
+        if (
+            op.kind in ("chmod", "mkdir")
+            and op.mode is not None
+            and euid not in (0, st.st_uid)
+            and stat.S_IMODE(st.st_mode) != op.mode
+        ):
+            bad.add(op.path)
+    if needs_scratch:
+        state = parent_root / PROJECT_STATE_DIR
+        scratch_parent = state / "commit" if (state / "commit").exists() else state
+        if not (scratch_parent.exists() and _writable(scratch_parent)) and not (
+            not scratch_parent.exists() and dir_ok("")
+        ):
+            bad.add(str(scratch_parent.relative_to(parent_root)))
+    return sorted(bad)
+
+
+__all__ = ["structural_conflicts", "unwritable"]
