@@ -23,6 +23,7 @@ import codecs
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,12 @@ OutputCallback = Callable[[str, str], None]
 
 DEFAULT_CAPTURE_CHARS = 1_000_000
 """Per stream, what a runner keeps in memory (head and tail); the middle of a flood is dropped."""
+
+FORWARD_PENDING_BYTES = 4 << 20
+"""How much streamed output may wait for the event loop before the producer is held back."""
+
+FORWARD_WAIT_S = 1.0
+"""How long the producer is held back before lines are dropped (and the drop announced)."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,64 @@ class LocalCommandRunner:
         )
 
 
+class _LoopForwarder:
+    """Hands ``on_output`` lines from the sandbox's drain thread to the event loop, bounded.
+
+    One ``call_soon_threadsafe`` per line let a flood (``yes``) queue millions of
+    callbacks faster than the loop ran them: gigabytes in the caller. Lines are
+    batched instead, and at most ``FORWARD_PENDING_BYTES`` wait for the loop: then the
+    drain thread (and so, through the full pipe, the command) waits for the loop to
+    catch up. Only if the loop does not run for ``FORWARD_WAIT_S`` (it is blocked, or
+    the run is being torn down) are lines dropped, and the next batch starts with one
+    stderr line saying how many.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: OutputCallback) -> None:
+        self._loop = loop
+        self._callback = callback
+        self._cond = threading.Condition()
+        self._pending: list[tuple[str, str]] = []
+        self._pending_bytes = 0
+        self._scheduled = False
+        self._overflowing = False
+        self._dropped = 0
+
+    def __call__(self, stream: str, text: str) -> None:
+        with self._cond:
+            if (
+                self._pending_bytes >= FORWARD_PENDING_BYTES
+                and not self._overflowing
+                and not self._cond.wait_for(self._has_room, FORWARD_WAIT_S)
+            ):
+                self._overflowing = True  # drop without waiting until the loop runs
+            if self._pending_bytes >= FORWARD_PENDING_BYTES:
+                self._dropped += 1
+                return
+            self._pending.append((stream, text))
+            self._pending_bytes += len(text) + 100  # the tuple and str objects themselves
+            if not self._scheduled:
+                self._scheduled = True
+                self._loop.call_soon_threadsafe(self._flush)
+
+    def _has_room(self) -> bool:
+        return self._pending_bytes < FORWARD_PENDING_BYTES
+
+    def _flush(self) -> None:
+        with self._cond:
+            batch, self._pending = self._pending, []
+            self._pending_bytes = 0
+            self._scheduled = self._overflowing = False
+            dropped, self._dropped = self._dropped, 0
+            self._cond.notify_all()
+        if dropped:
+            self._callback(
+                "stderr", f"[{dropped} output lines not shown: they came faster than"
+                " they could be displayed]"
+            )
+        for stream, text in batch:
+            self._callback(stream, text)
+
+
 @dataclass
 class SandboxCommandRunner:
     """The default runner: ``branching_core.sandbox.run_command`` with the branch's limits.
@@ -213,11 +278,14 @@ class SandboxCommandRunner:
     ``sandbox.run_command`` in a worker thread. ``on_output`` calls, which the sandbox
     makes from its drain thread, are forwarded to the event loop's thread.
     ``limits`` is a ``branching_core.sandbox.ResourceLimits`` (typed loosely here because the
-    sandbox layer is imported lazily), ``mount_at`` is passed through unchanged.
+    sandbox layer is imported lazily), ``mount_at`` is passed through unchanged. The
+    sandbox keeps at most ``capture_chars`` bytes of each stream (head and tail), and the
+    forwarding of ``on_output`` lines is bounded too (see ``_LoopForwarder``).
     """
 
     limits: Any = None
     mount_at: Path | str | None = None
+    capture_chars: int = DEFAULT_CAPTURE_CHARS
 
     async def __call__(
         self,
@@ -234,18 +302,13 @@ class SandboxCommandRunner:
         if run_async is None and run_sync is None:
             raise ImportError("branching_core.sandbox provides no run_command")
         loop = asyncio.get_running_loop()
-        forward: OutputCallback | None = None
-        if on_output is not None:
-            callback = on_output
-
-            def forward(stream: str, text: str) -> None:
-                loop.call_soon_threadsafe(callback, stream, text)
-
+        forward = _LoopForwarder(loop, on_output) if on_output is not None else None
         kwargs: dict[str, Any] = {
             "timeout": timeout,
             "limits": self.limits,
             "on_output": forward,
             "mount_at": self.mount_at,
+            "max_output": self.capture_chars,
         }
         if run_async is not None:
             # preferred: cancelling the awaiting task (a terminated branch) kills the sandbox
