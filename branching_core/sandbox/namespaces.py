@@ -10,7 +10,7 @@ Filesystem inside a sandbox: everything inherited is read-only, nosuid, nodev (o
 recursive ``mount_setattr``); the branch view is the only writable host path; ``/tmp``
 is a private tmpfs; ``/dev`` is a tmpfs with null, zero, full, random, urandom, tty
 and a private ``/dev/shm`` (so raw disks are unreachable even for uid 0); ``/proc`` is
-the new pid namespace's, with ``/proc/sys`` and ``/proc/sysrq-trigger`` read-only;
+the new pid namespace's, with its host-wide parts read-only or masked (see ``_build_proc``);
 without network ``/run`` is a private tmpfs too, hiding host unix sockets
 (D-Bus, docker, ...). The Python running forkdeck stays reachable (read-only) even
 when it lives under ``/tmp`` or ``/run``: a branch's ``python -m pytest`` must find the
@@ -285,11 +285,7 @@ def build_filesystem(plan: SandboxPlan) -> None:
             os.mkdir(_EMPTY_DIR, 0o555)
             hider = _SocketHider(mounts, tuple(replaced))
             hider.cover("/", mounts.get("/", ""))
-        sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
-        for path in ("/proc/sys", "/proc/sysrq-trigger"):
-            if os.path.exists(path):
-                sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
-                sc.mount_setattr(path, set_=ro, recursive=True)
+        _build_proc()
         for path, fd in kept:
             _ensure_dir(path)
             sc.mount_setattr("", dirfd=fd, empty_path=True, recursive=True, set_=ro)
@@ -312,6 +308,39 @@ def build_filesystem(plan: SandboxPlan) -> None:
         for _path, fd in kept:
             os.close(fd)
     os.chdir(plan.target)
+
+
+# What container runtimes protect in /proc: host-wide knobs are read-only (uid 0 without
+# capabilities is stopped by file modes alone: /proc/irq/*/smp_affinity is 0600 root),
+# kernel memory, keyrings and timer internals are masked. /proc/pressure is read-only
+# too: its files are world-writable (PSI triggers) and host-wide.
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+                   "/proc/pressure")
+_PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
+                "/proc/timer_stats", "/proc/latency_stats", "/proc/sched_debug", "/proc/scsi",
+                "/proc/acpi", "/proc/asound")
+
+
+def _build_proc() -> None:
+    """The new pid namespace's /proc, with the host-wide parts read-only or masked."""
+    sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
+    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+    for path in _PROC_READ_ONLY:
+        if os.path.exists(path):
+            sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
+            sc.mount_setattr(path, set_=ro, recursive=True)
+    hidden = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
+    empty = "/dev/.forkdeck-masked"  # an empty 0444 file, bound read-only, then unlinked
+    os.close(os.open(empty, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o444))
+    try:
+        for path in _PROC_MASKED:
+            if os.path.isdir(path):
+                sc.mount("tmpfs", path, "tmpfs", hidden, "size=4k,mode=555")
+            elif os.path.exists(path):
+                sc.mount(empty, path, None, sc.MS_BIND)
+                sc.mount_setattr(path, set_=ro)
+    finally:
+        os.unlink(empty)
 
 
 def _build_dev() -> None:
