@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
 from branching_core.sandbox import _syscalls as sc
+from branching_core.sandbox.masks import outermost, store_dirs
 
 _VIEW_RE = re.compile(r"^/proc/(\d+)/root(/.*)?$")
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -65,6 +66,7 @@ class SandboxPlan:
     userns_fd: int | None = None  # join the helper's user namespace first (if it differs)
     mntns_fd: int | None = None  # then its mount namespace
     keep_visible: tuple[str, ...] = ()  # host dirs under /tmp or /run to re-expose read-only
+    hide_dirs: tuple[str, ...] = ()  # covered by an empty read-only tmpfs (stores, secrets)
 
     @property
     def child_fds(self) -> list[int]:
@@ -208,6 +210,7 @@ def plan_sandbox(
         plan.target = target
     else:
         plan.target = plan.view
+    plan.hide_dirs = outermost(store_dirs(plan.view, plan.target))
     if helper is not None:
         try:
             mine = os.stat("/proc/self/ns/user").st_ino
@@ -285,6 +288,8 @@ def build_filesystem(plan: SandboxPlan) -> None:
             os.mkdir(_EMPTY_DIR, 0o555)
             hider = _SocketHider(mounts, tuple(replaced))
             hider.cover("/", mounts.get("/", ""))
+        # After the walk: an overlay of a parent directory would cover these mounts.
+        hidden = _hide_dirs(plan.hide_dirs)
         _build_proc()
         for path, fd in kept:
             _ensure_dir(path)
@@ -303,11 +308,24 @@ def build_filesystem(plan: SandboxPlan) -> None:
             set_=sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV,
         )
         sc.move_mount_fd(view_fd, plan.target)
+        for path in hidden:  # read-only only now: the view's mount point was made in it
+            sc.mount_setattr(path, set_=ro)
     finally:
         os.close(view_fd)
         for _path, fd in kept:
             os.close(fd)
     os.chdir(plan.target)
+
+
+def _hide_dirs(paths: tuple[str, ...]) -> list[str]:
+    """Cover each existing directory with an empty tmpfs; returns those covered."""
+    covered = []
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            sc.mount("tmpfs", path, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
+                     "size=64k,mode=755")
+            covered.append(path)
+    return covered
 
 
 # What container runtimes protect in /proc: host-wide knobs are read-only (uid 0 without
