@@ -276,14 +276,14 @@ def create_branch_cgroups(
                 ) from exc
             cgroups.placements.append(_Placement(ctrl, 1, path))
             _apply_v1(ctrl, path, limits)
-    except ResourceLimitError:
-        cgroups.remove()
-        raise
     except OSError as exc:
         cgroups.remove()
         raise ResourceLimitError(
             f"cannot enforce limits {wanted}: {exc.strerror or exc} ({exc.filename or ''})"
         ) from exc
+    except BaseException:  # whatever went wrong, no half-made cgroup stays behind
+        cgroups.remove()
+        raise
     return cgroups
 
 
