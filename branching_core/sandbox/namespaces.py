@@ -24,13 +24,13 @@ import fcntl
 import os
 import re
 import socket
-import stat
 import struct
 import sys
 from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
 from branching_core.sandbox import _syscalls as sc
+from branching_core.sandbox.host_sockets import EMPTY_DIR, SocketHider, read_mount_points
 from branching_core.sandbox.masks import outermost, store_dirs
 
 _VIEW_RE = re.compile(r"^/proc/(\d+)/root(/.*)?$")
@@ -82,93 +82,6 @@ class SandboxPlan:
 
 
 _COVERED = ("/tmp", "/run")
-
-# Filesystems that cannot hold a socket inode: nothing to hide on them.
-_NO_SOCKET_FS = frozenset({
-    "proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "securityfs", "debugfs",
-    "tracefs", "bpf", "pstore", "configfs", "fusectl", "binfmt_misc", "efivarfs", "nsfs",
-    "autofs", "selinuxfs", "rpc_pipefs",
-})
-_EMPTY_DIR = "/dev/.forkdeck-empty"  # an overlay's second (empty) layer; unlinked after use
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-def read_mount_points(mountinfo: str = "/proc/self/mountinfo") -> dict[str, str]:
-    """Mount point -> filesystem type of the topmost mount there (mountinfo order)."""
-    found: dict[str, str] = {}
-    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as fh:
-        for line in fh:
-            left, _, right = line.partition(" - ")
-            fields, rfields = left.split(), right.split()
-            if len(fields) < 5 or not rfields:
-                continue
-            point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
-            found[point] = rfields[0]
-    return found
-
-
-class _SocketHider:
-    """Make every host unix socket unreachable while the host tree stays readable.
-
-    ``connect(2)`` to a path socket finds the listening socket by the *inode* the
-    path resolves to. An overlay mount gives every file its own overlay inode, so a
-    socket seen through a (read-only, upper-less) overlay is never found: ECONNREFUSED.
-    A read-only bind mount would not help (sockets ignore MS_RDONLY), and a seccomp
-    filter cannot read connect's address. So each host directory is re-shown through
-    an overlay of itself. Inside a user namespace a mount with child mounts cannot be
-    an overlay layer (its children are locked), so directories that contain mount
-    points are walked instead: each entry without a mount beneath becomes its own
-    overlay, mount points are handled the same way, and a socket file directly in such
-    a directory (a bind-mounted ``docker.sock``, say) gets an empty file bound over it.
-    """
-
-    def __init__(self, mounts: dict[str, str], skip: tuple[str, ...]) -> None:
-        self.mounts = mounts
-        self.skip = skip
-        self.points = sorted(mounts)
-        self.empty_dir = _EMPTY_DIR
-        self.empty_file = "/dev/null"  # the sandbox's own /dev/null: not a socket
-
-    def _skipped(self, path: str) -> bool:
-        return any(path == s or path.startswith(s + "/") for s in self.skip)
-
-    def _has_mount_below(self, path: str) -> bool:
-        prefix = "/" if path == "/" else path + "/"
-        return any(p.startswith(prefix) and p != path for p in self.points)
-
-    def cover(self, directory: str, fstype: str) -> None:
-        """Hide the sockets under ``directory`` (a mount point or a dir holding some)."""
-        with os.scandir(directory) as entries:
-            listing = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink()) for e in entries]
-        for name, is_dir, is_link in listing:
-            path = f"{directory.rstrip('/')}/{name}"
-            if is_link or self._skipped(path):
-                continue
-            fs = self.mounts.get(path, fstype)
-            if not is_dir:
-                self._mask_if_socket(path)
-            elif self._has_mount_below(path):
-                self.cover(path, fs)
-            elif fs not in _NO_SOCKET_FS:
-                self.overlay(path)
-
-    def _mask_if_socket(self, path: str) -> None:
-        try:
-            mode = os.lstat(path).st_mode
-        except OSError:
-            return
-        if stat.S_ISSOCK(mode):
-            sc.mount(self.empty_file, path, None, sc.MS_BIND)
-
-    def overlay(self, path: str) -> None:
-        """Stack a read-only overlay of ``path`` on ``path`` itself."""
-        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            sc.mount("overlay", path, "overlay", sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
-                     f"lowerdir=/proc/self/fd/{fd}:{self.empty_dir}")
-        finally:
-            os.close(fd)
-
 
 def interpreter_dirs_to_keep() -> tuple[str, ...]:
     """The running interpreter's prefixes that the sandbox's private ``/tmp`` or ``/run``
@@ -285,8 +198,8 @@ def build_filesystem(plan: SandboxPlan) -> None:
             replaced.append("/run")
         hider = None
         if mounts is not None:
-            os.mkdir(_EMPTY_DIR, 0o555)
-            hider = _SocketHider(mounts, tuple(replaced))
+            os.mkdir(EMPTY_DIR, 0o555)
+            hider = SocketHider(mounts, tuple(replaced))
             hider.cover("/", mounts.get("/", ""))
         # After the walk: an overlay of a parent directory would cover these mounts.
         hidden = _hide_dirs(plan.hide_dirs)
@@ -301,7 +214,7 @@ def build_filesystem(plan: SandboxPlan) -> None:
                 except OSError:
                     pass  # it has child mounts: it stays a read-only bind (sockets reachable)
         if hider is not None:
-            os.rmdir(_EMPTY_DIR)  # the overlays keep their reference to it
+            os.rmdir(EMPTY_DIR)  # the overlays keep their reference to it
         _ensure_dir(plan.target)
         sc.mount_setattr(
             "", dirfd=view_fd, empty_path=True, recursive=True,
@@ -401,5 +314,4 @@ __all__ = [
     "finish_isolation",
     "parse_view_path",
     "plan_sandbox",
-    "read_mount_points",
 ]
