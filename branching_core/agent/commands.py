@@ -281,11 +281,13 @@ class SandboxCommandRunner:
     sandbox layer is imported lazily), ``mount_at`` is passed through unchanged. The
     sandbox keeps at most ``capture_chars`` bytes of each stream (head and tail), and the
     forwarding of ``on_output`` lines is bounded too (see ``_LoopForwarder``).
+    ``expose_secrets`` shows the homes and credential files the sandbox masks by default.
     """
 
     limits: Any = None
     mount_at: Path | str | None = None
     capture_chars: int = DEFAULT_CAPTURE_CHARS
+    expose_secrets: bool = False
 
     async def __call__(
         self,
@@ -309,6 +311,7 @@ class SandboxCommandRunner:
             "on_output": forward,
             "mount_at": self.mount_at,
             "max_output": self.capture_chars,
+            "expose_secrets": self.expose_secrets,
         }
         if run_async is not None:
             # preferred: cancelling the awaiting task (a terminated branch) kills the sandbox

@@ -99,6 +99,7 @@ class CommandBranch(_spawn.SpawnedProcessView):
         on_output: OutputCallback | None = None,
         extra_fds: Iterable[int] | Mapping[int, int] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        expose_secrets: bool = False,
     ) -> None:
         self.argv = _argv(command)
         max_output = check_max_output(max_output)
@@ -114,7 +115,8 @@ class CommandBranch(_spawn.SpawnedProcessView):
         for fd in [*capture, *passed]:
             if fd < 3:
                 raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
-        plan = plan_sandbox(workspace, network=network, mount_at=mount_at)
+        plan = plan_sandbox(workspace, network=network, mount_at=mount_at,
+                            expose_secrets=expose_secrets)
         try:
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:
@@ -210,11 +212,17 @@ def run_command(
     on_output: OutputCallback | None = None,
     extra_fds: Iterable[int] | Mapping[int, int] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
+    expose_secrets: bool = False,
 ) -> CommandResult:
-    """Run ``command`` sandboxed in ``workspace`` and collect what it produced (bounded)."""
+    """Run ``command`` sandboxed in ``workspace`` and collect what it produced (bounded).
+
+    ``expose_secrets=True`` shows the homes and credential files the sandbox masks by
+    default (see ``masks``); use it only for commands that need them.
+    """
     branch = CommandBranch(
         command, workspace, limits=limits, network=network, env=env, mount_at=mount_at,
         on_output=on_output, extra_fds=extra_fds, max_output=max_output,
+        expose_secrets=expose_secrets,
     )
     with branch:
         try:

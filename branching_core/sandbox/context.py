@@ -60,6 +60,7 @@ class BranchContext(_spawn.SpawnedProcessView):
     workspace's own path, or ``mount_at``). Use as a context manager: leaving the
     block aborts a child that is still running. ``stdout``/``stderr`` keep at most
     ``max_output`` bytes each (head and tail); the return value is never truncated.
+    Homes and credential files are masked unless ``expose_secrets=True``.
     """
 
     def __init__(
@@ -72,8 +73,10 @@ class BranchContext(_spawn.SpawnedProcessView):
         network: bool = False,
         mount_at: str | os.PathLike[str] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        expose_secrets: bool = False,
     ) -> None:
         self.max_output = check_max_output(max_output)
+        self.expose_secrets = expose_secrets
         self.target = target
         self.workspace = Path(workspace)
         self.limits = limits or ResourceLimits()
@@ -90,7 +93,8 @@ class BranchContext(_spawn.SpawnedProcessView):
         """Fork the sandbox (called by the constructor, as in BranchContext)."""
         if self._branch is not None:
             raise RuntimeError("BranchContext already started")
-        plan = plan_sandbox(self.workspace, network=self.network, mount_at=self.mount_at)
+        plan = plan_sandbox(self.workspace, network=self.network, mount_at=self.mount_at,
+                            expose_secrets=self.expose_secrets)
         try:
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:
@@ -214,6 +218,7 @@ class BranchContext(_spawn.SpawnedProcessView):
         network: bool = False,
         mount_at: str | os.PathLike[str] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
+        expose_secrets: bool = False,
     ) -> Iterator[list[BranchContext]]:
         """Start one sandbox per (target, workspace); abort all still running on exit."""
         if len(targets) != len(workspaces):
@@ -223,7 +228,7 @@ class BranchContext(_spawn.SpawnedProcessView):
             for target, ws in zip(targets, workspaces, strict=True):
                 contexts.append(cls(target, ws, limits=limits, close_fds=close_fds,
                                     network=network, mount_at=mount_at,
-                                    max_output=max_output))
+                                    max_output=max_output, expose_secrets=expose_secrets))
             yield contexts
         finally:
             for ctx in contexts:

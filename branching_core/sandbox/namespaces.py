@@ -11,9 +11,10 @@ recursive ``mount_setattr``); the branch view is the only writable host path; ``
 is a private tmpfs; ``/dev`` is a tmpfs with null, zero, full, random, urandom, tty
 and a private ``/dev/shm`` (so raw disks are unreachable even for uid 0); ``/proc`` is
 the new pid namespace's, with its host-wide parts read-only or masked (see ``_build_proc``);
-without network ``/run`` is a private tmpfs too, hiding host unix sockets
-(D-Bus, docker, ...). The Python running forkdeck stays reachable (read-only) even
-when it lives under ``/tmp`` or ``/run``: a branch's ``python -m pytest`` must find the
+without network ``/run`` is a private tmpfs too and every other host unix socket is
+unreachable (``host_sockets``); branch stores and, unless exposed, homes and credential
+files are covered (``masks``). The Python running forkdeck stays reachable (read-only)
+even when it lives in a covered place: a branch's ``python -m pytest`` must find the
 same interpreter and packages as the caller. All capabilities are dropped and
 no_new_privs is set last.
 """
@@ -25,13 +26,18 @@ import os
 import re
 import socket
 import struct
-import sys
 from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.host_sockets import EMPTY_DIR, SocketHider, read_mount_points
-from branching_core.sandbox.masks import outermost, store_dirs
+from branching_core.sandbox.masks import (
+    SecretMasks,
+    dirs_to_keep,
+    outermost,
+    secret_masks,
+    store_dirs,
+)
 
 _VIEW_RE = re.compile(r"^/proc/(\d+)/root(/.*)?$")
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -65,8 +71,10 @@ class SandboxPlan:
     helper_pid: int | None = None
     userns_fd: int | None = None  # join the helper's user namespace first (if it differs)
     mntns_fd: int | None = None  # then its mount namespace
-    keep_visible: tuple[str, ...] = ()  # host dirs under /tmp or /run to re-expose read-only
+    keep_visible: tuple[str, ...] = ()  # host dirs in covered places re-exposed read-only
     hide_dirs: tuple[str, ...] = ()  # covered by an empty read-only tmpfs (stores, secrets)
+    hide_files: tuple[str, ...] = ()  # covered by an empty read-only file (secrets)
+    show_files: tuple[str, ...] = ()  # files inside hidden dirs shown again read-only
 
     @property
     def child_fds(self) -> list[int]:
@@ -83,22 +91,12 @@ class SandboxPlan:
 
 _COVERED = ("/tmp", "/run")
 
-def interpreter_dirs_to_keep() -> tuple[str, ...]:
-    """The running interpreter's prefixes that the sandbox's private ``/tmp`` or ``/run``
-    would hide (a virtualenv in a checkout under /tmp, say); outermost first, no nesting."""
-    found: list[str] = []
-    for prefix in sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}):
-        covered = any(prefix.startswith(c + "/") for c in _COVERED)
-        nested = any(prefix.startswith(k + "/") for k in found)
-        if covered and not nested and os.path.isdir(prefix):
-            found.append(prefix)
-    return tuple(found)
-
 
 def plan_sandbox(
-    workspace: str | os.PathLike[str], *, network: bool, mount_at: str | os.PathLike[str] | None
+    workspace: str | os.PathLike[str], *, network: bool, mount_at: str | os.PathLike[str] | None,
+    expose_secrets: bool = False,
 ) -> SandboxPlan:
-    """Check the workspace and open the namespace fds of a view helper, if any."""
+    """Check the workspace, decide what to hide, open the view helper's namespace fds."""
     raw = os.fspath(workspace)
     helper, inner = parse_view_path(raw)
     if not os.path.isdir(raw):
@@ -112,7 +110,6 @@ def plan_sandbox(
         uid=euid,
         gid=os.getegid(),
         helper_pid=helper,
-        keep_visible=interpreter_dirs_to_keep(),
     )
     if plan.view == "/":
         raise WorkspaceError("refusing to sandbox with '/' as the writable branch directory")
@@ -123,7 +120,7 @@ def plan_sandbox(
         plan.target = target
     else:
         plan.target = plan.view
-    plan.hide_dirs = outermost(store_dirs(plan.view, plan.target))
+    _plan_masks(plan, expose_secrets)
     if helper is not None:
         try:
             mine = os.stat("/proc/self/ns/user").st_ino
@@ -138,6 +135,21 @@ def plan_sandbox(
                 f"cannot open the namespaces of view helper {helper}: {exc.strerror}"
             ) from exc
     return plan
+
+
+def _plan_masks(plan: SandboxPlan, expose_secrets: bool) -> None:
+    """Stores always, secrets unless exposed; what the caller needs stays visible."""
+    stores = store_dirs(plan.view, plan.target)
+    secrets = SecretMasks((), ()) if expose_secrets else secret_masks()
+    plan.hide_dirs = outermost([*stores, *secrets.dirs])
+    plan.hide_files = tuple(f for f in secrets.files if not _inside(f, plan.hide_dirs))
+    kept = dirs_to_keep((*_COVERED, *secrets.dirs), secrets)
+    plan.keep_visible = tuple(k for k in kept if not _inside(k, stores))
+    plan.show_files = tuple(f for f in secrets.shown_files if not _inside(f, stores))
+
+
+def _inside(path: str, dirs: tuple[str, ...] | list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
 def enter_namespaces(plan: SandboxPlan) -> None:
@@ -188,6 +200,7 @@ def build_filesystem(plan: SandboxPlan) -> None:
     # live under /tmp or /run.
     view_fd = sc.open_tree_clone(plan.view, recursive=True)
     kept = [(path, sc.open_tree_clone(path, recursive=True)) for path in plan.keep_visible]
+    shown = [(path, sc.open_tree_clone(path, recursive=False)) for path in plan.show_files]
     try:
         sc.mount_setattr("/", set_=ro, recursive=True)
         sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
@@ -203,6 +216,7 @@ def build_filesystem(plan: SandboxPlan) -> None:
             hider.cover("/", mounts.get("/", ""))
         # After the walk: an overlay of a parent directory would cover these mounts.
         hidden = _hide_dirs(plan.hide_dirs)
+        _mask_files(plan.hide_files, mode=0o000)  # reading a secret fails (EACCES)
         _build_proc()
         for path, fd in kept:
             _ensure_dir(path)
@@ -213,6 +227,12 @@ def build_filesystem(plan: SandboxPlan) -> None:
                     hider.overlay(path)
                 except OSError:
                     pass  # it has child mounts: it stays a read-only bind (sockets reachable)
+        for path, fd in shown:
+            _ensure_dir(os.path.dirname(path))
+            if not os.path.exists(path):
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o444))
+            sc.mount_setattr("", dirfd=fd, empty_path=True, set_=ro)
+            sc.move_mount_fd(fd, path)
         if hider is not None:
             os.rmdir(EMPTY_DIR)  # the overlays keep their reference to it
         _ensure_dir(plan.target)
@@ -225,7 +245,7 @@ def build_filesystem(plan: SandboxPlan) -> None:
             sc.mount_setattr(path, set_=ro)
     finally:
         os.close(view_fd)
-        for _path, fd in kept:
+        for _path, fd in (*kept, *shown):
             os.close(fd)
     os.chdir(plan.target)
 
@@ -261,13 +281,26 @@ def _build_proc() -> None:
             sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
             sc.mount_setattr(path, set_=ro, recursive=True)
     hidden = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
-    empty = "/dev/.forkdeck-masked"  # an empty 0444 file, bound read-only, then unlinked
-    os.close(os.open(empty, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o444))
+    for path in _PROC_MASKED:
+        if os.path.isdir(path):
+            sc.mount("tmpfs", path, "tmpfs", hidden, "size=4k,mode=555")
+    _mask_files(tuple(p for p in _PROC_MASKED if os.path.exists(p) and not os.path.isdir(p)))
+
+
+def _mask_files(paths: tuple[str, ...], mode: int = 0o444) -> None:
+    """Bind an empty read-only file (``mode``) over each existing non-directory in ``paths``.
+
+    Mode 0 makes reading fail even for the sandbox's uid 0 (it has no capabilities).
+    """
+    if not paths:
+        return
+    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+    empty = "/dev/.forkdeck-masked"  # on the sandbox's /dev tmpfs; unlinked after binding
+    os.close(os.open(empty, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, mode))
+    os.chmod(empty, mode)  # whatever the umask
     try:
-        for path in _PROC_MASKED:
-            if os.path.isdir(path):
-                sc.mount("tmpfs", path, "tmpfs", hidden, "size=4k,mode=555")
-            elif os.path.exists(path):
+        for path in paths:
+            if os.path.lexists(path) and not os.path.isdir(path):
                 sc.mount(empty, path, None, sc.MS_BIND)
                 sc.mount_setattr(path, set_=ro)
     finally:
