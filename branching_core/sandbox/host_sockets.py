@@ -6,8 +6,9 @@ it (sockets ignore ``MS_RDONLY``), a seccomp filter cannot read ``connect``'s ad
 (it could only forbid every AF_UNIX socket, breaking ``multiprocessing``, test servers
 and ``socketpair`` users), and Landlock (ABI 7 here) scopes only abstract sockets and
 socket creation. An overlay mount gives every file its own inode, so a host socket
-seen through a read-only overlay of its directory answers ECONNREFUSED; that is what
-``SocketHider`` builds. Runs in the sandbox's init (``os`` and ctypes syscalls only).
+seen through a read-only overlay of its directory answers ECONNREFUSED. The caller
+plans which directories get one (``plan_socket_hiding``: Python is cheap there, not in
+a freshly forked child) and the sandbox's init mounts them (``apply_socket_hiding``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from dataclasses import dataclass
 
 from branching_core.sandbox import _syscalls as sc
 
@@ -42,67 +44,106 @@ def read_mount_points(mountinfo: str = "/proc/self/mountinfo") -> dict[str, str]
     return found
 
 
-class SocketHider:
-    """Make every host unix socket unreachable while the host tree stays readable.
+@dataclass(frozen=True)
+class SocketPlan:
+    """Where the sandbox's init stacks overlays and which socket files it covers."""
 
-    ``connect(2)`` to a path socket finds the listening socket by the *inode* the
-    path resolves to. An overlay mount gives every file its own overlay inode, so a
-    socket seen through a (read-only, upper-less) overlay is never found: ECONNREFUSED.
-    A read-only bind mount would not help (sockets ignore MS_RDONLY), and a seccomp
-    filter cannot read connect's address. So each host directory is re-shown through
-    an overlay of itself. Inside a user namespace a mount with child mounts cannot be
-    an overlay layer (its children are locked), so directories that contain mount
-    points are walked instead: each entry without a mount beneath becomes its own
-    overlay, mount points are handled the same way, and a socket file directly in such
-    a directory (a bind-mounted ``docker.sock``, say) gets an empty file bound over it.
+    overlay_dirs: tuple[str, ...] = ()
+    socket_files: tuple[str, ...] = ()
+
+
+def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> SocketPlan:
+    """Walk the mount tree the sandbox will start from (the caller's, or the view
+    helper's) and decide what to cover; runs in the caller, where Python is cheap.
+
+    Inside a user namespace a mount with child mounts cannot be an overlay layer (its
+    children are locked), so directories holding mount points are walked: each entry
+    without a mount beneath becomes its own overlay, mount points are handled the same
+    way, and a socket file directly in such a directory (a bind-mounted ``docker.sock``)
+    gets ``/dev/null`` bound over it.
     """
+    root = f"/proc/{helper_pid}/root" if helper_pid is not None else ""
+    mounts = read_mount_points(f"/proc/{helper_pid}/mountinfo" if helper_pid is not None
+                               else "/proc/self/mountinfo")
+    points = sorted(mounts)
+    overlays: list[str] = []
+    sockets: list[str] = []
 
-    def __init__(self, mounts: dict[str, str], skip: tuple[str, ...]) -> None:
-        self.mounts = mounts
-        self.skip = skip
-        self.points = sorted(mounts)
-        self.empty_dir = EMPTY_DIR
-        self.empty_file = "/dev/null"  # the sandbox's own /dev/null: not a socket
+    def skipped(path: str) -> bool:
+        return any(path == s or path.startswith(s + "/") for s in skip)
 
-    def _skipped(self, path: str) -> bool:
-        return any(path == s or path.startswith(s + "/") for s in self.skip)
-
-    def _has_mount_below(self, path: str) -> bool:
+    def has_mount_below(path: str) -> bool:
         prefix = "/" if path == "/" else path + "/"
-        return any(p.startswith(prefix) and p != path for p in self.points)
+        return any(p.startswith(prefix) and p != path for p in points)
 
-    def cover(self, directory: str, fstype: str) -> None:
-        """Hide the sockets under ``directory`` (a mount point or a dir holding some)."""
-        with os.scandir(directory) as entries:
-            listing = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink()) for e in entries]
+    def walk(directory: str, fstype: str) -> None:
+        try:
+            with os.scandir(root + directory) as entries:
+                listing = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink())
+                           for e in entries]
+        except OSError:
+            return  # unreadable: nothing we could list is reachable through it either
         for name, is_dir, is_link in listing:
             path = f"{directory.rstrip('/')}/{name}"
-            if is_link or self._skipped(path):
+            if is_link or skipped(path):
                 continue
-            fs = self.mounts.get(path, fstype)
+            fs = mounts.get(path, fstype)
             if not is_dir:
-                self._mask_if_socket(path)
-            elif self._has_mount_below(path):
-                self.cover(path, fs)
+                try:
+                    if stat.S_ISSOCK(os.lstat(root + path).st_mode):
+                        sockets.append(path)
+                except OSError:
+                    pass
+            elif has_mount_below(path):
+                walk(path, fs)
             elif fs not in _NO_SOCKET_FS:
-                self.overlay(path)
+                overlays.append(path)
 
-    def _mask_if_socket(self, path: str) -> None:
-        try:
-            mode = os.lstat(path).st_mode
-        except OSError:
-            return
-        if stat.S_ISSOCK(mode):
-            sc.mount(self.empty_file, path, None, sc.MS_BIND)
+    walk("/", mounts.get("/", ""))
+    return SocketPlan(tuple(overlays), tuple(sockets))
 
-    def overlay(self, path: str) -> None:
-        """Stack a read-only overlay of ``path`` on ``path`` itself."""
+
+def overlay_in_place(path: str, lower: str | None = None) -> None:
+    """Stack a read-only overlay of ``lower`` (default: ``path`` itself) on ``path``.
+
+    Needs ``EMPTY_DIR`` (its second, empty layer). Runs in the sandbox's init.
+    """
+    if lower is None:
         fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            sc.mount("overlay", path, "overlay", sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
-                     f"lowerdir=/proc/self/fd/{fd}:{self.empty_dir}")
-        finally:
+        lower = f"/proc/self/fd/{fd}"
+    else:
+        fd = -1
+    try:
+        sc.mount("overlay", path, "overlay", sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
+                 f"lowerdir={lower}:{EMPTY_DIR}")
+    finally:
+        if fd >= 0:
             os.close(fd)
 
 
-__all__ = ["EMPTY_DIR", "SocketHider", "read_mount_points"]
+def apply_socket_hiding(plan: SocketPlan) -> None:
+    """In the init, after ``EMPTY_DIR`` exists: the overlays, then the socket covers.
+
+    A directory that vanished since the plan is skipped; one that appeared is not
+    covered (a residual race, like a socket made later in a walked directory).
+    """
+    for path in plan.overlay_dirs:
+        try:
+            overlay_in_place(path)
+        except FileNotFoundError:
+            continue
+    for path in plan.socket_files:
+        try:
+            sc.mount("/dev/null", path, None, sc.MS_BIND)
+        except FileNotFoundError:
+            continue
+
+
+__all__ = [
+    "EMPTY_DIR",
+    "SocketPlan",
+    "apply_socket_hiding",
+    "overlay_in_place",
+    "plan_socket_hiding",
+    "read_mount_points",
+]

@@ -27,6 +27,7 @@ credential store (``~/.ssh``, ``~/.aws``, ``~/.config/gcloud``, ``~/.docker``,
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import pwd
@@ -173,20 +174,27 @@ def dirs_to_keep(covered: Iterable[str], secrets: SecretMasks) -> tuple[str, ...
     prefixes, ``sys.path`` and ``PATH`` directories and the home's tool installations
     inside ``covered``; outermost first. A directory that holds (or is inside) a
     credential store is never kept."""
-    covered = tuple(covered)
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix}
     candidates.update(p for p in sys.path if p and os.path.isabs(p))
     candidates.update(p for p in os.environ.get("PATH", "").split(os.pathsep)
                       if p and os.path.isabs(p))
     candidates.update(os.path.join(_home(), d) for d in HOME_TOOL_DIRS)
+    return _dirs_to_keep(tuple(sorted(candidates)), tuple(covered), secrets.credentials)
+
+
+@functools.lru_cache(maxsize=16)
+def _dirs_to_keep(candidates: tuple[str, ...], covered: tuple[str, ...],
+                  credentials: tuple[str, ...]) -> tuple[str, ...]:
+    """Cached: about 70 realpath calls, the same for every sandbox of a process (a kept
+    directory removed since is skipped by the sandbox's init)."""
     keep: list[str] = []
     for raw in candidates:
         path = os.path.realpath(raw)
         if not _is_dir(path) or path in covered:
             continue
-        if not _inside(path, covered) or _inside(path, secrets.credentials):
+        if not _inside(path, covered) or _inside(path, credentials):
             continue
-        if any(_inside(s, [path]) for s in secrets.credentials):
+        if any(_inside(s, [path]) for s in credentials):
             continue  # keeping it would re-expose a credential
         keep.append(path)
     return outermost(keep)

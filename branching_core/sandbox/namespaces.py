@@ -30,7 +30,13 @@ from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
 from branching_core.sandbox import _syscalls as sc
-from branching_core.sandbox.host_sockets import EMPTY_DIR, SocketHider, read_mount_points
+from branching_core.sandbox.host_sockets import (
+    EMPTY_DIR,
+    SocketPlan,
+    apply_socket_hiding,
+    overlay_in_place,
+    plan_socket_hiding,
+)
 from branching_core.sandbox.masks import (
     SecretMasks,
     dirs_to_keep,
@@ -75,6 +81,8 @@ class SandboxPlan:
     hide_dirs: tuple[str, ...] = ()  # covered by an empty read-only tmpfs (stores, secrets)
     hide_files: tuple[str, ...] = ()  # covered by an empty read-only file (secrets)
     show_files: tuple[str, ...] = ()  # files inside hidden dirs shown again read-only
+    sockets: SocketPlan | None = None  # None: host sockets stay reachable (network=True)
+    private_run: bool = False  # /run becomes a private tmpfs (no network, /run a real dir)
 
     @property
     def child_fds(self) -> list[int]:
@@ -146,6 +154,10 @@ def _plan_masks(plan: SandboxPlan, expose_secrets: bool) -> None:
     kept = dirs_to_keep((*_COVERED, *secrets.dirs), secrets)
     plan.keep_visible = tuple(k for k in kept if not _inside(k, stores))
     plan.show_files = tuple(f for f in secrets.shown_files if not _inside(f, stores))
+    if not plan.network:
+        plan.private_run = os.path.isdir("/run") and not os.path.islink("/run")
+        replaced = ("/tmp", "/dev", "/proc", *(("/run",) if plan.private_run else ()))
+        plan.sockets = plan_socket_hiding((*replaced, *plan.hide_dirs), plan.helper_pid)
 
 
 def _inside(path: str, dirs: tuple[str, ...] | list[str]) -> bool:
@@ -195,45 +207,37 @@ def build_filesystem(plan: SandboxPlan) -> None:
     """In the pid-namespace init: make the read-only world with one writable view."""
     ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
     sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
-    mounts = None if plan.network else read_mount_points()
     # Grab the view (and the interpreter's dirs) before anything covers them: they may
     # live under /tmp or /run.
     view_fd = sc.open_tree_clone(plan.view, recursive=True)
-    kept = [(path, sc.open_tree_clone(path, recursive=True)) for path in plan.keep_visible]
+    # Kept dirs: with sockets hidden they come back as overlays of an fd taken now (one
+    # mount, and their sockets stay unreachable), else as read-only clones.
+    kept = [(path, fd) for path in plan.keep_visible
+            if (fd := _grab_kept(path, overlay=plan.sockets is not None)) >= 0]
     shown = [(path, sc.open_tree_clone(path, recursive=False)) for path in plan.show_files]
     try:
         sc.mount_setattr("/", set_=ro, recursive=True)
         sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
         _build_dev()
-        replaced = ["/tmp", "/dev", "/proc"]
-        if not plan.network and os.path.isdir("/run") and not os.path.islink("/run"):
+        if plan.private_run:
             sc.mount("tmpfs", "/run", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=755")
-            replaced.append("/run")
-        hider = None
-        if mounts is not None:
+        if plan.sockets is not None:
             os.mkdir(EMPTY_DIR, 0o555)
-            hider = SocketHider(mounts, tuple(replaced))
-            hider.cover("/", mounts.get("/", ""))
-        # After the walk: an overlay of a parent directory would cover these mounts.
+            apply_socket_hiding(plan.sockets)
+        # After the overlays: an overlay of a parent directory would cover these mounts.
         hidden = _hide_dirs(plan.hide_dirs)
         _mask_files(plan.hide_files, mode=0o000)  # reading a secret fails (EACCES)
         _build_proc()
         for path, fd in kept:
             _ensure_dir(path)
-            sc.mount_setattr("", dirfd=fd, empty_path=True, recursive=True, set_=ro)
-            sc.move_mount_fd(fd, path)
-            if hider is not None:
-                try:
-                    hider.overlay(path)
-                except OSError:
-                    pass  # it has child mounts: it stays a read-only bind (sockets reachable)
+            _show_kept(path, fd, overlay=plan.sockets is not None)
         for path, fd in shown:
             _ensure_dir(os.path.dirname(path))
             if not os.path.exists(path):
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o444))
             sc.mount_setattr("", dirfd=fd, empty_path=True, set_=ro)
             sc.move_mount_fd(fd, path)
-        if hider is not None:
+        if plan.sockets is not None:
             os.rmdir(EMPTY_DIR)  # the overlays keep their reference to it
         _ensure_dir(plan.target)
         sc.mount_setattr(
@@ -248,6 +252,35 @@ def build_filesystem(plan: SandboxPlan) -> None:
         for _path, fd in (*kept, *shown):
             os.close(fd)
     os.chdir(plan.target)
+
+
+def _grab_kept(path: str, *, overlay: bool) -> int:
+    """An fd for a kept directory, or -1 if it is gone (it was planned earlier)."""
+    try:
+        if overlay:
+            return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return sc.open_tree_clone(path, recursive=True)
+    except FileNotFoundError:
+        return -1
+
+
+def _show_kept(path: str, fd: int, *, overlay: bool) -> None:
+    """Put a kept directory back at ``path``, read-only."""
+    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+    if overlay:
+        try:
+            overlay_in_place(path, lower=f"/proc/self/fd/{fd}")
+            return
+        except OSError:  # it holds locked child mounts (user namespace): a plain clone
+            clone = sc.open_tree_clone("", recursive=True, dirfd=fd)
+            try:
+                sc.mount_setattr("", dirfd=clone, empty_path=True, recursive=True, set_=ro)
+                sc.move_mount_fd(clone, path)
+            finally:
+                os.close(clone)
+            return
+    sc.mount_setattr("", dirfd=fd, empty_path=True, recursive=True, set_=ro)
+    sc.move_mount_fd(fd, path)
 
 
 def _hide_dirs(paths: tuple[str, ...]) -> list[str]:
