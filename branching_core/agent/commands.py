@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import collections
 import contextlib
 import os
 import signal
@@ -35,6 +36,9 @@ OutputCallback = Callable[[str, str], None]
 
 DEFAULT_CAPTURE_CHARS = 1_000_000
 """Per stream, what a runner keeps in memory (head and tail); the middle of a flood is dropped."""
+
+MAX_LINE_CHARS = 1 << 20
+"""The longest piece ``on_output`` receives; a longer line (``cat /dev/zero``) comes in pieces."""
 
 FORWARD_PENDING_BYTES = 4 << 20
 """How much streamed output may wait for the event loop before the producer is held back."""
@@ -86,7 +90,7 @@ class _Capture:
         self._limit = limit
         self._head: list[str] = []
         self._head_len = 0
-        self._tail: list[str] = []
+        self._tail: collections.deque[str] = collections.deque()
         self._tail_len = 0
         self._dropped = 0
 
@@ -101,14 +105,15 @@ class _Capture:
             return
         self._tail.append(text)
         self._tail_len += len(text)
-        while self._tail_len > half and len(self._tail) > 1:
-            first = self._tail.pop(0)
-            self._tail_len -= len(first)
-            self._dropped += len(first)
-        if self._tail_len > half:  # a single huge piece
-            only = self._tail[0]
-            cut = len(only) - half
-            self._tail[0] = only[cut:]
+        while self._tail_len > half:  # drop from the front, trimming the last piece dropped
+            first = self._tail[0]
+            excess = self._tail_len - half
+            if len(first) <= excess:
+                self._tail.popleft()
+                cut = len(first)
+            else:
+                self._tail[0] = first[excess:]
+                cut = excess
             self._tail_len -= cut
             self._dropped += cut
 
@@ -135,6 +140,11 @@ async def _pump(
             capture.add(line + "\n")
             if on_output is not None:
                 on_output(name, line)
+        while len(pending) > MAX_LINE_CHARS:  # a flood without newlines stays bounded
+            piece, pending = pending[:MAX_LINE_CHARS], pending[MAX_LINE_CHARS:]
+            capture.add(piece)
+            if on_output is not None:
+                on_output(name, piece)
         if final:
             break
     if pending:
