@@ -157,7 +157,7 @@ def secret_masks() -> SecretMasks:
     files += _env_paths(ENV_SECRET_FILES)
     all_files = sorted({os.path.realpath(f) for f in files if os.path.isfile(f)})
     masked_dirs = outermost([*_homes(home), *credential_dirs])
-    masked_files = tuple(f for f in all_files if not _inside(f, masked_dirs))
+    masked_files = tuple(f for f in all_files if not inside(f, masked_dirs))
     shown = tuple(
         path for path in (os.path.join(home, f) for f in HOME_SHOWN_FILES)
         if os.path.isfile(path) and not os.path.islink(path)
@@ -165,7 +165,8 @@ def secret_masks() -> SecretMasks:
     return SecretMasks(masked_dirs, masked_files, (*credential_dirs, *all_files), shown)
 
 
-def _inside(path: str, dirs: Iterable[str]) -> bool:
+def inside(path: str, dirs: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``dirs`` or lies under one."""
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
@@ -192,9 +193,9 @@ def _dirs_to_keep(candidates: tuple[str, ...], covered: tuple[str, ...],
         path = os.path.realpath(raw)
         if not _is_dir(path) or path in covered:
             continue
-        if not _inside(path, covered) or _inside(path, credentials):
+        if not inside(path, covered) or inside(path, credentials):
             continue
-        if any(_inside(s, [path]) for s in credentials):
+        if any(inside(s, [path]) for s in credentials):
             continue  # keeping it would re-expose a credential
         keep.append(path)
     return outermost(keep)
@@ -211,4 +212,11 @@ def outermost(paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
-__all__ = ["SecretMasks", "dirs_to_keep", "outermost", "secret_masks", "store_dirs"]
+__all__ = [
+    "SecretMasks",
+    "dirs_to_keep",
+    "inside",
+    "outermost",
+    "secret_masks",
+    "store_dirs",
+]

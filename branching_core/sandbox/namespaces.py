@@ -40,6 +40,7 @@ from branching_core.sandbox.host_sockets import (
 from branching_core.sandbox.masks import (
     SecretMasks,
     dirs_to_keep,
+    inside,
     outermost,
     secret_masks,
     store_dirs,
@@ -150,18 +151,14 @@ def _plan_masks(plan: SandboxPlan, expose_secrets: bool) -> None:
     stores = store_dirs(plan.view, plan.target)
     secrets = SecretMasks((), ()) if expose_secrets else secret_masks()
     plan.hide_dirs = outermost([*stores, *secrets.dirs])
-    plan.hide_files = tuple(f for f in secrets.files if not _inside(f, plan.hide_dirs))
+    plan.hide_files = tuple(f for f in secrets.files if not inside(f, plan.hide_dirs))
     kept = dirs_to_keep((*_COVERED, *secrets.dirs), secrets)
-    plan.keep_visible = tuple(k for k in kept if not _inside(k, stores))
-    plan.show_files = tuple(f for f in secrets.shown_files if not _inside(f, stores))
+    plan.keep_visible = tuple(k for k in kept if not inside(k, stores))
+    plan.show_files = tuple(f for f in secrets.shown_files if not inside(f, stores))
     if not plan.network:
         plan.private_run = os.path.isdir("/run") and not os.path.islink("/run")
         replaced = ("/tmp", "/dev", "/proc", *(("/run",) if plan.private_run else ()))
         plan.sockets = plan_socket_hiding((*replaced, *plan.hide_dirs), plan.helper_pid)
-
-
-def _inside(path: str, dirs: tuple[str, ...] | list[str]) -> bool:
-    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
 def enter_namespaces(plan: SandboxPlan) -> None:
