@@ -50,6 +50,20 @@ class SocketPlan:
 
     overlay_dirs: tuple[str, ...] = ()
     socket_files: tuple[str, ...] = ()
+    mount_points: tuple[str, ...] = ()  # of the tree the sandbox starts from, sorted
+
+    def containing_mount(self, path: str) -> str:
+        """The mount point ``path`` lives on (the longest one above or at it)."""
+        best = "/"
+        for point in self.mount_points:
+            above = path == point or path.startswith(point.rstrip("/") + "/")
+            if above and len(point) > len(best):
+                best = point
+        return best
+
+    def has_mount_below(self, path: str) -> bool:
+        prefix = path.rstrip("/") + "/"
+        return any(p.startswith(prefix) for p in self.mount_points)
 
 
 def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> SocketPlan:
@@ -100,7 +114,7 @@ def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> 
                 overlays.append(path)
 
     walk("/", mounts.get("/", ""))
-    return SocketPlan(tuple(overlays), tuple(sockets))
+    return SocketPlan(tuple(overlays), tuple(sockets), tuple(points))
 
 
 def overlay_in_place(path: str, lower: str | None = None) -> None:
@@ -121,7 +135,64 @@ def overlay_in_place(path: str, lower: str | None = None) -> None:
             os.close(fd)
 
 
-def apply_socket_hiding(plan: SocketPlan) -> None:
+class ReadOnlyShower:
+    """Shows host directories read-only through overlays, in the sandbox's init.
+
+    Without a user namespace of its own (a root caller) one overlay per *mount* serves
+    every directory on that mount: it is stacked on a private stage and each directory
+    is bound from it (a bind costs far less than an overlay to make and to tear down),
+    then the stage is detached. Inside a user namespace a mount whose children are
+    locked cannot be a layer, so each directory gets an overlay of its own.
+    ``open`` must run before anything covers the host (it takes fds of the mounts).
+    """
+
+    def __init__(self, plan: SocketPlan, *, share: bool) -> None:
+        self.plan = plan
+        self.share = share
+        self._mount_fds: dict[str, int] = {}
+        self._stages: dict[str, str] = {}
+
+    def open(self, extra: tuple[str, ...] = ()) -> None:
+        if not self.share:
+            return
+        for path in (*self.plan.overlay_dirs, *extra):
+            mount = self.plan.containing_mount(path)
+            if mount not in self._mount_fds:
+                self._mount_fds[mount] = os.open(
+                    mount, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def show(self, path: str, lower: str | None = None) -> None:
+        """The host directory ``path`` (no mounts beneath) read-only through an overlay,
+        mounted at ``path``; ``lower`` reaches the original when ``path`` is covered."""
+        mount = self.plan.containing_mount(path)
+        if mount in self._mount_fds and not self.plan.has_mount_below(path):
+            stage = self._stage(mount)
+            rel = path if mount == "/" else path[len(mount):]
+            sc.mount(stage + rel, path, None, sc.MS_BIND)
+            return
+        overlay_in_place(path, lower)
+
+    def _stage(self, mount: str) -> str:
+        stage = self._stages.get(mount)
+        if stage is None:
+            stage = f"/dev/.forkdeck-stage{len(self._stages)}"
+            os.mkdir(stage, 0o000)
+            overlay_in_place(stage, lower=f"/proc/self/fd/{self._mount_fds[mount]}")
+            self._stages[mount] = stage
+        return stage
+
+    def close(self) -> None:
+        """Detach the stages (the binds keep what they show) and close the fds."""
+        for stage in self._stages.values():
+            sc.umount2(stage, sc.MNT_DETACH)
+            os.rmdir(stage)
+        self._stages.clear()
+        for fd in self._mount_fds.values():
+            os.close(fd)
+        self._mount_fds.clear()
+
+
+def apply_socket_hiding(plan: SocketPlan, shower: ReadOnlyShower) -> None:
     """In the init, after ``EMPTY_DIR`` exists: the overlays, then the socket covers.
 
     A directory that vanished since the plan is skipped; one that appeared is not
@@ -129,7 +200,7 @@ def apply_socket_hiding(plan: SocketPlan) -> None:
     """
     for path in plan.overlay_dirs:
         try:
-            overlay_in_place(path)
+            shower.show(path)
         except FileNotFoundError:
             continue
     for path in plan.socket_files:
@@ -141,6 +212,7 @@ def apply_socket_hiding(plan: SocketPlan) -> None:
 
 __all__ = [
     "EMPTY_DIR",
+    "ReadOnlyShower",
     "SocketPlan",
     "apply_socket_hiding",
     "overlay_in_place",

@@ -32,9 +32,9 @@ from branching_core.errors import NamespaceError, WorkspaceError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.host_sockets import (
     EMPTY_DIR,
+    ReadOnlyShower,
     SocketPlan,
     apply_socket_hiding,
-    overlay_in_place,
     plan_socket_hiding,
 )
 from branching_core.sandbox.masks import (
@@ -211,6 +211,13 @@ def build_filesystem(plan: SandboxPlan) -> None:
     # mount, and their sockets stay unreachable), else as read-only clones.
     kept = [(path, fd) for path in plan.keep_visible
             if (fd := _grab_kept(path, overlay=plan.sockets is not None)) >= 0]
+    shower = None
+    if plan.sockets is not None:
+        # Mounts are locked (no overlay of a mount with children) only in a user
+        # namespace of our own.
+        shower = ReadOnlyShower(plan.sockets, share=not plan.new_userns
+                                and plan.userns_fd is None)
+        shower.open(tuple(path for path, _fd in kept))
     shown = [(path, sc.open_tree_clone(path, recursive=False)) for path in plan.show_files]
     try:
         sc.mount_setattr("/", set_=ro, recursive=True)
@@ -218,23 +225,25 @@ def build_filesystem(plan: SandboxPlan) -> None:
         _build_dev()
         if plan.private_run:
             sc.mount("tmpfs", "/run", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=755")
-        if plan.sockets is not None:
+        if plan.sockets is not None and shower is not None:
             os.mkdir(EMPTY_DIR, 0o555)
-            apply_socket_hiding(plan.sockets)
+            apply_socket_hiding(plan.sockets, shower)
         # After the overlays: an overlay of a parent directory would cover these mounts.
-        hidden = _hide_dirs(plan.hide_dirs)
+        hidden = _hide_dirs(plan.hide_dirs, (plan.target, *plan.keep_visible,
+                                             *plan.show_files))
         _mask_files(plan.hide_files, mode=0o000)  # reading a secret fails (EACCES)
         _build_proc()
         for path, fd in kept:
             _ensure_dir(path)
-            _show_kept(path, fd, overlay=plan.sockets is not None)
+            _show_kept(path, fd, shower)
         for path, fd in shown:
             _ensure_dir(os.path.dirname(path))
             if not os.path.exists(path):
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o444))
             sc.mount_setattr("", dirfd=fd, empty_path=True, set_=ro)
             sc.move_mount_fd(fd, path)
-        if plan.sockets is not None:
+        if shower is not None:
+            shower.close()
             os.rmdir(EMPTY_DIR)  # the overlays keep their reference to it
         _ensure_dir(plan.target)
         sc.mount_setattr(
@@ -261,12 +270,12 @@ def _grab_kept(path: str, *, overlay: bool) -> int:
         return -1
 
 
-def _show_kept(path: str, fd: int, *, overlay: bool) -> None:
-    """Put a kept directory back at ``path``, read-only."""
+def _show_kept(path: str, fd: int, shower: ReadOnlyShower | None) -> None:
+    """Put a kept directory back at ``path``, read-only (an overlay when sockets hide)."""
     ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
-    if overlay:
+    if shower is not None:
         try:
-            overlay_in_place(path, lower=f"/proc/self/fd/{fd}")
+            shower.show(path, lower=f"/proc/self/fd/{fd}")
             return
         except OSError:  # it holds locked child mounts (user namespace): a plain clone
             clone = sc.open_tree_clone("", recursive=True, dirfd=fd)
@@ -280,15 +289,25 @@ def _show_kept(path: str, fd: int, *, overlay: bool) -> None:
     sc.move_mount_fd(fd, path)
 
 
-def _hide_dirs(paths: tuple[str, ...]) -> list[str]:
-    """Cover each existing directory with an empty tmpfs; returns those covered."""
-    covered = []
+def _hide_dirs(paths: tuple[str, ...], inner: tuple[str, ...]) -> list[str]:
+    """Cover each existing directory with an empty tmpfs. One that will hold mount
+    points (``inner``: the view, kept dirs) stays writable until they are made and is
+    returned (the caller makes it read-only); the others are read-only at once."""
+    writable = []
+    flags = sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
     for path in paths:
         if os.path.isdir(path) and not os.path.islink(path):
-            sc.mount("tmpfs", path, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
+            needed = inside_any(inner, path)
+            sc.mount("tmpfs", path, "tmpfs", flags | (0 if needed else sc.MS_RDONLY),
                      "size=64k,mode=755")
-            covered.append(path)
-    return covered
+            if needed:
+                writable.append(path)
+    return writable
+
+
+def inside_any(paths: tuple[str, ...], directory: str) -> bool:
+    """Whether any of ``paths`` is ``directory`` or lies under it."""
+    return any(inside(p, (directory,)) for p in paths)
 
 
 # What container runtimes protect in /proc: host-wide knobs are read-only (uid 0 without
@@ -322,17 +341,17 @@ def _mask_files(paths: tuple[str, ...], mode: int = 0o444) -> None:
 
     Mode 0 makes reading fail even for the sandbox's uid 0 (it has no capabilities).
     """
-    if not paths:
+    targets = [p for p in paths if os.path.lexists(p) and not os.path.isdir(p)]
+    if not targets:
         return
     ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
     empty = "/dev/.forkdeck-masked"  # on the sandbox's /dev tmpfs; unlinked after binding
     os.close(os.open(empty, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, mode))
     os.chmod(empty, mode)  # whatever the umask
     try:
-        for path in paths:
-            if os.path.lexists(path) and not os.path.isdir(path):
-                sc.mount(empty, path, None, sc.MS_BIND)
-                sc.mount_setattr(path, set_=ro)
+        for path in targets:
+            sc.mount(empty, path, None, sc.MS_BIND)
+            sc.mount_setattr(path, set_=ro)
     finally:
         os.unlink(empty)
 
