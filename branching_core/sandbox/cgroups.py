@@ -61,6 +61,15 @@ def owner_tag() -> str:
     return f"{_pid_namespace()}.{pid}.{_start_time(pid)}"
 
 
+def owner_pid(name: str) -> int | None:
+    """The pid that made the branch cgroup called ``name`` (None: not a branch cgroup)."""
+    match = _NAME_RE.match(name)
+    if match is not None:
+        return int(match.group(2))
+    old = _OLD_NAME_RE.match(name)
+    return int(old.group(1)) if old is not None else None
+
+
 def _owner_dead(name: str, our_ns: int) -> bool:
     match = _NAME_RE.match(name)
     if match is not None:
@@ -375,6 +384,7 @@ __all__ = [
     "CgroupMounts",
     "create_branch_cgroups",
     "leftover_branch_cgroups",
+    "owner_pid",
     "owner_tag",
     "sweep_dead_branch_cgroups",
 ]
