@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import collections
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +36,15 @@ OutputCallback = Callable[[str, str], None]
 
 DEFAULT_CAPTURE_CHARS = 1_000_000
 """Per stream, what a runner keeps in memory (head and tail); the middle of a flood is dropped."""
+
+MAX_LINE_CHARS = 1 << 20
+"""The longest piece ``on_output`` receives; a longer line (``cat /dev/zero``) comes in pieces."""
+
+FORWARD_PENDING_BYTES = 4 << 20
+"""How much streamed output may wait for the event loop before the producer is held back."""
+
+FORWARD_WAIT_S = 1.0
+"""How long the producer is held back before lines are dropped (and the drop announced)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,7 @@ class _Capture:
         self._limit = limit
         self._head: list[str] = []
         self._head_len = 0
-        self._tail: list[str] = []
+        self._tail: collections.deque[str] = collections.deque()
         self._tail_len = 0
         self._dropped = 0
 
@@ -94,14 +105,15 @@ class _Capture:
             return
         self._tail.append(text)
         self._tail_len += len(text)
-        while self._tail_len > half and len(self._tail) > 1:
-            first = self._tail.pop(0)
-            self._tail_len -= len(first)
-            self._dropped += len(first)
-        if self._tail_len > half:  # a single huge piece
-            only = self._tail[0]
-            cut = len(only) - half
-            self._tail[0] = only[cut:]
+        while self._tail_len > half:  # drop from the front, trimming the last piece dropped
+            first = self._tail[0]
+            excess = self._tail_len - half
+            if len(first) <= excess:
+                self._tail.popleft()
+                cut = len(first)
+            else:
+                self._tail[0] = first[excess:]
+                cut = excess
             self._tail_len -= cut
             self._dropped += cut
 
@@ -128,6 +140,11 @@ async def _pump(
             capture.add(line + "\n")
             if on_output is not None:
                 on_output(name, line)
+        while len(pending) > MAX_LINE_CHARS:  # a flood without newlines stays bounded
+            piece, pending = pending[:MAX_LINE_CHARS], pending[MAX_LINE_CHARS:]
+            capture.add(piece)
+            if on_output is not None:
+                on_output(name, piece)
         if final:
             break
     if pending:
@@ -204,6 +221,64 @@ class LocalCommandRunner:
         )
 
 
+class _LoopForwarder:
+    """Hands ``on_output`` lines from the sandbox's drain thread to the event loop, bounded.
+
+    One ``call_soon_threadsafe`` per line let a flood (``yes``) queue millions of
+    callbacks faster than the loop ran them: gigabytes in the caller. Lines are
+    batched instead, and at most ``FORWARD_PENDING_BYTES`` wait for the loop: then the
+    drain thread (and so, through the full pipe, the command) waits for the loop to
+    catch up. Only if the loop does not run for ``FORWARD_WAIT_S`` (it is blocked, or
+    the run is being torn down) are lines dropped, and the next batch starts with one
+    stderr line saying how many.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: OutputCallback) -> None:
+        self._loop = loop
+        self._callback = callback
+        self._cond = threading.Condition()
+        self._pending: list[tuple[str, str]] = []
+        self._pending_bytes = 0
+        self._scheduled = False
+        self._overflowing = False
+        self._dropped = 0
+
+    def __call__(self, stream: str, text: str) -> None:
+        with self._cond:
+            if (
+                self._pending_bytes >= FORWARD_PENDING_BYTES
+                and not self._overflowing
+                and not self._cond.wait_for(self._has_room, FORWARD_WAIT_S)
+            ):
+                self._overflowing = True  # drop without waiting until the loop runs
+            if self._pending_bytes >= FORWARD_PENDING_BYTES:
+                self._dropped += 1
+                return
+            self._pending.append((stream, text))
+            self._pending_bytes += len(text) + 100  # the tuple and str objects themselves
+            if not self._scheduled:
+                self._scheduled = True
+                self._loop.call_soon_threadsafe(self._flush)
+
+    def _has_room(self) -> bool:
+        return self._pending_bytes < FORWARD_PENDING_BYTES
+
+    def _flush(self) -> None:
+        with self._cond:
+            batch, self._pending = self._pending, []
+            self._pending_bytes = 0
+            self._scheduled = self._overflowing = False
+            dropped, self._dropped = self._dropped, 0
+            self._cond.notify_all()
+        if dropped:
+            self._callback(
+                "stderr", f"[{dropped} output lines not shown: they came faster than"
+                " they could be displayed]"
+            )
+        for stream, text in batch:
+            self._callback(stream, text)
+
+
 @dataclass
 class SandboxCommandRunner:
     """The default runner: ``branching_core.sandbox.run_command`` with the branch's limits.
@@ -213,11 +288,16 @@ class SandboxCommandRunner:
     ``sandbox.run_command`` in a worker thread. ``on_output`` calls, which the sandbox
     makes from its drain thread, are forwarded to the event loop's thread.
     ``limits`` is a ``branching_core.sandbox.ResourceLimits`` (typed loosely here because the
-    sandbox layer is imported lazily), ``mount_at`` is passed through unchanged.
+    sandbox layer is imported lazily), ``mount_at`` is passed through unchanged. The
+    sandbox keeps at most ``capture_chars`` bytes of each stream (head and tail), and the
+    forwarding of ``on_output`` lines is bounded too (see ``_LoopForwarder``).
+    ``expose_secrets`` shows the homes and credential files the sandbox masks by default.
     """
 
     limits: Any = None
     mount_at: Path | str | None = None
+    capture_chars: int = DEFAULT_CAPTURE_CHARS
+    expose_secrets: bool = False
 
     async def __call__(
         self,
@@ -234,18 +314,14 @@ class SandboxCommandRunner:
         if run_async is None and run_sync is None:
             raise ImportError("branching_core.sandbox provides no run_command")
         loop = asyncio.get_running_loop()
-        forward: OutputCallback | None = None
-        if on_output is not None:
-            callback = on_output
-
-            def forward(stream: str, text: str) -> None:
-                loop.call_soon_threadsafe(callback, stream, text)
-
+        forward = _LoopForwarder(loop, on_output) if on_output is not None else None
         kwargs: dict[str, Any] = {
             "timeout": timeout,
             "limits": self.limits,
             "on_output": forward,
             "mount_at": self.mount_at,
+            "max_output": self.capture_chars,
+            "expose_secrets": self.expose_secrets,
         }
         if run_async is not None:
             # preferred: cancelling the awaiting task (a terminated branch) kills the sandbox

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from branching_core.cli import _types
 from branching_core.errors import BranchingError
 
 
@@ -20,10 +21,11 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="auto",
                         choices=["auto", "overlay", "reflink", "copy"],
                         help="copy-on-write backend (default: auto)")
-    parser.add_argument("--memory-limit", metavar="SIZE", help="per-branch memory cap (512M, 1G)")
-    parser.add_argument("--cpu-limit", metavar="CPUS", type=float,
+    parser.add_argument("--memory-limit", metavar="SIZE", type=_types.memory,
+                        help="per-branch memory cap (512M, 1G)")
+    parser.add_argument("--cpu-limit", metavar="CPUS", type=_types.cpus,
                         help="per-branch CPU share (0.5 = half a core)")
-    parser.add_argument("--pids-limit", metavar="N", type=int,
+    parser.add_argument("--pids-limit", metavar="N", type=_types.pids,
                         help="per-branch maximum number of processes")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object on stdout and nothing else")

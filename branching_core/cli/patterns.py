@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from branching_core.cli import _types
 from branching_core.cli._command import CommandCandidate, CommandTask, warn_stderr
 from branching_core.cli._common import (
     UsageError,
@@ -31,11 +32,6 @@ from branching_core.patterns import (
     SpeculationOutcome,
     Tournament,
 )
-
-
-def _positive(value: float | None, flag: str) -> None:
-    if value is not None and value <= 0:
-        raise UsageError(f"{flag} must be positive, got {value:g}")
 
 
 def _summary(outcome: SpeculationOutcome) -> list[dict[str, Any]]:
@@ -75,8 +71,7 @@ def _execute(args: argparse.Namespace, pattern: Any, ws: Any,
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    _positive(getattr(args, "timeout", None), "--timeout")
-    _positive(getattr(args, "overall_timeout", None), "--overall-timeout")
+    # Both were checked by argparse (``_types.seconds``).
     return {"timeout": getattr(args, "timeout", None),
             "overall_timeout": getattr(args, "overall_timeout", None)}
 
@@ -102,8 +97,6 @@ def cmd_speculate(args: argparse.Namespace) -> int:
 
 def cmd_best_of_n(args: argparse.Namespace) -> int:
     cmd = require_cmd(args)
-    if args.n < 1:
-        raise UsageError(f"best-of-n: -n must be at least 1, got {args.n}")
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
     task = CommandTask(cmd, score_fd=True, **_candidate_options(args, ws, limits))
@@ -153,8 +146,6 @@ def _critique(command: str, ws: Any, limits: Any) -> Callable[[Path], str]:
 
 def cmd_reflexion(args: argparse.Namespace) -> int:
     cmd = require_cmd(args)
-    if args.retries < 1:
-        raise UsageError(f"reflexion: --retries must be at least 1, got {args.retries}")
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
     task = CommandTask(cmd, **_candidate_options(args, ws, limits))
@@ -185,8 +176,6 @@ def _judge(command: str, ws: Any) -> Callable[[Path, Path], int]:
 
 def cmd_tournament(args: argparse.Namespace) -> int:
     cmd = require_cmd(args)
-    if args.n < 1:
-        raise UsageError(f"tournament: -n must be at least 1, got {args.n}")
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
     task = CommandTask(cmd, **_candidate_options(args, ws, limits))
@@ -218,9 +207,9 @@ def cmd_cascade(args: argparse.Namespace) -> int:
 
 
 def _timeouts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--timeout", type=float, metavar="S",
+    p.add_argument("--timeout", type=_types.seconds, metavar="S",
                    help="each candidate's wall clock in seconds (killed when it passes)")
-    p.add_argument("--overall-timeout", type=float, metavar="S",
+    p.add_argument("--overall-timeout", type=_types.seconds, metavar="S",
                    help="bound on the whole command in seconds")
 
 
@@ -233,13 +222,13 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
     p = sub.add_parser("best-of-n", parents=[common],
                        help="run CMD N times, commit the best score (written to fd 3)")
-    p.add_argument("-n", type=int, default=3, help="number of attempts (default 3)")
+    p.add_argument("-n", type=_types.count, default=3, help="number of attempts (default 3)")
     _timeouts(p)
     p.set_defaults(handler=cmd_best_of_n)
 
     p = sub.add_parser("reflexion", parents=[common],
                        help="retry CMD with critique feedback in BRANCHING_FEEDBACK")
-    p.add_argument("--retries", type=int, default=3, help="total attempts (default 3)")
+    p.add_argument("--retries", type=_types.count, default=3, help="total attempts (default 3)")
     p.add_argument("--critique", metavar="CMD",
                    help="shell command run in a failed attempt's branch; its stdout is feedback")
     _timeouts(p)
@@ -247,7 +236,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
     p = sub.add_parser("tournament", parents=[common],
                        help="run CMD N times, pick a winner by pairwise --judge")
-    p.add_argument("-n", type=int, default=4, help="number of candidates (default 4)")
+    p.add_argument("-n", type=_types.count, default=4, help="number of candidates (default 4)")
     p.add_argument("--judge", required=True, metavar="CMD",
                    help="prints 0/a or 1/b; gets BRANCHING_A and BRANCHING_B (branch paths)")
     _timeouts(p)

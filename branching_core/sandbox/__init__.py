@@ -3,9 +3,12 @@
 ``BranchContext`` runs a Python callable and ``CommandBranch``/``run_command`` a
 command line in a child that has its own user (when not root), mount, pid, ipc,
 uts and (unless ``network=True``) network namespaces, sees the host read-only
-except the branch directory and a private ``/tmp``, and dies with its whole
-process tree on abort, timeout or the caller's exit. ``ResourceLimits`` are
-enforced with cgroup v2 where delegated, else v1, and never silently dropped.
+except the branch directory and a private ``/tmp``, reaches no host unix socket
+(without ``network=True``), no branch store and (unless ``expose_secrets=True``) no
+home or credential file, keeps at most ``max_output`` bytes of each output stream,
+and dies with its whole process tree on abort, timeout or the caller's exit.
+``ResourceLimits`` are validated in the caller, enforced with cgroup v2 where
+delegated, else v1, never silently dropped, and swept if their owner was killed.
 
 Only the standard library is used here (this layer sits below the UI and agents).
 """

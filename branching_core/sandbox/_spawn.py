@@ -15,7 +15,8 @@ Shape of a running branch::
 * The init has PR_SET_PDEATHSIG=SIGKILL towards the single-threaded keeper.
 * The caller drains stdout, stderr, the result pipe and any extra fds in one
   background thread per branch (no deadlock at any output volume), reaps the keeper
-  through a pidfd and removes the branch cgroups.
+  through a pidfd and removes the branch cgroups. Captured streams keep only their
+  head and tail (``capture.BoundedCapture``): output volume never grows the caller.
 
 Between fork and the target only ``os``, ``select``, ``signal`` and the ctypes
 syscalls run: the caller may be multi-threaded, so no lock may be touched.
@@ -38,6 +39,7 @@ from select import poll as select_poll
 
 from branching_core.errors import ForkError, NamespaceError, ResourceLimitError
 from branching_core.sandbox import _syscalls as sc
+from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
 from branching_core.sandbox.cgroups import BranchCgroups
 from branching_core.sandbox.namespaces import (
     SandboxPlan,
@@ -260,14 +262,19 @@ class SpawnedBranch:
     stdout_r: int = -1
     stderr_r: int = -1
     result_r: int = -1
-    stdout: bytearray = field(default_factory=bytearray)
-    stderr: bytearray = field(default_factory=bytearray)
-    extra: dict[int, bytearray] = field(default_factory=dict)
+    max_output: int = DEFAULT_MAX_OUTPUT
+    stdout: BoundedCapture = field(init=False)
+    stderr: BoundedCapture = field(init=False)
+    extra: dict[int, BoundedCapture] = field(default_factory=dict)
     info: ExitInfo = field(default_factory=ExitInfo)
     done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     output_errors: list[BaseException] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.stdout = BoundedCapture(self.max_output)
+        self.stderr = BoundedCapture(self.max_output)
 
     def start_drain(self) -> None:
         self._thread = threading.Thread(
@@ -304,20 +311,6 @@ class SpawnedBranch:
         return True
 
 
-    def _emit_lines(self, name: str, buf: bytearray, start: int, final: bool) -> int:
-        if self.on_output is None:
-            return len(buf)
-        while True:
-            nl = buf.find(b"\n", start)
-            if nl < 0:
-                break
-            self._call_on_output(name, buf[start:nl].decode("utf-8", "replace"))
-            start = nl + 1
-        if final and start < len(buf):
-            self._call_on_output(name, buf[start:].decode("utf-8", "replace"))
-            start = len(buf)
-        return start
-
     def _call_on_output(self, name: str, line: str) -> None:
         assert self.on_output is not None
         try:
@@ -325,26 +318,37 @@ class SpawnedBranch:
         except Exception as exc:  # a broken callback must not stop the draining
             self.output_errors.append(exc)
 
+    def _splitter(self, name: str) -> LineSplitter | None:
+        if self.on_output is None:
+            return None
+        return LineSplitter(lambda line: self._call_on_output(name, line))
+
     def _drain(self) -> None:
         sel = selectors.DefaultSelector()
-        streams: dict[int, tuple[str, bytearray]] = {
-            self.stdout_r: ("stdout", self.stdout),
-            self.stderr_r: ("stderr", self.stderr),
+        record = bytearray()  # the callable's result: the value asked for, kept whole
+        # fd -> (where its bytes go, its on_output line splitter)
+        streams: dict[int, tuple[BoundedCapture | bytearray, LineSplitter | None]] = {
+            self.stdout_r: (self.stdout, self._splitter("stdout")),
+            self.stderr_r: (self.stderr, self._splitter("stderr")),
+            self.result_r: (record, None),
         }
-        record = bytearray()
-        streams[self.result_r] = ("result", record)
         for child_fd, rfd in self.capture_fds.items():
-            buf = self.extra.setdefault(child_fd, bytearray())
-            streams[rfd] = (f"fd{child_fd}", buf)
-        line_pos = {"stdout": 0, "stderr": 0}
+            cap = self.extra.setdefault(child_fd, BoundedCapture(self.max_output))
+            streams[rfd] = (cap, None)
         for fd in streams:
             sel.register(fd, selectors.EVENT_READ)
         sel.register(self.pidfd, selectors.EVENT_READ)
         exited = False
         status = 0
 
+        def finish(fd: int) -> None:
+            sel.unregister(fd)
+            splitter = streams[fd][1]
+            if splitter is not None:
+                splitter.close()
+
         def read_some(fd: int) -> bool:
-            name, buf = streams[fd]
+            sink, splitter = streams[fd]
             try:
                 data = os.read(fd, 1 << 16)
             except BlockingIOError:
@@ -352,13 +356,14 @@ class SpawnedBranch:
             except OSError:
                 data = b""
             if not data:
-                sel.unregister(fd)
-                if name in line_pos:
-                    line_pos[name] = self._emit_lines(name, buf, line_pos[name], True)
+                finish(fd)
                 return False
-            buf += data
-            if name in line_pos:
-                line_pos[name] = self._emit_lines(name, buf, line_pos[name], False)
+            if isinstance(sink, BoundedCapture):
+                sink.add(data)
+            else:
+                sink += data
+            if splitter is not None:
+                splitter.feed(data)
             return True
 
         while True:
@@ -371,10 +376,7 @@ class SpawnedBranch:
                         while fd in sel.get_map() and read_some(fd):
                             pass
                         if fd in sel.get_map():
-                            sel.unregister(fd)
-                            name, buf = streams[fd]
-                            if name in line_pos:
-                                line_pos[name] = self._emit_lines(name, buf, line_pos[name], True)
+                            finish(fd)
                 break
             for key, _ in sel.select():
                 fd = key.fd
@@ -422,11 +424,21 @@ class SpawnedProcessView:
 
     @property
     def stdout(self) -> str:
-        return self._b.stdout.decode("utf-8", "replace")
+        """Captured stdout: head and tail, a marker line between them if bytes were dropped."""
+        return self._b.stdout.text()
 
     @property
     def stderr(self) -> str:
-        return self._b.stderr.decode("utf-8", "replace")
+        return self._b.stderr.text()
+
+    @property
+    def stdout_dropped(self) -> int:
+        """Bytes of stdout not kept (the middle of an output longer than ``max_output``)."""
+        return self._b.stdout.dropped
+
+    @property
+    def stderr_dropped(self) -> int:
+        return self._b.stderr.dropped
 
     @property
     def oom_killed(self) -> bool:
@@ -442,6 +454,7 @@ def spawn(
     on_output: Callable[[str, str], None] | None = None,
     capture_fds: list[int] | None = None,
     pass_fds: Mapping[int, int] | None = None,
+    max_output: int = DEFAULT_MAX_OUTPUT,
 ) -> SpawnedBranch:
     """Fork the keeper and start draining; the caller owns ``cgroups`` until this returns."""
     child_ends: list[int] = []
@@ -501,6 +514,7 @@ def spawn(
     branch = SpawnedBranch(
         pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
         capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
+        max_output=max_output,
     )
     branch.start_drain()
     return branch

@@ -150,11 +150,14 @@ def mount_setattr(
     _check(ret, "mount_setattr", path)
 
 
-def open_tree_clone(path: str | bytes, *, recursive: bool = True) -> int:
-    """A detached copy of the mount tree at ``path``, as an fd (move_mount puts it back)."""
+def open_tree_clone(path: str | bytes, *, recursive: bool = True, dirfd: int = AT_FDCWD) -> int:
+    """A detached copy of the mount tree at ``path`` (relative to ``dirfd``; ``""`` for
+    ``dirfd`` itself), as an fd (move_mount puts it back)."""
     flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (AT_RECURSIVE if recursive else 0)
+    if not path:
+        flags |= AT_EMPTY_PATH
     ret = _syscall(
-        ctypes.c_long(_SYS_OPEN_TREE), ctypes.c_int(AT_FDCWD), ctypes.c_char_p(_b(path)),
+        ctypes.c_long(_SYS_OPEN_TREE), ctypes.c_int(dirfd), ctypes.c_char_p(_b(path)),
         ctypes.c_uint(flags),
     )
     return _check(ret, "open_tree", path)

@@ -6,6 +6,12 @@ delegates it to children (``cgroup.subtree_control``), else on its v1 hierarchy
 live in ``<our cgroup>/forkdeck/<branch>`` so they are accounted inside whatever
 the caller is already confined to, and are removed when the branch ends.
 
+A caller killed outright (SIGKILL, OOM) cannot remove its branch cgroups, so each name
+carries its owner: ``b<pid-namespace inode>.<pid>.<start time>-<n>-<random>``. The first
+limited branch of every process sweeps the cgroups whose owner is provably dead (same
+pid namespace, and that pid gone or started at another time); other live sessions'
+cgroups, and names it cannot judge, are left alone.
+
 Nothing is ever silently skipped: a limit that cannot be written and read back
 raises ``ResourceLimitError`` naming the controller, the path and the reason.
 """
@@ -16,7 +22,9 @@ import contextlib
 import errno
 import itertools
 import os
+import re
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +35,50 @@ from branching_core.sandbox.limits import ResourceLimits
 PARENT_NAME = "forkdeck"
 CPU_PERIOD_US = 100_000
 _counter = itertools.count()
+_NAME_RE = re.compile(r"^b(\d+)\.(\d+)\.(\d+)-\d+-[0-9a-f]+$")
+_OLD_NAME_RE = re.compile(r"^b(\d+)-\d+-[0-9a-f]+$")  # before owners were named fully
+_swept_in: set[int] = set()  # pids of processes that already swept (a fork sweeps again)
+_sweep_lock = threading.Lock()
+
+
+def _start_time(pid: int | str) -> int | None:
+    """The process's start time in clock ticks since boot; None if there is no such pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(data[data.rindex(b")") + 2:].split()[19])
+
+
+def _pid_namespace() -> int:
+    return os.stat("/proc/self/ns/pid").st_ino
+
+
+def owner_tag() -> str:
+    """``<pid-namespace inode>.<pid>.<start time>``: who made a branch cgroup."""
+    pid = os.getpid()
+    return f"{_pid_namespace()}.{pid}.{_start_time(pid)}"
+
+
+def owner_pid(name: str) -> int | None:
+    """The pid that made the branch cgroup called ``name`` (None: not a branch cgroup)."""
+    match = _NAME_RE.match(name)
+    if match is not None:
+        return int(match.group(2))
+    old = _OLD_NAME_RE.match(name)
+    return int(old.group(1)) if old is not None else None
+
+
+def _owner_dead(name: str, our_ns: int) -> bool:
+    match = _NAME_RE.match(name)
+    if match is not None:
+        ns, pid, start = (int(g) for g in match.groups())
+        if ns != our_ns:
+            return False  # a pid in another namespace means nothing here
+        return _start_time(pid) != start
+    old = _OLD_NAME_RE.match(name)
+    return old is not None and _start_time(old.group(1)) is None
 
 
 @dataclass(frozen=True)
@@ -241,7 +293,8 @@ def create_branch_cgroups(
     if not wanted:
         return cgroups
     mounts = mounts or CgroupMounts.discover()
-    name = f"b{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
+    _sweep_once(mounts)
+    name = f"b{owner_tag()}-{next(_counter)}-{secrets.token_hex(3)}"
     delegated = mounts.v2_delegated()
     v2_ctrls = [c for c in wanted if c in delegated]
     try:
@@ -276,15 +329,42 @@ def create_branch_cgroups(
                 ) from exc
             cgroups.placements.append(_Placement(ctrl, 1, path))
             _apply_v1(ctrl, path, limits)
-    except ResourceLimitError:
-        cgroups.remove()
-        raise
     except OSError as exc:
         cgroups.remove()
         raise ResourceLimitError(
             f"cannot enforce limits {wanted}: {exc.strerror or exc} ({exc.filename or ''})"
         ) from exc
+    except BaseException:  # whatever went wrong, no half-made cgroup stays behind
+        cgroups.remove()
+        raise
     return cgroups
+
+
+def _sweep_once(mounts: CgroupMounts) -> None:
+    with _sweep_lock:
+        if os.getpid() in _swept_in:
+            return
+        _swept_in.add(os.getpid())
+    sweep_dead_branch_cgroups(mounts)
+
+
+def sweep_dead_branch_cgroups(mounts: CgroupMounts | None = None) -> list[Path]:
+    """Remove branch cgroups whose owner process is provably dead; returns them.
+
+    Runs at the first limited branch of each process. A dead owner's branch tasks
+    died with it (its sandboxes watch it through a pipe), so a cgroup still holding
+    tasks is emptied (killed) first, as ``BranchCgroups.remove`` does.
+    """
+    mounts = mounts or CgroupMounts.discover()
+    our_ns = _pid_namespace()
+    removed: list[Path] = []
+    for path in leftover_branch_cgroups(mounts):
+        if _owner_dead(path.name, our_ns):
+            v2 = mounts.v2_dir is not None and path.is_relative_to(mounts.v2_dir)
+            BranchCgroups([_Placement("swept", 2 if v2 else 1, path)]).remove()
+            if not path.exists():
+                removed.append(path)
+    return removed
 
 
 def leftover_branch_cgroups(mounts: CgroupMounts | None = None) -> list[Path]:
@@ -304,4 +384,7 @@ __all__ = [
     "CgroupMounts",
     "create_branch_cgroups",
     "leftover_branch_cgroups",
+    "owner_pid",
+    "owner_tag",
+    "sweep_dead_branch_cgroups",
 ]

@@ -3,7 +3,8 @@
 Used by the CLI (``forkdeck run -- make test``) and by the agent's shell tool. The
 command runs as a child of the sandbox's pid-1 init, which reaps orphans and
 reports the command's wait status; output is streamed line by line to
-``on_output`` as it arrives and accumulated. ``extra_fds=[3]`` gives the command a
+``on_output`` as it arrives and accumulated up to ``max_output`` bytes per stream
+(head and tail; ``stdout_dropped`` counts the middle). ``extra_fds=[3]`` gives the command a
 writable fd 3 whose bytes the caller reads back (``echo 0.95 >&3`` for scores).
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from branching_core.sandbox import _spawn
+from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
 from branching_core.sandbox.limits import ResourceLimits
 from branching_core.sandbox.namespaces import SandboxPlan, plan_sandbox
@@ -65,7 +67,11 @@ def _command_main(argv: list[str], env: dict[str, str]) -> _spawn.ChildMain:
 
 @dataclass
 class CommandResult:
-    """What ``run_command`` returns; ``exit_code`` is negative for a killing signal."""
+    """What ``run_command`` returns; ``exit_code`` is negative for a killing signal.
+
+    ``stdout``/``stderr`` hold at most ``max_output`` bytes each (head and tail, with a
+    marker line between them); ``*_dropped`` says how many bytes the marker stands for.
+    """
 
     exit_code: int
     stdout: str
@@ -74,6 +80,8 @@ class CommandResult:
     oom_killed: bool = False
     duration: float = 0.0
     extra: dict[int, bytes] = field(default_factory=dict)
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
 
 
 class CommandBranch(_spawn.SpawnedProcessView):
@@ -90,8 +98,11 @@ class CommandBranch(_spawn.SpawnedProcessView):
         mount_at: str | os.PathLike[str] | None = None,
         on_output: OutputCallback | None = None,
         extra_fds: Iterable[int] | Mapping[int, int] | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        expose_secrets: bool = False,
     ) -> None:
         self.argv = _argv(command)
+        max_output = check_max_output(max_output)
         self.limits = limits or ResourceLimits()
         self.started = time.monotonic()
         self.timed_out = False
@@ -104,7 +115,8 @@ class CommandBranch(_spawn.SpawnedProcessView):
         for fd in [*capture, *passed]:
             if fd < 3:
                 raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
-        plan = plan_sandbox(workspace, network=network, mount_at=mount_at)
+        plan = plan_sandbox(workspace, network=network, mount_at=mount_at,
+                            expose_secrets=expose_secrets)
         try:
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:
@@ -114,7 +126,7 @@ class CommandBranch(_spawn.SpawnedProcessView):
         try:
             self._b = _spawn.spawn(
                 plan, cgroups, main, close_fds=True, on_output=on_output,
-                capture_fds=capture, pass_fds=passed,
+                capture_fds=capture, pass_fds=passed, max_output=max_output,
             )
         except BaseException:
             plan.close_fds()
@@ -123,8 +135,19 @@ class CommandBranch(_spawn.SpawnedProcessView):
         self.view_path = plan.target
 
     def fd_output(self, child_fd: int) -> bytes:
-        """What the command wrote to a captured extra fd (complete once it has ended)."""
-        return bytes(self._b.extra.get(child_fd, b""))
+        """What the command wrote to a captured extra fd (complete once it has ended;
+        head and tail with a marker when it exceeded ``max_output``)."""
+        cap = self._b.extra.get(child_fd)
+        return b"" if cap is None else cap.getvalue()
+
+    def result(self, code: int) -> CommandResult:
+        """The ``CommandResult`` of a finished (or killed) command."""
+        return CommandResult(
+            exit_code=code, stdout=self.stdout, stderr=self.stderr,
+            timed_out=self.timed_out, oom_killed=self.oom_killed, duration=self.duration,
+            extra={fd: cap.getvalue() for fd, cap in self._b.extra.items()},
+            stdout_dropped=self.stdout_dropped, stderr_dropped=self.stderr_dropped,
+        )
 
     @property
     def exit_code(self) -> int | None:
@@ -188,23 +211,25 @@ def run_command(
     mount_at: str | os.PathLike[str] | None = None,
     on_output: OutputCallback | None = None,
     extra_fds: Iterable[int] | Mapping[int, int] | None = None,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+    expose_secrets: bool = False,
 ) -> CommandResult:
-    """Run ``command`` sandboxed in ``workspace`` and collect everything it produced."""
+    """Run ``command`` sandboxed in ``workspace`` and collect what it produced (bounded).
+
+    ``expose_secrets=True`` shows the homes and credential files the sandbox masks by
+    default (see ``masks``); use it only for commands that need them.
+    """
     branch = CommandBranch(
         command, workspace, limits=limits, network=network, env=env, mount_at=mount_at,
-        on_output=on_output, extra_fds=extra_fds,
+        on_output=on_output, extra_fds=extra_fds, max_output=max_output,
+        expose_secrets=expose_secrets,
     )
     with branch:
         try:
             code = branch.wait(timeout)
         except TimeoutError:
             code = branch.exit_code if branch.exit_code is not None else -signal.SIGKILL
-        extra = {fd: bytes(buf) for fd, buf in branch._b.extra.items()}
-        return CommandResult(
-            exit_code=code, stdout=branch.stdout, stderr=branch.stderr,
-            timed_out=branch.timed_out, oom_killed=branch.oom_killed,
-            duration=branch.duration, extra=extra,
-        )
+        return branch.result(code)
 
 
 async def run_command_async(
@@ -228,11 +253,7 @@ async def run_command_async(
         branch.abort()
         raise
     branch.abort()
-    return CommandResult(
-        exit_code=code, stdout=branch.stdout, stderr=branch.stderr,
-        timed_out=branch.timed_out, oom_killed=branch.oom_killed, duration=branch.duration,
-        extra={fd: bytes(buf) for fd, buf in branch._b.extra.items()},
-    )
+    return branch.result(code)
 
 
 __all__ = ["CommandBranch", "CommandResult", "run_command", "run_command_async"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from branching_core.errors import ProcessBranchError
 from branching_core.sandbox import _spawn
+from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
 from branching_core.sandbox.limits import ResourceLimits
 from branching_core.sandbox.namespaces import SandboxPlan, plan_sandbox
@@ -57,7 +58,9 @@ class BranchContext(_spawn.SpawnedProcessView):
 
     ``target(path)`` gets the branch view's path as seen inside the sandbox (the
     workspace's own path, or ``mount_at``). Use as a context manager: leaving the
-    block aborts a child that is still running.
+    block aborts a child that is still running. ``stdout``/``stderr`` keep at most
+    ``max_output`` bytes each (head and tail); the return value is never truncated.
+    Homes and credential files are masked unless ``expose_secrets=True``.
     """
 
     def __init__(
@@ -69,7 +72,11 @@ class BranchContext(_spawn.SpawnedProcessView):
         close_fds: bool = False,
         network: bool = False,
         mount_at: str | os.PathLike[str] | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        expose_secrets: bool = False,
     ) -> None:
+        self.max_output = check_max_output(max_output)
+        self.expose_secrets = expose_secrets
         self.target = target
         self.workspace = Path(workspace)
         self.limits = limits or ResourceLimits()
@@ -86,7 +93,8 @@ class BranchContext(_spawn.SpawnedProcessView):
         """Fork the sandbox (called by the constructor, as in BranchContext)."""
         if self._branch is not None:
             raise RuntimeError("BranchContext already started")
-        plan = plan_sandbox(self.workspace, network=self.network, mount_at=self.mount_at)
+        plan = plan_sandbox(self.workspace, network=self.network, mount_at=self.mount_at,
+                            expose_secrets=self.expose_secrets)
         try:
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:
@@ -94,7 +102,8 @@ class BranchContext(_spawn.SpawnedProcessView):
             raise
         try:
             self._branch = _spawn.spawn(
-                plan, cgroups, _callable_main(self.target), close_fds=self.close_fds
+                plan, cgroups, _callable_main(self.target), close_fds=self.close_fds,
+                max_output=self.max_output,
             )
         except BaseException:
             plan.close_fds()
@@ -208,6 +217,8 @@ class BranchContext(_spawn.SpawnedProcessView):
         close_fds: bool = False,
         network: bool = False,
         mount_at: str | os.PathLike[str] | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        expose_secrets: bool = False,
     ) -> Iterator[list[BranchContext]]:
         """Start one sandbox per (target, workspace); abort all still running on exit."""
         if len(targets) != len(workspaces):
@@ -216,7 +227,8 @@ class BranchContext(_spawn.SpawnedProcessView):
         try:
             for target, ws in zip(targets, workspaces, strict=True):
                 contexts.append(cls(target, ws, limits=limits, close_fds=close_fds,
-                                    network=network, mount_at=mount_at))
+                                    network=network, mount_at=mount_at,
+                                    max_output=max_output, expose_secrets=expose_secrets))
             yield contexts
         finally:
             for ctx in contexts:

@@ -10,10 +10,11 @@ Filesystem inside a sandbox: everything inherited is read-only, nosuid, nodev (o
 recursive ``mount_setattr``); the branch view is the only writable host path; ``/tmp``
 is a private tmpfs; ``/dev`` is a tmpfs with null, zero, full, random, urandom, tty
 and a private ``/dev/shm`` (so raw disks are unreachable even for uid 0); ``/proc`` is
-the new pid namespace's, with ``/proc/sys`` and ``/proc/sysrq-trigger`` read-only;
-without network ``/run`` is a private tmpfs too, hiding host unix sockets
-(D-Bus, docker, ...). The Python running forkdeck stays reachable (read-only) even
-when it lives under ``/tmp`` or ``/run``: a branch's ``python -m pytest`` must find the
+the new pid namespace's, with its host-wide parts read-only or masked (see ``_build_proc``);
+without network ``/run`` is a private tmpfs too and every other host unix socket is
+unreachable (``host_sockets``); branch stores and, unless exposed, homes and credential
+files are covered (``masks``). The Python running forkdeck stays reachable (read-only)
+even when it lives in a covered place: a branch's ``python -m pytest`` must find the
 same interpreter and packages as the caller. All capabilities are dropped and
 no_new_privs is set last.
 """
@@ -25,11 +26,25 @@ import os
 import re
 import socket
 import struct
-import sys
 from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
 from branching_core.sandbox import _syscalls as sc
+from branching_core.sandbox.host_sockets import (
+    EMPTY_DIR,
+    ReadOnlyShower,
+    SocketPlan,
+    apply_socket_hiding,
+    plan_socket_hiding,
+)
+from branching_core.sandbox.masks import (
+    SecretMasks,
+    dirs_to_keep,
+    inside,
+    outermost,
+    secret_masks,
+    store_dirs,
+)
 
 _VIEW_RE = re.compile(r"^/proc/(\d+)/root(/.*)?$")
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -63,7 +78,12 @@ class SandboxPlan:
     helper_pid: int | None = None
     userns_fd: int | None = None  # join the helper's user namespace first (if it differs)
     mntns_fd: int | None = None  # then its mount namespace
-    keep_visible: tuple[str, ...] = ()  # host dirs under /tmp or /run to re-expose read-only
+    keep_visible: tuple[str, ...] = ()  # host dirs in covered places re-exposed read-only
+    hide_dirs: tuple[str, ...] = ()  # covered by an empty read-only tmpfs (stores, secrets)
+    hide_files: tuple[str, ...] = ()  # covered by an empty read-only file (secrets)
+    show_files: tuple[str, ...] = ()  # files inside hidden dirs shown again read-only
+    sockets: SocketPlan | None = None  # None: host sockets stay reachable (network=True)
+    private_run: bool = False  # /run becomes a private tmpfs (no network, /run a real dir)
 
     @property
     def child_fds(self) -> list[int]:
@@ -81,22 +101,11 @@ class SandboxPlan:
 _COVERED = ("/tmp", "/run")
 
 
-def interpreter_dirs_to_keep() -> tuple[str, ...]:
-    """The running interpreter's prefixes that the sandbox's private ``/tmp`` or ``/run``
-    would hide (a virtualenv in a checkout under /tmp, say); outermost first, no nesting."""
-    found: list[str] = []
-    for prefix in sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}):
-        covered = any(prefix.startswith(c + "/") for c in _COVERED)
-        nested = any(prefix.startswith(k + "/") for k in found)
-        if covered and not nested and os.path.isdir(prefix):
-            found.append(prefix)
-    return tuple(found)
-
-
 def plan_sandbox(
-    workspace: str | os.PathLike[str], *, network: bool, mount_at: str | os.PathLike[str] | None
+    workspace: str | os.PathLike[str], *, network: bool, mount_at: str | os.PathLike[str] | None,
+    expose_secrets: bool = False,
 ) -> SandboxPlan:
-    """Check the workspace and open the namespace fds of a view helper, if any."""
+    """Check the workspace, decide what to hide, open the view helper's namespace fds."""
     raw = os.fspath(workspace)
     helper, inner = parse_view_path(raw)
     if not os.path.isdir(raw):
@@ -110,7 +119,6 @@ def plan_sandbox(
         uid=euid,
         gid=os.getegid(),
         helper_pid=helper,
-        keep_visible=interpreter_dirs_to_keep(),
     )
     if plan.view == "/":
         raise WorkspaceError("refusing to sandbox with '/' as the writable branch directory")
@@ -121,6 +129,7 @@ def plan_sandbox(
         plan.target = target
     else:
         plan.target = plan.view
+    _plan_masks(plan, expose_secrets)
     if helper is not None:
         try:
             mine = os.stat("/proc/self/ns/user").st_ino
@@ -135,6 +144,21 @@ def plan_sandbox(
                 f"cannot open the namespaces of view helper {helper}: {exc.strerror}"
             ) from exc
     return plan
+
+
+def _plan_masks(plan: SandboxPlan, expose_secrets: bool) -> None:
+    """Stores always, secrets unless exposed; what the caller needs stays visible."""
+    stores = store_dirs(plan.view, plan.target)
+    secrets = SecretMasks((), ()) if expose_secrets else secret_masks()
+    plan.hide_dirs = outermost([*stores, *secrets.dirs])
+    plan.hide_files = tuple(f for f in secrets.files if not inside(f, plan.hide_dirs))
+    kept = dirs_to_keep((*_COVERED, *secrets.dirs), secrets)
+    plan.keep_visible = tuple(k for k in kept if not inside(k, stores))
+    plan.show_files = tuple(f for f in secrets.shown_files if not inside(f, stores))
+    if not plan.network:
+        plan.private_run = os.path.isdir("/run") and not os.path.islink("/run")
+        replaced = ("/tmp", "/dev", "/proc", *(("/run",) if plan.private_run else ()))
+        plan.sockets = plan_socket_hiding((*replaced, *plan.hide_dirs), plan.helper_pid)
 
 
 def enter_namespaces(plan: SandboxPlan) -> None:
@@ -183,33 +207,153 @@ def build_filesystem(plan: SandboxPlan) -> None:
     # Grab the view (and the interpreter's dirs) before anything covers them: they may
     # live under /tmp or /run.
     view_fd = sc.open_tree_clone(plan.view, recursive=True)
-    kept = [(path, sc.open_tree_clone(path, recursive=True)) for path in plan.keep_visible]
+    # Kept dirs: with sockets hidden they come back as overlays of an fd taken now (one
+    # mount, and their sockets stay unreachable), else as read-only clones.
+    kept = [(path, fd) for path in plan.keep_visible
+            if (fd := _grab_kept(path, overlay=plan.sockets is not None)) >= 0]
+    shower = None
+    if plan.sockets is not None:
+        # Mounts are locked (no overlay of a mount with children) only in a user
+        # namespace of our own.
+        shower = ReadOnlyShower(plan.sockets, share=not plan.new_userns
+                                and plan.userns_fd is None)
+        shower.open(tuple(path for path, _fd in kept))
+    shown = [(path, sc.open_tree_clone(path, recursive=False)) for path in plan.show_files]
     try:
         sc.mount_setattr("/", set_=ro, recursive=True)
         sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
         _build_dev()
-        if not plan.network and os.path.isdir("/run") and not os.path.islink("/run"):
+        if plan.private_run:
             sc.mount("tmpfs", "/run", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=755")
-        sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
-        for path in ("/proc/sys", "/proc/sysrq-trigger"):
-            if os.path.exists(path):
-                sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
-                sc.mount_setattr(path, set_=ro, recursive=True)
+        if plan.sockets is not None and shower is not None:
+            os.mkdir(EMPTY_DIR, 0o555)
+            apply_socket_hiding(plan.sockets, shower)
+        # After the overlays: an overlay of a parent directory would cover these mounts.
+        hidden = _hide_dirs(plan.hide_dirs, (plan.target, *plan.keep_visible,
+                                             *plan.show_files))
+        _mask_files(plan.hide_files, mode=0o000)  # reading a secret fails (EACCES)
+        _build_proc()
         for path, fd in kept:
             _ensure_dir(path)
-            sc.mount_setattr("", dirfd=fd, empty_path=True, recursive=True, set_=ro)
+            _show_kept(path, fd, shower)
+        for path, fd in shown:
+            _ensure_dir(os.path.dirname(path))
+            if not os.path.exists(path):
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o444))
+            sc.mount_setattr("", dirfd=fd, empty_path=True, set_=ro)
             sc.move_mount_fd(fd, path)
+        if shower is not None:
+            shower.close()
+            os.rmdir(EMPTY_DIR)  # the overlays keep their reference to it
         _ensure_dir(plan.target)
         sc.mount_setattr(
             "", dirfd=view_fd, empty_path=True, recursive=True,
             set_=sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV,
         )
         sc.move_mount_fd(view_fd, plan.target)
+        for path in hidden:  # read-only only now: the view's mount point was made in it
+            sc.mount_setattr(path, set_=ro)
     finally:
         os.close(view_fd)
-        for _path, fd in kept:
+        for _path, fd in (*kept, *shown):
             os.close(fd)
     os.chdir(plan.target)
+
+
+def _grab_kept(path: str, *, overlay: bool) -> int:
+    """An fd for a kept directory, or -1 if it is gone (it was planned earlier)."""
+    try:
+        if overlay:
+            return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        return sc.open_tree_clone(path, recursive=True)
+    except FileNotFoundError:
+        return -1
+
+
+def _show_kept(path: str, fd: int, shower: ReadOnlyShower | None) -> None:
+    """Put a kept directory back at ``path``, read-only (an overlay when sockets hide)."""
+    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+    if shower is not None:
+        try:
+            shower.show(path, lower=f"/proc/self/fd/{fd}")
+            return
+        except OSError:  # it holds locked child mounts (user namespace): a plain clone
+            clone = sc.open_tree_clone("", recursive=True, dirfd=fd)
+            try:
+                sc.mount_setattr("", dirfd=clone, empty_path=True, recursive=True, set_=ro)
+                sc.move_mount_fd(clone, path)
+            finally:
+                os.close(clone)
+            return
+    sc.mount_setattr("", dirfd=fd, empty_path=True, recursive=True, set_=ro)
+    sc.move_mount_fd(fd, path)
+
+
+def _hide_dirs(paths: tuple[str, ...], inner: tuple[str, ...]) -> list[str]:
+    """Cover each existing directory with an empty tmpfs. One that will hold mount
+    points (``inner``: the view, kept dirs) stays writable until they are made and is
+    returned (the caller makes it read-only); the others are read-only at once."""
+    writable = []
+    flags = sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            needed = inside_any(inner, path)
+            sc.mount("tmpfs", path, "tmpfs", flags | (0 if needed else sc.MS_RDONLY),
+                     "size=64k,mode=755")
+            if needed:
+                writable.append(path)
+    return writable
+
+
+def inside_any(paths: tuple[str, ...], directory: str) -> bool:
+    """Whether any of ``paths`` is ``directory`` or lies under it."""
+    return any(inside(p, (directory,)) for p in paths)
+
+
+# What container runtimes protect in /proc: host-wide knobs are read-only (uid 0 without
+# capabilities is stopped by file modes alone: /proc/irq/*/smp_affinity is 0600 root),
+# kernel memory, keyrings and timer internals are masked. /proc/pressure is read-only
+# too: its files are world-writable (PSI triggers) and host-wide.
+_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+                   "/proc/pressure")
+_PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
+                "/proc/timer_stats", "/proc/latency_stats", "/proc/sched_debug", "/proc/scsi",
+                "/proc/acpi", "/proc/asound")
+
+
+def _build_proc() -> None:
+    """The new pid namespace's /proc, with the host-wide parts read-only or masked."""
+    sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
+    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+    for path in _PROC_READ_ONLY:
+        if os.path.exists(path):
+            sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
+            sc.mount_setattr(path, set_=ro, recursive=True)
+    hidden = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
+    for path in _PROC_MASKED:
+        if os.path.isdir(path):
+            sc.mount("tmpfs", path, "tmpfs", hidden, "size=4k,mode=555")
+    _mask_files(tuple(p for p in _PROC_MASKED if os.path.exists(p) and not os.path.isdir(p)))
+
+
+def _mask_files(paths: tuple[str, ...], mode: int = 0o444) -> None:
+    """Bind an empty read-only file (``mode``) over each existing non-directory in ``paths``.
+
+    Mode 0 makes reading fail even for the sandbox's uid 0 (it has no capabilities).
+    """
+    targets = [p for p in paths if os.path.lexists(p) and not os.path.isdir(p)]
+    if not targets:
+        return
+    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+    empty = "/dev/.forkdeck-masked"  # on the sandbox's /dev tmpfs; unlinked after binding
+    os.close(os.open(empty, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, mode))
+    os.chmod(empty, mode)  # whatever the umask
+    try:
+        for path in targets:
+            sc.mount(empty, path, None, sc.MS_BIND)
+            sc.mount_setattr(path, set_=ro)
+    finally:
+        os.unlink(empty)
 
 
 def _build_dev() -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -74,6 +78,42 @@ async def test_local_runner_bounds_captured_output(ws: Path) -> None:
     assert outcome.stdout.rstrip().endswith("100000")
     assert "characters dropped" in outcome.stdout
     assert len(outcome.stdout) < 1100
+
+
+LOCAL_FLOOD = r'''
+import asyncio, json, sys
+from pathlib import Path
+from branching_core.agent import LocalCommandRunner
+def hwm_kb():
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+seen = [0, 0]
+def on_output(stream, text):
+    seen[0] += len(text)
+    seen[1] = max(seen[1], len(text))
+async def main():
+    return await LocalCommandRunner()("head -c 100000000 /dev/zero", cwd=Path(sys.argv[1]),
+                                      timeout=240, on_output=on_output)
+before = hwm_kb()
+o = asyncio.run(main())
+print(json.dumps({"growth": hwm_kb() - before, "kept": len(o.stdout), "streamed": seen[0],
+                  "longest": seen[1], "tail": o.stdout[-5:]}))
+'''
+
+
+def test_local_runner_flood_without_newlines_is_bounded(ws: Path) -> None:
+    """100 MB with no newline: the pending line used to grow the caller by 195 MB."""
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", LOCAL_FLOOD, str(ws)], capture_output=True,
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": str(repo)})
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["streamed"] == 100_000_000 and out["longest"] == 1 << 20
+    assert 1_000_000 <= out["kept"] < 1_000_100 and out["tail"] == "\0" * 5
+    assert out["growth"] < 60 * 1024, f"caller grew {out['growth']} kB for 100 MB"
 
 
 def test_truncate_middle() -> None:

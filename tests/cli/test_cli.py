@@ -140,6 +140,17 @@ def test_run_exit_codes_and_status(wsdir: Path) -> None:
     ["best-of-n", "-n", "0", "--", "true"],
     ["best-of-n", "-n", "2"],
     ["speculate", "--timeout", "-1", "-c", "true"],
+    ["speculate", "--timeout", "nan", "-c", "true"],
+    ["speculate", "--timeout", "inf", "-c", "true"],
+    ["speculate", "--timeout", "1e308", "-c", "true"],
+    ["best-of-n", "--overall-timeout", "nan", "--", "true"],
+    ["reflexion", "--retries", "0", "--", "true"],
+    ["run", "--cpu-limit", "inf", "--", "true"],
+    ["run", "--cpu-limit", "nan", "--", "true"],
+    ["speculate", "--cpu-limit", "1e308", "-c", "true"],
+    ["run", "--pids-limit", "2.5", "--", "true"],
+    ["run", "--pids-limit", "99999999999", "--", "true"],
+    ["run", "--memory-limit", "99999999T", "--", "true"],
     ["run", "--memory-limit", "12 parsecs", "--", "true"],
     ["status", "-w", "/nonexistent/forkdeck"],
 ])
@@ -150,6 +161,8 @@ def test_bad_usage_is_one_json_line(wsdir: Path, argv: list[str]) -> None:
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "error" in json.loads(lines[0])
+    assert "Overflow" not in lines[0] and "Traceback" not in proc.stderr
+    assert names(wsdir) == {"base.txt"}  # nothing ran, nothing changed
 
 
 def test_ctrl_c_aborts_every_branch(wsdir: Path) -> None:

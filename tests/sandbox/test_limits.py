@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from branching_core.errors import ProcessBranchError
-from branching_core.sandbox import BranchContext, ResourceLimits, parse_memory, run_command
+from branching_core.sandbox import (
+    BranchContext,
+    ResourceLimits,
+    leftover_branch_cgroups,
+    parse_memory,
+    run_command,
+)
+from branching_core.sandbox.cgroups import create_branch_cgroups
 
 from .conftest import cgroup_limits_unavailable
 
@@ -32,6 +39,40 @@ def test_memory_parsing() -> None:
         ResourceLimits(pids=0)
     assert not ResourceLimits().any
     assert ResourceLimits(pids=3).controllers() == ["pids"]
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"cpu": float("inf")}, "finite"),
+    ({"cpu": float("nan")}, "finite"),
+    ({"cpu": float("-inf")}, "finite"),
+    ({"cpu": 1e308}, "between"),
+    ({"cpu": 0.001}, "between"),
+    ({"cpu": "lots"}, "number of CPUs"),
+    ({"cpu": True}, "number of CPUs"),
+    ({"pids": 2.5}, "whole number"),
+    ({"pids": float("inf")}, "whole number"),
+    ({"pids": 10**12}, "between"),
+    ({"pids": True}, "whole number"),
+    ({"memory": 1e9}, "size like"),
+    ({"memory": float("inf")}, "size like"),
+    ({"memory": 10**30}, "1 PiB"),
+    ({"memory": "99999999T"}, "1 PiB"),
+])
+def test_insane_limits_are_refused_with_a_clear_error(kwargs: dict[str, object],
+                                                     words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        ResourceLimits(**kwargs)  # type: ignore[arg-type]
+
+
+@requires_cgroups
+def test_a_failure_while_configuring_leaves_no_cgroup() -> None:
+    """Whatever goes wrong between creating a cgroup and applying it, it is removed."""
+    before = set(leftover_branch_cgroups())
+    limits = ResourceLimits(cpu=0.5)
+    object.__setattr__(limits, "cpu", float("inf"))  # what an unvalidated value once did
+    with pytest.raises(OverflowError):
+        create_branch_cgroups(limits)
+    assert set(leftover_branch_cgroups()) - before == set()
 
 
 @requires_cgroups

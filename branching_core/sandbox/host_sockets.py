@@ -1,0 +1,221 @@
+"""Host unix sockets made unreachable inside a sandbox (without ``network=True``).
+
+``connect(2)`` to a path socket finds the listening socket by the *inode* the path
+resolves to, and needs only write permission on it: a read-only mount does not stop
+it (sockets ignore ``MS_RDONLY``), a seccomp filter cannot read ``connect``'s address
+(it could only forbid every AF_UNIX socket, breaking ``multiprocessing``, test servers
+and ``socketpair`` users), and Landlock (ABI 7 here) scopes only abstract sockets and
+socket creation. An overlay mount gives every file its own inode, so a host socket
+seen through a read-only overlay of its directory answers ECONNREFUSED. The caller
+plans which directories get one (``plan_socket_hiding``: Python is cheap there, not in
+a freshly forked child) and the sandbox's init mounts them (``apply_socket_hiding``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+from branching_core.sandbox import _syscalls as sc
+
+# Filesystems that cannot hold a socket inode: nothing to hide on them.
+_NO_SOCKET_FS = frozenset({
+    "proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "securityfs", "debugfs",
+    "tracefs", "bpf", "pstore", "configfs", "fusectl", "binfmt_misc", "efivarfs", "nsfs",
+    "autofs", "selinuxfs", "rpc_pipefs",
+})
+EMPTY_DIR = "/dev/.forkdeck-empty"  # an overlay's second (empty) layer; unlinked after use
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def read_mount_points(mountinfo: str = "/proc/self/mountinfo") -> dict[str, str]:
+    """Mount point -> filesystem type of the topmost mount there (mountinfo order)."""
+    found: dict[str, str] = {}
+    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as fh:
+        for line in fh:
+            left, _, right = line.partition(" - ")
+            fields, rfields = left.split(), right.split()
+            if len(fields) < 5 or not rfields:
+                continue
+            point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+            found[point] = rfields[0]
+    return found
+
+
+@dataclass(frozen=True)
+class SocketPlan:
+    """Where the sandbox's init stacks overlays and which socket files it covers."""
+
+    overlay_dirs: tuple[str, ...] = ()
+    socket_files: tuple[str, ...] = ()
+    mount_points: tuple[str, ...] = ()  # of the tree the sandbox starts from, sorted
+
+    def containing_mount(self, path: str) -> str:
+        """The mount point ``path`` lives on (the longest one above or at it)."""
+        best = "/"
+        for point in self.mount_points:
+            above = path == point or path.startswith(point.rstrip("/") + "/")
+            if above and len(point) > len(best):
+                best = point
+        return best
+
+    def has_mount_below(self, path: str) -> bool:
+        prefix = path.rstrip("/") + "/"
+        return any(p.startswith(prefix) for p in self.mount_points)
+
+
+def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> SocketPlan:
+    """Walk the mount tree the sandbox will start from (the caller's, or the view
+    helper's) and decide what to cover; runs in the caller, where Python is cheap.
+
+    Inside a user namespace a mount with child mounts cannot be an overlay layer (its
+    children are locked), so directories holding mount points are walked: each entry
+    without a mount beneath becomes its own overlay, mount points are handled the same
+    way, and a socket file directly in such a directory (a bind-mounted ``docker.sock``)
+    gets ``/dev/null`` bound over it.
+    """
+    root = f"/proc/{helper_pid}/root" if helper_pid is not None else ""
+    mounts = read_mount_points(f"/proc/{helper_pid}/mountinfo" if helper_pid is not None
+                               else "/proc/self/mountinfo")
+    points = sorted(mounts)
+    overlays: list[str] = []
+    sockets: list[str] = []
+
+    def skipped(path: str) -> bool:
+        return any(path == s or path.startswith(s + "/") for s in skip)
+
+    def has_mount_below(path: str) -> bool:
+        prefix = "/" if path == "/" else path + "/"
+        return any(p.startswith(prefix) and p != path for p in points)
+
+    def walk(directory: str, fstype: str) -> None:
+        try:
+            with os.scandir(root + directory) as entries:
+                listing = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink())
+                           for e in entries]
+        except OSError:
+            return  # unreadable: nothing we could list is reachable through it either
+        for name, is_dir, is_link in listing:
+            path = f"{directory.rstrip('/')}/{name}"
+            if is_link or skipped(path):
+                continue
+            fs = mounts.get(path, fstype)
+            if not is_dir:
+                try:
+                    if stat.S_ISSOCK(os.lstat(root + path).st_mode):
+                        sockets.append(path)
+                except OSError:
+                    pass
+            elif has_mount_below(path):
+                walk(path, fs)
+            elif fs not in _NO_SOCKET_FS:
+                overlays.append(path)
+
+    walk("/", mounts.get("/", ""))
+    return SocketPlan(tuple(overlays), tuple(sockets), tuple(points))
+
+
+def overlay_in_place(path: str, lower: str | None = None) -> None:
+    """Stack a read-only overlay of ``lower`` (default: ``path`` itself) on ``path``.
+
+    Needs ``EMPTY_DIR`` (its second, empty layer). Runs in the sandbox's init.
+    """
+    if lower is None:
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        lower = f"/proc/self/fd/{fd}"
+    else:
+        fd = -1
+    try:
+        sc.mount("overlay", path, "overlay", sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
+                 f"lowerdir={lower}:{EMPTY_DIR}")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+class ReadOnlyShower:
+    """Shows host directories read-only through overlays, in the sandbox's init.
+
+    Without a user namespace of its own (a root caller) one overlay per *mount* serves
+    every directory on that mount: it is stacked on a private stage and each directory
+    is bound from it (a bind costs far less than an overlay to make and to tear down),
+    then the stage is detached. Inside a user namespace a mount whose children are
+    locked cannot be a layer, so each directory gets an overlay of its own.
+    ``open`` must run before anything covers the host (it takes fds of the mounts).
+    """
+
+    def __init__(self, plan: SocketPlan, *, share: bool) -> None:
+        self.plan = plan
+        self.share = share
+        self._mount_fds: dict[str, int] = {}
+        self._stages: dict[str, str] = {}
+
+    def open(self, extra: tuple[str, ...] = ()) -> None:
+        if not self.share:
+            return
+        for path in (*self.plan.overlay_dirs, *extra):
+            mount = self.plan.containing_mount(path)
+            if mount not in self._mount_fds:
+                self._mount_fds[mount] = os.open(
+                    mount, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def show(self, path: str, lower: str | None = None) -> None:
+        """The host directory ``path`` (no mounts beneath) read-only through an overlay,
+        mounted at ``path``; ``lower`` reaches the original when ``path`` is covered."""
+        mount = self.plan.containing_mount(path)
+        if mount in self._mount_fds and not self.plan.has_mount_below(path):
+            stage = self._stage(mount)
+            rel = path if mount == "/" else path[len(mount):]
+            sc.mount(stage + rel, path, None, sc.MS_BIND)
+            return
+        overlay_in_place(path, lower)
+
+    def _stage(self, mount: str) -> str:
+        stage = self._stages.get(mount)
+        if stage is None:
+            stage = f"/dev/.forkdeck-stage{len(self._stages)}"
+            os.mkdir(stage, 0o000)
+            overlay_in_place(stage, lower=f"/proc/self/fd/{self._mount_fds[mount]}")
+            self._stages[mount] = stage
+        return stage
+
+    def close(self) -> None:
+        """Detach the stages (the binds keep what they show) and close the fds."""
+        for stage in self._stages.values():
+            sc.umount2(stage, sc.MNT_DETACH)
+            os.rmdir(stage)
+        self._stages.clear()
+        for fd in self._mount_fds.values():
+            os.close(fd)
+        self._mount_fds.clear()
+
+
+def apply_socket_hiding(plan: SocketPlan, shower: ReadOnlyShower) -> None:
+    """In the init, after ``EMPTY_DIR`` exists: the overlays, then the socket covers.
+
+    A directory that vanished since the plan is skipped; one that appeared is not
+    covered (a residual race, like a socket made later in a walked directory).
+    """
+    for path in plan.overlay_dirs:
+        try:
+            shower.show(path)
+        except FileNotFoundError:
+            continue
+    for path in plan.socket_files:
+        try:
+            sc.mount("/dev/null", path, None, sc.MS_BIND)
+        except FileNotFoundError:
+            continue
+
+
+__all__ = [
+    "EMPTY_DIR",
+    "ReadOnlyShower",
+    "SocketPlan",
+    "apply_socket_hiding",
+    "overlay_in_place",
+    "plan_socket_hiding",
+    "read_mount_points",
+]

@@ -1,0 +1,222 @@
+"""What a sandbox hides beyond the read-only host: branch stores and the user's secrets.
+
+Decided in the caller (paths, environment), applied in the child by mounting an empty
+read-only tmpfs over each directory. The branch's own view is grabbed before anything
+is covered and mounted back on top, so it stays reachable at its path.
+
+Branch stores hold every branch's uncommitted files (``<store>/<branch>/view``): a
+branch must not read its siblings' work, nor other workspaces' branches. A store root
+is recognised by its ``workspace`` marker file; the places stores are kept by default
+(``$FORKDECK_STORE``, ``~/.cache/forkdeck/stores``, ``.forkdeck-stores`` beside a
+workspace) are hidden whole.
+
+Secrets: a model-driven command should not read credentials, even when the caller
+is root (uid 0 reads every 0600 file). Unless the branch passes
+``expose_secrets=True``, the sandbox masks, as a container would not have them at all:
+the caller's home, ``/root`` and other users' homes (``/home/*`` and regular users'
+homes elsewhere), the shadow files and SSH host keys, and the credential files and
+directories cloud tools are pointed at by environment variables
+(``GOOGLE_APPLICATION_CREDENTIALS``, ``AWS_SHARED_CREDENTIALS_FILE``, ``KUBECONFIG``,
+``DOCKER_CONFIG``, ...). Shown again read-only: the caller's interpreter, its
+``sys.path`` and ``PATH`` directories (so a branch's ``python -m pytest`` still runs),
+tool installations in the home (``~/.rustup``, ``~/.pyenv``, ``~/.nvm``, ``~/.local/lib``,
+...) and ``~/.gitconfig`` (so ``git commit`` keeps its identity), never anything holding a
+credential store (``~/.ssh``, ``~/.aws``, ``~/.config/gcloud``, ``~/.docker``,
+``~/.kube``, ``~/.netrc``, ...); the branch's own view is always mounted back on top.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import pwd
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from branching_core.workspace.store import STORE_ENV
+
+_STORE_MARKER = "workspace"
+_STORE_BASE_NAME = ".forkdeck-stores"
+
+
+def _is_store_root(path: str) -> bool:
+    return (os.path.isfile(os.path.join(path, _STORE_MARKER))
+            and os.path.isdir(os.path.join(path, "sessions")))
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return out
+        out.append(parent)
+        path = parent
+
+
+def store_dirs(view: str, target: str) -> list[str]:
+    """Store directories to hide for a sandbox showing ``view`` at ``target``."""
+    found: list[str] = []
+    explicit = os.environ.get(STORE_ENV)
+    if explicit:
+        found.append(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    found.append(os.path.join(cache, "forkdeck", "stores"))
+    for place in (view, target):
+        found.append(os.path.join(os.path.dirname(place), _STORE_BASE_NAME))
+        for ancestor in _ancestors(place):
+            if os.path.basename(ancestor) == _STORE_BASE_NAME:
+                found.append(ancestor)
+            elif _is_store_root(ancestor):  # an explicit Workspace(store=...)
+                found.append(ancestor)
+                break
+    return [p for p in found if _is_dir(p)]
+
+
+def _is_dir(path: str) -> bool:
+    try:
+        return os.path.isdir(path) and not os.path.islink(path)
+    except OSError:
+        return False
+
+
+# The caller's own credential stores, relative to its home.
+HOME_SECRET_DIRS = (
+    ".ssh", ".aws", ".azure", ".config/gcloud", ".docker", ".kube", ".gnupg",
+    ".password-store", ".config/gh", ".config/hub", ".local/share/keyrings", ".terraform.d",
+)
+HOME_SECRET_FILES = (
+    ".netrc", ".git-credentials", ".pypirc", ".npmrc", ".yarnrc", ".vault-token", ".boto",
+    ".s3cfg", ".dockercfg", ".cargo/credentials", ".cargo/credentials.toml", ".pgpass",
+    ".my.cnf",
+)
+SYSTEM_SECRET_FILES = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh/ssh_host_*_key",
+)
+# Environment variables naming credential files (":"-separated lists allowed) or dirs.
+ENV_SECRET_FILES = ("GOOGLE_APPLICATION_CREDENTIALS", "AWS_SHARED_CREDENTIALS_FILE",
+                    "AWS_CONFIG_FILE", "KUBECONFIG", "AWS_WEB_IDENTITY_TOKEN_FILE")
+ENV_SECRET_DIRS = ("AZURE_CONFIG_DIR", "DOCKER_CONFIG", "CLOUDSDK_CONFIG", "GNUPGHOME")
+_FIRST_REGULAR_UID = 1000
+HOME_SHOWN_FILES = (".gitconfig", ".config/git/config")
+# Tool installations in the caller's home, shown again read-only (toolchains, not data).
+HOME_TOOL_DIRS = (".rustup", ".cargo/bin", ".pyenv", ".nvm", ".volta", ".bun", ".deno",
+                  ".local/bin", ".local/lib", ".sdkman", ".ghcup", "go/bin", ".juliaup")
+
+
+@dataclass(frozen=True)
+class SecretMasks:
+    """Directories to cover with an empty tmpfs and files to cover with an empty file;
+    ``credentials`` are the places nothing may re-expose (homes are masked whole, but
+    the caller's interpreter inside one may be shown again)."""
+
+    dirs: tuple[str, ...]
+    files: tuple[str, ...]
+    credentials: tuple[str, ...] = ()
+    shown_files: tuple[str, ...] = ()  # harmless files inside ``dirs`` shown again
+
+
+def _home() -> str:
+    return os.path.realpath(os.path.expanduser("~"))
+
+
+def _homes(own: str) -> list[str]:
+    """The caller's home, /root and every other user's home that exists (not ``/``)."""
+    homes = [own, "/root"]
+    try:
+        with os.scandir("/home") as entries:
+            homes += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        pass
+    for user in pwd.getpwall():  # regular users whose homes live elsewhere (/srv/users/x)
+        if user.pw_uid >= _FIRST_REGULAR_UID and user.pw_uid != 65534:
+            homes.append(user.pw_dir)
+    above = set(_ancestors(own))  # a home of "/" or "/srv" would hide the whole host
+    return [h for h in homes if os.path.realpath(h) not in above and _is_dir(h)]
+
+
+def _env_paths(names: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        for part in os.environ.get(name, "").split(os.pathsep):
+            if part and os.path.isabs(part):
+                out.append(part)
+    return out
+
+
+def secret_masks() -> SecretMasks:
+    """The secret places that exist on this host, for the current caller."""
+    home = _home()
+    credential_dirs = [os.path.join(home, d) for d in HOME_SECRET_DIRS]
+    credential_dirs += _env_paths(ENV_SECRET_DIRS)
+    credential_dirs = [os.path.realpath(d) for d in credential_dirs if _is_dir(d)]
+    files = [os.path.join(home, f) for f in HOME_SECRET_FILES]
+    files += [f for pattern in SYSTEM_SECRET_FILES for f in glob.glob(pattern)]
+    files += _env_paths(ENV_SECRET_FILES)
+    all_files = sorted({os.path.realpath(f) for f in files if os.path.isfile(f)})
+    masked_dirs = outermost([*_homes(home), *credential_dirs])
+    masked_files = tuple(f for f in all_files if not inside(f, masked_dirs))
+    shown = tuple(
+        path for path in (os.path.join(home, f) for f in HOME_SHOWN_FILES)
+        if os.path.isfile(path) and not os.path.islink(path)
+    )
+    return SecretMasks(masked_dirs, masked_files, (*credential_dirs, *all_files), shown)
+
+
+def inside(path: str, dirs: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``dirs`` or lies under one."""
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def dirs_to_keep(covered: Iterable[str], secrets: SecretMasks) -> tuple[str, ...]:
+    """What the caller needs that a covered place would hide: the interpreter's
+    prefixes, ``sys.path`` and ``PATH`` directories and the home's tool installations
+    inside ``covered``; outermost first. A directory that holds (or is inside) a
+    credential store is never kept."""
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    candidates.update(p for p in sys.path if p and os.path.isabs(p))
+    candidates.update(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                      if p and os.path.isabs(p))
+    candidates.update(os.path.join(_home(), d) for d in HOME_TOOL_DIRS)
+    return _dirs_to_keep(tuple(sorted(candidates)), tuple(covered), secrets.credentials)
+
+
+@functools.lru_cache(maxsize=16)
+def _dirs_to_keep(candidates: tuple[str, ...], covered: tuple[str, ...],
+                  credentials: tuple[str, ...]) -> tuple[str, ...]:
+    """Cached: about 70 realpath calls, the same for every sandbox of a process (a kept
+    directory removed since is skipped by the sandbox's init)."""
+    keep: list[str] = []
+    for raw in candidates:
+        path = os.path.realpath(raw)
+        if not _is_dir(path) or path in covered:
+            continue
+        if not inside(path, covered) or inside(path, credentials):
+            continue
+        if any(inside(s, [path]) for s in credentials):
+            continue  # keeping it would re-expose a credential
+        keep.append(path)
+    return outermost(keep)
+
+
+def outermost(paths: Iterable[str]) -> tuple[str, ...]:
+    """Real, absolute, de-nested paths (a path inside another is dropped); ``/`` is
+    refused: hiding it would hide the whole host."""
+    real = sorted({os.path.realpath(p) for p in paths} - {"/"})
+    kept: list[str] = []
+    for path in real:
+        if not any(path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return tuple(kept)
+
+
+__all__ = [
+    "SecretMasks",
+    "dirs_to_keep",
+    "inside",
+    "outermost",
+    "secret_masks",
+    "store_dirs",
+]

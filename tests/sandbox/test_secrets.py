@@ -1,0 +1,91 @@
+"""Secrets are masked by default, even for a root caller ("decide and document" item of
+issue 12): /etc/shadow, /root, the caller's home and credential files; the workspace,
+the caller's virtualenv and ~/.gitconfig stay reachable; expose_secrets=True opts in."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from branching_core.sandbox import run_command
+from tests.support.killed_child import REPO
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the root-caller case needs root")
+
+
+@pytest.fixture
+def fake_home(sandbox_ok: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A HOME outside /tmp (which the sandbox hides anyway) with secrets and a project."""
+    base = Path(f"/var/tmp/forkdeck-secrets-{secrets.token_hex(4)}")
+    home = base / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / "notes.txt").write_text("private notes\n")
+    (home / ".netrc").write_text("machine x password hunter2\n")
+    (home / ".gitconfig").write_text("[user]\n\tname = Sandboxed\n")
+    for secret in (home / ".ssh" / "id_ed25519", home / "notes.txt", home / ".netrc"):
+        secret.chmod(0o600)
+    (home / "project").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    yield home
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def root_secret() -> Iterator[Path]:
+    path = Path(f"/root/forkdeck-secret-{secrets.token_hex(4)}.txt")
+    path.write_text("root's secret\n")
+    path.chmod(0o600)
+    yield path
+    path.unlink(missing_ok=True)
+
+
+def test_secrets_are_masked_for_a_root_caller(fake_home: Path, root_secret: Path) -> None:
+    project = fake_home / "project"
+    secrets_to_try = ["/etc/shadow", "/etc/gshadow", str(root_secret),
+                      f"{fake_home}/notes.txt", f"{fake_home}/.ssh/id_ed25519",
+                      f"{fake_home}/.netrc"]
+    for path in secrets_to_try:
+        ran = run_command(["cat", path], project)
+        assert ran.exit_code != 0 and ran.stdout == "", f"{path} was readable: {ran.stdout!r}"
+    ran = run_command("echo work > made.txt && cat made.txt && cat ~/.gitconfig", project)
+    assert ran.exit_code == 0, ran.stderr
+    assert ran.stdout == "work\n[user]\n\tname = Sandboxed\n"
+    assert (project / "made.txt").read_text() == "work\n"
+
+
+def test_expose_secrets_opts_in(fake_home: Path, root_secret: Path) -> None:
+    ran = run_command(["cat", str(root_secret), f"{fake_home}/notes.txt"], fake_home / "project",
+                      expose_secrets=True)
+    assert ran.stdout == "root's secret\nprivate notes\n", ran.stderr
+
+
+CALLER = r'''
+import sys
+from branching_core.sandbox import run_command
+r = run_command([sys.executable, "-c", "import sys, json; print(sys.prefix)"], sys.argv[1])
+leak = run_command(["cat", sys.argv[2]], sys.argv[1])
+print(r.exit_code, r.stdout.strip(), r.stderr.strip()[-200:], "|", leak.exit_code, leak.stdout)
+'''
+
+
+def test_a_virtualenv_inside_the_masked_home_still_runs(fake_home: Path) -> None:
+    venv = fake_home / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(fake_home)}
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", CALLER, str(fake_home / "project"),
+         str(fake_home / "notes.txt")],
+        env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    code, prefix, *_rest = proc.stdout.split()
+    assert code == "0" and prefix == str(venv), proc.stdout
+    assert proc.stdout.rstrip().endswith("| 1"), f"the home was readable: {proc.stdout}"
