@@ -46,7 +46,8 @@ from branching_core.sandbox.masks import (
     store_dirs,
 )
 
-_VIEW_RE = re.compile(r"^/proc/(\d+)/root(/.*)?$")
+# \A...\Z with DOTALL: a newline is a legal path byte (`$` and `.` would stop at it).
+_VIEW_RE = re.compile(r"\A/proc/(\d+)/root(/.*)?\Z", re.DOTALL)
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP_LOOPBACK_RUNNING = 0x1 | 0x8 | 0x40
