@@ -151,7 +151,7 @@ class Runner:
             return batch
         if self.session is None:
             self.session = self.backend.session(parent, timeout=self.timeout,
-                                                deadline=self.deadline)
+                                                deadline=self.deadline, evaluate=self.evaluate)
         stop = _Batch(first_wins=first_wins, race=race, keep_failed=keep_failed,
                       slots=threading.Semaphore(self.max_parallel or len(batch)))
         self._precreate(parent, batch)

@@ -47,8 +47,11 @@ class Runner(Protocol):
     """Opens a ``RunSession`` for one pattern call on ``parent``."""
 
     def session(
-        self, parent: Any, *, timeout: float | None, deadline: float | None
-    ) -> RunSession: ...
+        self, parent: Any, *, timeout: float | None, deadline: float | None,
+        evaluate: Evaluate | None,
+    ) -> RunSession:
+        """``timeout`` per candidate, ``deadline`` (monotonic) for the whole call, and the
+        pattern's ``evaluate``, for runners that must score where the tree is."""
 
 
 class LocalSession:
@@ -86,7 +89,8 @@ class LocalRunner:
     """Today's runner: every candidate in a copy-on-write branch on this machine."""
 
     def session(
-        self, parent: Any, *, timeout: float | None = None, deadline: float | None = None
+        self, parent: Any, *, timeout: float | None = None, deadline: float | None = None,
+        evaluate: Evaluate | None = None,
     ) -> LocalSession:
         return LocalSession()
 

@@ -1,0 +1,126 @@
+"""The body of one candidate task on a Ray node.
+
+It takes the node's cached copy of the snapshot (building it once per node, see
+``node_cache``), branches it copy-on-write with the ordinary ``Workspace``, runs the
+candidate there exactly as the local runner would (a fork, the sandbox with the
+same ``ResourceLimits``, or a command candidate's own sandbox), enforces the
+per-candidate timeout on the node (the handle kills the whole process tree), and
+returns a ``TaskReport``: the value, the delta and where it ran, never the tree.
+Whatever way it ends (success, failure, timeout, a cancel from the driver), the
+branch is aborted and the candidate's processes are dead before it returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from branching_core.cluster.delta import Delta, collect
+from branching_core.cluster.node_cache import acquire, cache_root
+
+_WORKSPACES: dict[str, Any] = {}
+_WS_LOCK = threading.Lock()
+
+
+@dataclass
+class ShippedSnapshot:
+    """What a task receives: the snapshot key and object refs to its parts.
+
+    ``meta`` (manifest and blob index) and ``packs`` are object refs held inside
+    this object, so Ray does not resolve them when the task starts: only a node
+    that has to materialise the snapshot fetches them, once.
+    """
+
+    key: str
+    meta: Any  # ObjectRef of (manifest, blobs)
+    packs: list[Any]
+    cache_dir: str | None
+    cache_bytes: int
+
+
+@dataclass
+class TaskReport:
+    node_id: str
+    materialised: bool
+    outcome: str  # "ok" | "error" | "timed_out"
+    value: Any = None
+    error: BaseException | None = None
+    score: float | None = None
+    delta: Delta = field(default_factory=Delta)
+    run_seconds: float = 0.0
+
+
+def _workspace(tree: Path, store: Path) -> Any:
+    from branching_core.workspace import Workspace
+
+    with _WS_LOCK:
+        ws = _WORKSPACES.get(str(tree))
+        if ws is None or not tree.exists():
+            ws = Workspace(tree, store=store)
+            _WORKSPACES[str(tree)] = ws
+        return ws
+
+
+def _start(fn: Any, branch: Any, mode: str, limits: Any) -> Any:
+    from branching_core.patterns._proc import ForkHandle, SandboxHandle
+
+    launch = getattr(fn, "launch", None)
+    if launch is not None:
+        return launch(branch)
+    if mode == "sandbox":
+        return SandboxHandle(fn, branch.path, limits)
+    return ForkHandle(fn, branch.path)  # on a node a candidate must always be killable
+
+
+def run_candidate(
+    snap: ShippedSnapshot,
+    name: str,
+    fn: Any,
+    mode: str,
+    limits: Any,
+    timeout: float | None,
+    evaluate: Any,
+) -> TaskReport:
+    import ray
+
+    from branching_core.patterns._proc import CandidateTimeout, unwrap
+
+    node_id = ray.get_runtime_context().get_node_id()
+    held = acquire(cache_root(snap.cache_dir), snap.key, lambda: ray.get(snap.meta),
+                   lambda i: ray.get(snap.packs[i]), snap.cache_bytes)
+    report = TaskReport(node_id=node_id, materialised=held.materialised, outcome="ok")
+    try:
+        ws = _workspace(held.tree, held.store)
+        branch = ws.branch(name, on_success=None, on_error=None)
+        handle = None
+        try:
+            started = time.monotonic()
+            handle = _start(fn, branch, mode, limits)
+            try:
+                report.value = handle.run(timeout)
+            except CandidateTimeout as exc:
+                report.outcome, report.error = "timed_out", exc
+            except Exception as exc:
+                report.outcome, report.error = "error", unwrap(exc)
+            report.run_seconds = time.monotonic() - started
+            if report.outcome == "ok":
+                if evaluate is not None:
+                    report.score = float(evaluate(branch.path))
+                report.delta = collect(branch, held.tree)
+        finally:
+            # A cancel from the driver lands here as KeyboardInterrupt: kill, then abort.
+            if handle is not None:
+                with contextlib.suppress(Exception):
+                    handle.kill()
+            if branch.is_open:
+                branch.abort()
+    finally:
+        held.release()
+    return report
+
+
+__all__ = ["ShippedSnapshot", "TaskReport", "run_candidate"]
