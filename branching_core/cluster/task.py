@@ -76,6 +76,32 @@ def _start(fn: Any, branch: Any, mode: str, limits: Any) -> Any:
     return ForkHandle(fn, branch.path)  # on a node a candidate must always be killable
 
 
+def _wait(handle: Any, timeout: float | None) -> Any:
+    """``handle.run(timeout)``, waited for in short slices on this (the task's main)
+    thread: Ray's plain cancel is a ``KeyboardInterrupt`` that Python delivers only
+    between bytecodes, so a thread blocked in one long wait would never see it."""
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            box["value"] = handle.run(timeout)
+        except BaseException as exc:
+            box["error"] = exc
+
+    waiter = threading.Thread(target=body, daemon=True, name="forkdeck-candidate")
+    waiter.start()
+    try:
+        while waiter.is_alive():
+            waiter.join(0.05)
+    except BaseException:
+        handle.kill()  # the whole candidate tree dies; then its waiter returns
+        waiter.join(10.0)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
 def run_candidate(
     snap: ShippedSnapshot,
     name: str,
@@ -101,7 +127,7 @@ def run_candidate(
             started = time.monotonic()
             handle = _start(fn, branch, mode, limits)
             try:
-                report.value = handle.run(timeout)
+                report.value = _wait(handle, timeout)
             except CandidateTimeout as exc:
                 report.outcome, report.error = "timed_out", exc
             except Exception as exc:
