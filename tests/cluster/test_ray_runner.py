@@ -21,7 +21,9 @@ from typing import Any
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'forkdeck[ray]'")
+ray = pytest.importorskip(
+    "ray", reason="the ray extra is not installed: pip install 'forkdeck[ray]'"
+)
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from branching_core.cluster import CandidateLost, RayRunner  # noqa: E402
