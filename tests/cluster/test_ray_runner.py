@@ -10,6 +10,7 @@ they started is still running.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -371,3 +372,35 @@ def test_without_ray_the_runner_names_the_extra(tmp_path: Path) -> None:
     assert out.stdout.startswith("RayUnavailableError")
     assert "pip install 'forkdeck[ray]'" in out.stdout
 
+
+
+def test_cli_best_of_n_with_ray_auto_runs_commands_on_the_nodes(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    wsdir = make_tree(tmp_path / "ws")
+    script = ('echo "$BRANCHING_ATTEMPT" > attempt.txt; '
+              'echo "0.$((BRANCHING_ATTEMPT * 3 % 4))" >&3')
+    env = {**os.environ, "RAY_ADDRESS": cluster["cluster"].address,
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "branching_core.cli", "best-of-n", "--ray", "auto", "-n", "4",
+         "-w", str(wsdir), "--json", "--", "sh", "-c", script],
+        env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [r["score"] for r in data["results"]] == [0.0, 0.3, 0.2, 0.1]
+    assert data["winner"] == {"index": 1, "score": 0.3}
+    assert len({r["node"] for r in data["results"]}) == 2
+    assert (wsdir / "attempt.txt").read_text().strip() == "1"
+
+
+def test_cli_refuses_ray_with_a_local_critique(tmp_path: Path) -> None:
+    wsdir = make_tree(tmp_path / "ws")
+    before = tree_state(wsdir)
+    proc = subprocess.run(
+        [sys.executable, "-m", "branching_core.cli", "reflexion", "--ray", "auto",
+         "--critique", "true", "-w", str(wsdir), "--", "false"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode != 0
+    assert "cannot be combined with --ray" in proc.stderr
+    assert tree_state(wsdir) == before
