@@ -33,6 +33,8 @@ from branching_core.cluster.task import ShippedSnapshot, TaskReport, run_candida
 from branching_core.errors import BranchingError, ConflictError
 from branching_core.patterns._proc import CandidateTimeout
 
+LOCATE_WITHIN = 1.5
+
 
 class CandidateLost(BranchingError):
     """The candidate's task ended without a result: its node or worker died."""
@@ -113,10 +115,13 @@ class RemoteHandle:
             try:
                 report: TaskReport = ray.get(self.ref)
             except ray.exceptions.RayTaskError as exc:
-                cause = getattr(exc, "cause", None)
+                if isinstance(exc, ray.exceptions.TaskCancelledError) or self._killed:
+                    self.branch.cluster_node_id = self._node_from_state_api()
+                    raise CandidateLost("cancelled") from None
+                cause = getattr(exc, "cause", None)  # the task body raised: its own error
                 raise (cause if isinstance(cause, BaseException) else exc) from None
-            except (ray.exceptions.TaskCancelledError, ray.exceptions.WorkerCrashedError,
-                    ray.exceptions.NodeDiedError, ray.exceptions.RayError) as exc:
+            except ray.exceptions.RayError as exc:  # worker or node died, or force-cancelled
+                self.branch.cluster_node_id = self._node_from_state_api()
                 if self._killed:
                     raise CandidateLost("cancelled") from None
                 raise CandidateLost(f"its node or worker died mid-run: "
@@ -135,6 +140,27 @@ class RemoteHandle:
         self.branch.delta = report.delta
         self.branch.score = report.score
         return report.value
+
+    def _node_from_state_api(self) -> str | None:
+        """Where a task that never reported ran, from Ray's task events (best effort:
+        ``None`` when the dashboard is not running or has not seen the task yet)."""
+        if not self.session.runner.locate_lost:
+            return None
+        try:
+            from ray.util.state import get_task
+        except Exception:
+            return None
+        end = time.monotonic() + LOCATE_WITHIN  # task events reach the GCS about once a second
+        while True:
+            try:
+                found = get_task(self.ref.task_id().hex(), timeout=2)
+            except Exception:
+                return None
+            states = found if isinstance(found, list) else [found]
+            nodes = [s.node_id for s in states if s is not None and s.node_id]
+            if nodes or time.monotonic() > end:
+                return nodes[-1] if nodes else None
+            time.sleep(0.1)
 
     def kill(self) -> None:
         with self._lock:
@@ -229,6 +255,8 @@ class RayRunner:
     (default ``{"CPU": 1}``); ``max_in_flight`` bounds the tasks submitted at once;
     ``cache_dir`` is the node-local snapshot cache (default: ``$FORKDECK_RAY_CACHE``
     on each node, else ``~/.cache/forkdeck/ray``) and ``cache_bytes`` its bound.
+    ``kill_grace``: seconds a cancelled task gets to clean up before it is force-killed.
+    ``locate_lost``: ask Ray's state API which node a killed or lost task ran on.
     """
 
     remote = True
@@ -244,6 +272,7 @@ class RayRunner:
         scheduling_strategy: Any = "SPREAD",
         runtime_env: dict[str, Any] | None = None,
         kill_grace: float = 1.0,
+        locate_lost: bool = True,
     ) -> None:
         self.ray = import_ray()
         if max_in_flight is not None and max_in_flight < 1:
@@ -258,6 +287,7 @@ class RayRunner:
         self.scheduling_strategy = scheduling_strategy
         self.runtime_env = runtime_env
         self.kill_grace = kill_grace
+        self.locate_lost = locate_lost
         self.stats: Counter[str] = Counter()
         self._remote_fn: Any = None
         self._shipped: tuple[str, Snapshot, ShippedSnapshot] | None = None

@@ -221,6 +221,9 @@ def test_speculate_kills_the_loser_on_the_other_node(
     slow, fast = outcome.all_results
     assert fast.status == "committed" and slow.status == "lost_race"
     assert not slow.success
+    # each ran on its own node (one CPU each), and the loser's node is known too
+    assert slow.node_id is not None and fast.node_id is not None
+    assert slow.node_id != fast.node_id
     assert (ws.path / "fast.txt").exists() and not (ws.path / "slow.txt").exists()
     # the loser's candidate process died with its cancel (no force needed)
     assert _wait_dead(_pids(notes)) == []
@@ -386,7 +389,8 @@ def test_cli_best_of_n_with_ray_auto_runs_commands_on_the_nodes(
         [sys.executable, "-m", "branching_core.cli", "best-of-n", "--ray", "auto", "-n", "4",
          "-w", str(wsdir), "--json", "--", "sh", "-c", script],
         env=env, capture_output=True, text=True, timeout=180, check=False)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("{"), proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     assert [r["score"] for r in data["results"]] == [0.0, 0.3, 0.2, 0.1]
     assert data["winner"] == {"index": 1, "score": 0.3}
