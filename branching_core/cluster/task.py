@@ -66,14 +66,20 @@ def _workspace(tree: Path, store: Path) -> Any:
 
 
 def _start(fn: Any, branch: Any, mode: str, limits: Any) -> Any:
-    from branching_core.patterns._proc import ForkHandle, SandboxHandle
+    """The same choice as locally: a thread only when nothing could need to kill the
+    candidate (no timeout, no race, no isolation); a cancel then waits for the
+    runner's ``kill_grace`` and force-kills the worker. Forking a Ray worker costs
+    tens of milliseconds, so the thread matters for rollouts."""
+    from branching_core.patterns._proc import ForkHandle, SandboxHandle, ThreadHandle
 
     launch = getattr(fn, "launch", None)
     if launch is not None:
         return launch(branch)
     if mode == "sandbox":
         return SandboxHandle(fn, branch.path, limits)
-    return ForkHandle(fn, branch.path)  # on a node a candidate must always be killable
+    if mode == "thread":
+        return ThreadHandle(fn, branch.path)
+    return ForkHandle(fn, branch.path)
 
 
 def _wait(handle: Any, timeout: float | None) -> Any:

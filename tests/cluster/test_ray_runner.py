@@ -160,7 +160,8 @@ def test_best_of_n_spreads_over_nodes_and_lands_the_winner_exactly(
 ) -> None:
     ws = Workspace(make_tree(tmp_path / "ws"))
     runner = RayRunner()
-    outcome = BestOfN(indexed(scored_writer, str(notes)), n=8, runner=runner)(ws)
+    # a timeout makes every candidate a killable process of its own (not a thread)
+    outcome = BestOfN(indexed(scored_writer, str(notes)), n=8, timeout=60, runner=runner)(ws)
 
     nodes = {r.node_id for r in outcome.all_results}
     assert len(nodes) == 2 and None not in nodes
@@ -326,7 +327,7 @@ def test_a_node_dying_mid_run_fails_its_candidates_and_the_rest_complete(
     killer.start()
     try:
         outcome = BestOfN([bind(sleeper, str(notes), 4.0) for _ in range(3)],
-                          scores=[0.3, 0.2, 0.1], runner=RayRunner())(ws)
+                          scores=[0.3, 0.2, 0.1], timeout=60, runner=RayRunner())(ws)
     finally:
         killer.join()
     on_doomed = [p.name.split(".")[1] for p in notes.iterdir() if p.name.endswith("cache-doomed")]
