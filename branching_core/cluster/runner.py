@@ -29,11 +29,11 @@ from branching_core.cluster import delta as delta_mod
 from branching_core.cluster._ray import import_ray
 from branching_core.cluster.node_cache import DEFAULT_CACHE_BYTES
 from branching_core.cluster.snapshot import Snapshot, pack, take
-from branching_core.cluster.task import ShippedSnapshot, TaskReport, run_candidate
+from branching_core.cluster.task import ShippedSnapshot, TaskReport, run_candidate, sweep_node
 from branching_core.errors import BranchingError, ConflictError
 from branching_core.patterns._proc import CandidateTimeout
 
-LOCATE_WITHIN = 1.5
+LOCATE_WITHIN = 3.0
 
 
 class CandidateLost(BranchingError):
@@ -241,8 +241,12 @@ class _RaySession:
             stats[f"node:{report.node_id}"] += 1
 
     def close(self) -> None:
+        """After a force-kill a forked candidate may outlive its worker: sweep the
+        nodes, so nothing of ours runs anywhere once the call returns."""
         with self._stats_lock:
             self.runner.stats["forced_kills"] += self.forced
+        if self.forced:
+            self.runner.stats["swept"] += self.runner.sweep_nodes()
 
 
 class RayRunner:
@@ -327,6 +331,26 @@ class RayRunner:
         if res:
             opts["resources"] = res
         return opts
+
+    def sweep_nodes(self, timeout: float = 30.0) -> int:
+        """Run ``task.sweep`` once on every alive node; returns the groups it killed."""
+        ray = self.ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        fn = ray.remote(max_retries=0, num_cpus=0)(sweep_node)
+        refs = [
+            fn.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node["NodeID"], soft=False)).remote(self.cache_dir)
+            for node in ray.nodes() if node.get("Alive")
+        ]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        killed = 0
+        for ref in ready:
+            try:
+                killed += ray.get(ref)[1]
+            except Exception:
+                continue  # a node that died meanwhile has nothing of ours running
+        return killed
 
     def ship(self, root: Path) -> tuple[Snapshot, ShippedSnapshot]:
         """Snapshot ``root``; put its contents in the object store unless the same

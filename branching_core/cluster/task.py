@@ -13,6 +13,8 @@ branch is aborted and the candidate's processes are dead before it returns.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -108,6 +110,48 @@ def _wait(handle: Any, timeout: float | None) -> Any:
     return box.get("value")
 
 
+def _record(root: Path, handle: Any) -> Path | None:
+    """Note a forked candidate's process group, so a sweep can kill it should this
+    worker be force-killed (a sandboxed candidate dies with its caller by itself)."""
+    pid = getattr(handle, "pid", None)
+    if not isinstance(pid, int):
+        return None
+    running = root / "running"
+    running.mkdir(exist_ok=True)
+    note = running / f"{os.getpid()}.{pid}"
+    note.touch()
+    return note
+
+
+def sweep(root: Path) -> int:
+    """Kill the process groups of candidates whose worker died; returns how many."""
+    killed = 0
+    running = root / "running"
+    if not running.is_dir():
+        return 0
+    for note in running.iterdir():
+        try:
+            worker, pgid = (int(x) for x in note.name.split("."))
+        except ValueError:
+            continue
+        if os.path.exists(f"/proc/{worker}"):
+            continue
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            killed += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+        note.unlink(missing_ok=True)
+    return killed
+
+
+def sweep_node(cache_dir: str | None) -> tuple[str, int]:
+    """A task pinned to one node after a force-kill there: leave nothing running."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id(), sweep(cache_root(cache_dir))
+
+
 def run_candidate(
     snap: ShippedSnapshot,
     name: str,
@@ -122,16 +166,20 @@ def run_candidate(
     from branching_core.patterns._proc import CandidateTimeout, unwrap
 
     node_id = ray.get_runtime_context().get_node_id()
-    held = acquire(cache_root(snap.cache_dir), snap.key, lambda: ray.get(snap.meta),
+    root = cache_root(snap.cache_dir)
+    sweep(root)  # whatever a force-killed worker left behind on this node
+    held = acquire(root, snap.key, lambda: ray.get(snap.meta),
                    lambda i: ray.get(snap.packs[i]), snap.cache_bytes)
     report = TaskReport(node_id=node_id, materialised=held.materialised, outcome="ok")
     try:
         ws = _workspace(held.tree, held.store)
         branch = ws.branch(name, on_success=None, on_error=None)
         handle = None
+        note = None
         try:
             started = time.monotonic()
             handle = _start(fn, branch, mode, limits)
+            note = _record(root, handle)
             try:
                 report.value = _wait(handle, timeout)
             except CandidateTimeout as exc:
@@ -148,6 +196,8 @@ def run_candidate(
             if handle is not None:
                 with contextlib.suppress(Exception):
                     handle.kill()
+            if note is not None:
+                note.unlink(missing_ok=True)
             if branch.is_open:
                 branch.abort()
     finally:
@@ -155,4 +205,4 @@ def run_candidate(
     return report
 
 
-__all__ = ["ShippedSnapshot", "TaskReport", "run_candidate"]
+__all__ = ["ShippedSnapshot", "TaskReport", "run_candidate", "sweep", "sweep_node"]

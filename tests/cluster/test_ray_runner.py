@@ -216,7 +216,7 @@ def test_speculate_kills_the_loser_on_the_other_node(
     cluster: dict[str, Any], tmp_path: Path, notes: Path,
 ) -> None:
     ws = Workspace(make_tree(tmp_path / "ws"))
-    runner = RayRunner()
+    runner = RayRunner(kill_grace=20.0)  # a loaded machine must not turn this into a force-kill
     outcome = Speculate([bind(sleeper, str(notes), 120.0), bind(quick_after, str(notes), 1)],
                         runner=runner)(ws)
     slow, fast = outcome.all_results
@@ -231,6 +231,20 @@ def test_speculate_kills_the_loser_on_the_other_node(
     assert runner.stats["forced_kills"] == 0
     assert _our_mounts(cluster["base"]) == []
     assert _open_branch_dirs(cluster["caches"]) == []
+    ws.close()
+
+
+def test_a_force_killed_worker_leaves_no_candidate_running(
+    cluster: dict[str, Any], tmp_path: Path, notes: Path,
+) -> None:
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    runner = RayRunner(kill_grace=0.0)  # force-kill the worker at once, maybe before it cleans up
+    outcome = Speculate([bind(sleeper, str(notes), 120.0), bind(quick_after, str(notes), 1)],
+                        runner=runner)(ws)
+    assert [r.status for r in outcome.all_results] == ["lost_race", "committed"]
+    assert runner.stats["forced_kills"] == 1
+    assert _wait_dead(_pids(notes)) == []
+    assert _our_mounts(cluster["base"]) == []
     ws.close()
 
 
