@@ -248,6 +248,31 @@ def test_a_force_killed_worker_leaves_no_candidate_running(
     ws.close()
 
 
+def in_sandbox(path: Path) -> bool:
+    groups = Path("/proc/self/cgroup").read_text()
+    (Path(path) / "cgroup.txt").write_text(groups)
+    return "/forkdeck/" in groups
+
+
+def test_resource_limits_put_candidates_in_the_sandbox_on_their_node(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    from branching_core.sandbox import ResourceLimits, leftover_branch_cgroups, sandbox_available
+
+    ok, why = sandbox_available()
+    if not ok:
+        pytest.skip(f"no sandbox here: {why}")
+    before = set(leftover_branch_cgroups())
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    outcome = BestOfN([in_sandbox] * 2,
+                      resource_limits=ResourceLimits(memory="256M", pids=64),
+                      runner=RayRunner())(ws)
+    assert outcome.committed, [r.exception for r in outcome.all_results]
+    assert "/forkdeck/" in (ws.path / "cgroup.txt").read_text()
+    assert set(leftover_branch_cgroups()) - before == set()
+    ws.close()
+
+
 def test_a_candidate_timeout_is_enforced_on_its_node(
     cluster: dict[str, Any], tmp_path: Path, notes: Path,
 ) -> None:
