@@ -30,7 +30,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from branching_core.cluster import CandidateLost, RayRunner  # noqa: E402
 from branching_core.cluster.snapshot import scan  # noqa: E402
 from branching_core.errors import ConflictError  # noqa: E402
-from branching_core.patterns import BestOfN, Speculate  # noqa: E402
+from branching_core.patterns import BestOfN, Cascaded, Reflexion, Speculate  # noqa: E402
 from branching_core.workspace import Workspace  # noqa: E402
 from tests.cluster.helpers import edit_everything, make_tree, tree_state  # noqa: E402
 
@@ -448,3 +448,45 @@ def test_cli_refuses_ray_with_a_local_critique(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "cannot be combined with --ray" in proc.stderr
     assert tree_state(wsdir) == before
+
+
+def fails_until_told(path: Path, feedback: list[str]) -> tuple[bool, str]:
+    """Cascaded: the first wave fails with a message; a later one reads it and succeeds."""
+    if not feedback:
+        return False, "use the word banana"
+    (Path(path) / "answer.txt").write_text(feedback[0])
+    return True, ""
+
+
+def retry_with_feedback(path: Path, attempt: int, feedback: str | None) -> bool:
+    if feedback is None:
+        raise RuntimeError("first try fails")
+    (Path(path) / "fixed.txt").write_text(feedback)
+    return True
+
+
+def test_cascaded_and_reflexion_carry_feedback_across_nodes(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    runner = RayRunner()
+    outcome = Cascaded(fails_until_told, fan_out=(1, 2), runner=runner)(ws)
+    assert outcome.committed
+    assert (ws.path / "answer.txt").read_text() == "use the word banana"
+    outcome = Reflexion(retry_with_feedback, max_retries=2, runner=runner)(ws)
+    assert [r.status for r in outcome.all_results] == ["failed", "committed"]
+    assert "first try fails" in (ws.path / "fixed.txt").read_text()
+    ws.close()
+
+
+def test_the_overall_timeout_cancels_candidates_on_their_nodes(
+    cluster: dict[str, Any], tmp_path: Path, notes: Path,
+) -> None:
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    before = tree_state(ws.path)
+    outcome = Speculate([bind(sleeper, str(notes), 120.0)] * 2, overall_timeout=3.0,
+                        runner=RayRunner(kill_grace=20.0))(ws)
+    assert [r.status for r in outcome.all_results] == ["timed_out", "timed_out"]
+    assert not outcome.committed and tree_state(ws.path) == before
+    assert _wait_dead(_pids(notes)) == []
+    ws.close()
