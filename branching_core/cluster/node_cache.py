@@ -2,16 +2,17 @@
 
 Layout under the node's cache root::
 
-    snapshots/<key>.lock      flock: shared while a task uses the tree, exclusive to
-                              build it or evict it
+    snapshots/<key>.lock      flock: shared while a task uses the tree (or builds it),
+                              exclusive (non-blocking) to evict it
+    snapshots/<key>.build     flock: exclusive while one task builds the tree
     snapshots/<key>/tree      the materialised workspace (read-only by convention:
                               tasks branch it copy-on-write, never write into it)
     snapshots/<key>/ready     written last; holds the tree's size; mtime = last use
     stores/<key>              the branch store of the workspace opened on ``tree``
     materialisations.log      one line per materialisation (what benchmarks count)
 
-Concurrent tasks on one node agree through the lock file, not an actor: the first
-takes the lock exclusively and builds, the rest wait on it and find ``ready``.
+Concurrent tasks on one node agree through lock files, not an actor: the first
+takes the build lock and builds, the rest wait on it and find ``ready``.
 Beyond ``cache_bytes`` the least recently used trees that no task holds are
 evicted right after a new one is built.
 """
@@ -77,19 +78,25 @@ def acquire(
     (root / "stores").mkdir(exist_ok=True)
     fd = os.open(snaps / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # held until release: no eviction under a user
         ready = snaps / key / "ready"
         built = False
         if not ready.exists():
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if not ready.exists():
-                manifest, blobs = get_meta()
-                size = _materialise(snaps / key, manifest, blobs, get_pack)
-                ready.write_text(str(size))
-                with open(root / "materialisations.log", "a") as log:
-                    log.write(f"{key} {os.getpid()} {time.time():.3f}\n")
-                built = True
-            fcntl.flock(fd, fcntl.LOCK_SH)  # convert: others may use it now
+            # Builders queue on their own lock, never on the use lock: a waiting builder
+            # must not wait for every task that already uses the tree to finish.
+            build = os.open(snaps / f"{key}.build", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                            0o600)
+            try:
+                fcntl.flock(build, fcntl.LOCK_EX)
+                if not ready.exists():
+                    manifest, blobs = get_meta()
+                    size = _materialise(snaps / key, manifest, blobs, get_pack)
+                    ready.write_text(str(size))
+                    with open(root / "materialisations.log", "a") as log:
+                        log.write(f"{key} {os.getpid()} {time.time():.3f}\n")
+                    built = True
+            finally:
+                os.close(build)
         os.utime(ready)
     except BaseException:
         os.close(fd)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from branching_core.cluster.node_cache import acquire
+from branching_core.cluster.node_cache import CachedTree, acquire
 from branching_core.cluster.snapshot import Manifest, Snapshot, pack, take
 from tests.cluster.helpers import make_tree, tree_state
 
@@ -67,3 +68,37 @@ def test_the_cache_is_bounded_lru_but_keeps_trees_in_use(tmp_path: Path) -> None
     third.release()
     kept = sorted(p.name for p in (cache / "snapshots").iterdir() if p.is_dir())
     assert kept == [snaps[2].key]
+
+
+def test_a_task_waiting_for_a_build_does_not_wait_for_the_builder_to_finish_using_it(
+    tmp_path: Path,
+) -> None:
+    """The builder keeps using the tree (its candidate runs); a task that arrived
+    while it was building must get the tree as soon as it is built, not when the
+    builder's candidate ends (it used to wait for an exclusive lock behind it)."""
+    snap = pack(take(make_tree(tmp_path / "ws")))
+    building, go = threading.Event(), threading.Event()
+
+    def slow_meta() -> tuple[Manifest, dict[str, tuple[int, int, int]]]:
+        building.set()
+        go.wait(30)
+        return snap.manifest, snap.blobs
+
+    got: dict[str, object] = {}
+    builder = threading.Thread(target=lambda: got.setdefault(
+        "a", acquire(tmp_path / "cache", snap.key, slow_meta, lambda i: snap.packs[i])))
+    builder.start()
+    assert building.wait(30)
+    waiter = threading.Thread(target=lambda: got.setdefault(
+        "b", acquire(tmp_path / "cache", snap.key, *_getters(snap, []))))
+    waiter.start()
+    time.sleep(0.2)  # let the waiter reach the lock (the test passes either way if not)
+    go.set()
+    builder.join(30)
+    waiter.join(30)  # the builder still holds its tree
+    assert not waiter.is_alive(), "the waiting task is stuck behind the builder's use"
+    a, b = got["a"], got["b"]
+    assert isinstance(a, CachedTree) and isinstance(b, CachedTree)
+    assert a.materialised and not b.materialised
+    a.release()
+    b.release()
