@@ -399,24 +399,6 @@ def test_ray_address_is_honoured_by_the_default_runner(
     assert int(out.stdout.strip().splitlines()[-1]) >= 2
 
 
-def test_without_ray_the_runner_names_the_extra(tmp_path: Path) -> None:
-    script = (
-        "import sys\n"
-        "sys.modules['ray'] = None  # as if the extra were not installed\n"
-        "import branching_core.patterns\n"
-        "from branching_core.cluster import RayRunner\n"
-        "try:\n"
-        "    RayRunner()\n"
-        "except ImportError as exc:\n"
-        "    print(type(exc).__name__, exc)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=60, check=True)
-    assert out.stdout.startswith("RayUnavailableError")
-    assert "pip install 'forkdeck[ray]'" in out.stdout
-
-
-
 def test_cli_best_of_n_with_ray_auto_runs_commands_on_the_nodes(
     cluster: dict[str, Any], tmp_path: Path,
 ) -> None:
