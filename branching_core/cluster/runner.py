@@ -18,6 +18,7 @@ mid-run makes its candidates ``failed`` with ``CandidateLost`` saying why.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -105,13 +106,7 @@ class RemoteHandle:
     def run(self, timeout: float | None) -> Any:
         ray = self._ray
         try:
-            wait = None
-            if self.session.deadline is not None:  # the per-candidate timeout is the node's job
-                wait = max(0.0, self.session.deadline - time.monotonic())
-            ready, _ = ray.wait([self.ref], timeout=wait)
-            if not ready:
-                self.kill()
-                raise CandidateTimeout("the overall timeout passed; cancelled on its node")
+            self._wait_or_cancel()
             try:
                 report: TaskReport = ray.get(self.ref)
             except ray.exceptions.RayTaskError as exc:
@@ -141,6 +136,53 @@ class RemoteHandle:
         self.branch.score = report.score
         return report.value
 
+    def _wait_or_cancel(self) -> None:
+        """Wait for the task. The per-candidate timeout is the node's job (it kills the
+        candidate's tree); the driver enforces the overall deadline, and backs the node
+        up: a task still running ``timeout_margin`` seconds past its timeout (by Ray's
+        own start time, so time spent queued does not count) is force-cancelled."""
+        ray = self._ray
+        session = self.session
+        per = session.timeout
+        margin = session.runner.timeout_margin
+        check_from = None if per is None else time.monotonic() + per + margin
+        while True:
+            waits = []
+            if session.deadline is not None:
+                waits.append(session.deadline - time.monotonic())
+            if check_from is not None:
+                waits.append(check_from - time.monotonic())
+            wait = max(0.0, min(waits)) if waits else None
+            ready, _ = ray.wait([self.ref], timeout=wait)
+            if ready:
+                return
+            now = time.monotonic()
+            if session.deadline is not None and now >= session.deadline:
+                self.kill()
+                raise CandidateTimeout("the overall timeout passed; cancelled on its node")
+            if check_from is not None and now >= check_from:
+                assert per is not None
+                running = self._running_for()
+                if running is not None and running > per + margin:
+                    self.kill(force=True)
+                    raise CandidateTimeout(
+                        f"still running {running:.1f} s after a {per:g} s timeout the node "
+                        "did not enforce; force-cancelled"
+                    )
+                check_from = now + 1.0
+
+    def _running_for(self) -> float | None:
+        """Seconds since the task started running, per Ray's task events (best effort)."""
+        try:
+            from ray.util.state import get_task
+
+            found = get_task(self.ref.task_id().hex(), timeout=2)
+        except Exception:
+            return None
+        states = found if isinstance(found, list) else [found]
+        starts = [s.start_time_ms for s in states if s is not None and s.start_time_ms]
+        return time.time() - max(starts) / 1000 if starts else None
+
     def _node_from_state_api(self) -> str | None:
         """Where a task that never reported ran, from Ray's task events (best effort:
         ``None`` when the dashboard is not running or has not seen the task yet)."""
@@ -162,15 +204,18 @@ class RemoteHandle:
                 return nodes[-1] if nodes else None
             time.sleep(0.1)
 
-    def kill(self) -> None:
+    def kill(self, *, force: bool = False) -> None:
         with self._lock:
             if self._killed or self._done.is_set():
                 return
             self._killed = True
-        try:
+        if force:
+            self.session.forced += 1
+            with contextlib.suppress(Exception):
+                self._ray.cancel(self.ref, force=True)
+            return
+        with contextlib.suppress(Exception):
             self._ray.cancel(self.ref, force=False)
-        except Exception:
-            pass
         threading.Thread(target=self._force_after_grace, daemon=True).start()
 
     def _force_after_grace(self) -> None:
@@ -261,6 +306,8 @@ class RayRunner:
     on each node, else ``~/.cache/forkdeck/ray``) and ``cache_bytes`` its bound.
     ``kill_grace``: seconds a cancelled task gets to clean up before it is force-killed.
     ``locate_lost``: ask Ray's state API which node a killed or lost task ran on.
+    ``timeout_margin``: how long past its ``timeout`` a task may run before the driver
+    force-cancels it (the node normally kills the candidate at the timeout itself).
     """
 
     remote = True
@@ -277,6 +324,7 @@ class RayRunner:
         runtime_env: dict[str, Any] | None = None,
         kill_grace: float = 1.0,
         locate_lost: bool = True,
+        timeout_margin: float = 10.0,
     ) -> None:
         self.ray = import_ray()
         if max_in_flight is not None and max_in_flight < 1:
@@ -292,6 +340,7 @@ class RayRunner:
         self.runtime_env = runtime_env
         self.kill_grace = kill_grace
         self.locate_lost = locate_lost
+        self.timeout_margin = timeout_margin
         self.stats: Counter[str] = Counter()
         self._remote_fn: Any = None
         self._shipped: tuple[str, Snapshot, ShippedSnapshot] | None = None

@@ -273,6 +273,39 @@ def test_resource_limits_put_candidates_in_the_sandbox_on_their_node(
     ws.close()
 
 
+class _DeafHandle:
+    def run(self, timeout: float | None) -> bool:
+        time.sleep(120)  # ignores the timeout it was given
+        return True
+
+    def kill(self) -> None:
+        """Cannot be stopped: only killing the worker ends it."""
+
+
+class DeafLauncher:
+    """A launcher candidate (like the CLI's command candidates) whose handle ignores
+    its timeout: the node cannot enforce it, so the driver's backstop must."""
+
+    def launch(self, branch: Any) -> _DeafHandle:
+        return _DeafHandle()
+
+    def __call__(self, path: Path) -> bool:
+        raise TypeError("launched, not called")
+
+
+def test_the_driver_force_cancels_a_task_its_node_did_not_stop_in_time(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    runner = RayRunner(timeout_margin=1.0)
+    outcome = BestOfN([DeafLauncher()], timeout=1.0, runner=runner)(ws)
+    (res,) = outcome.all_results
+    assert res.status == "timed_out" and not res.success
+    assert "force-cancelled" in str(res.exception)
+    assert runner.stats["forced_kills"] == 1
+    ws.close()
+
+
 def test_a_candidate_timeout_is_enforced_on_its_node(
     cluster: dict[str, Any], tmp_path: Path, notes: Path,
 ) -> None:
