@@ -5,6 +5,7 @@
   time so the figure is latency, not throughput;
 * rollouts per second for trivial candidates (``BestOfN(commit=False)``) on 1 and
   2 nodes (one CPU each);
+* Speculate: from the winner's result to the loser's process (on the other node) dead;
 * shipping a 10,000-file workspace: snapshot + pack + put on the driver, the first
   task on each node (materialises the tree once) vs later tasks on that node;
 * delta size (pickled, as it travels) vs the bytes a candidate changed.
@@ -19,9 +20,13 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
+import shutil
+import statistics
 import sys
 import tempfile
+import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +36,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from branching_core.cluster import RayRunner
-from branching_core.patterns import BestOfN
+from branching_core.patterns import BestOfN, Speculate
 from branching_core.workspace import Workspace
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -45,6 +50,36 @@ def write_one(path: Path, i: int) -> bool:
 def change_bytes(path: Path, i: int, nbytes: int) -> bool:
     (Path(path) / "changed.bin").write_bytes(os.urandom(nbytes))
     return True
+
+
+def loser(path: Path, notes: str) -> bool:
+    Path(notes, f"loser.{os.getpid()}").write_text("")
+    time.sleep(120)
+    return True
+
+
+def winner(path: Path, notes: str) -> bool:
+    while not any(n.startswith("loser.") for n in os.listdir(notes)):
+        time.sleep(0.01)
+    Path(notes, "won").write_text(repr(time.time()))
+    return True
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed child waits for its parent to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def _watch_loser(notes: Path, dead: list[float]) -> None:
+    while not any(n.startswith("loser.") for n in os.listdir(notes)):
+        time.sleep(0.002)
+    pid = int(next(n for n in os.listdir(notes) if n.startswith("loser.")).split(".")[1])
+    while _running(pid):
+        time.sleep(0.002)
+    dead.append(time.time())
 
 
 def bare_work(i: int) -> bool:
@@ -111,6 +146,27 @@ def main() -> None:
         r2 = k / timed(lambda: BestOfN(write_one, n=k, commit=False, runner=free)(small))
         rows += [(f"rollouts/s, {k} trivial candidates, 1 node", f"{r1:.1f}"),
                  (f"rollouts/s, {k} trivial candidates, 2 nodes", f"{r2:.1f} ({r2 / r1:.2f}x)")]
+
+        # 2b. Speculate: the loser on the other node, from the winner's result to its death
+        notes = base / "notes"
+        kills, returns = [], []
+        for _ in range(3):
+            notes.mkdir()
+            dead: list[float] = []
+            watcher = threading.Thread(target=_watch_loser, args=(notes, dead), daemon=True)
+            watcher.start()
+            Speculate([partial(loser, notes=str(notes)), partial(winner, notes=str(notes))],
+                      timeout=300, runner=free)(small)
+            returned = time.time()
+            watcher.join(30)
+            won = float((notes / "won").read_text())
+            kills.append(dead[0] - won)
+            returns.append(returned - won)
+            shutil.rmtree(notes)
+        rows += [("Speculate: winner's result -> loser on the other node killed (median of 3)",
+                  f"{statistics.median(kills) * 1e3:.0f} ms"),
+                 ("Speculate: winner's result -> call returns (includes locating the loser's "
+                  "node via Ray's task events)", f"{statistics.median(returns) * 1e3:.0f} ms")]
 
         # 3. shipping a big workspace once per node
         big = make_ws(base / "big", args.files, args.file_kb * 1024)
