@@ -32,6 +32,9 @@ _LAZY: dict[str, str] = {
     "Cascaded": "branching_core.patterns",
     "SpeculationOutcome": "branching_core.patterns",
     "SpeculationResult": "branching_core.patterns",
+    "LocalRunner": "branching_core.patterns",
+    # candidates on a Ray cluster (the ray extra; Ray is imported only by RayRunner())
+    "RayRunner": "branching_core.cluster",
     # live forking of pydantic-ai runs
     "ForkCoordinator": "branching_core.fork",
     "LiveForkCapability": "branching_core.fork",

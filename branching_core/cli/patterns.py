@@ -72,8 +72,22 @@ def _execute(args: argparse.Namespace, pattern: Any, ws: Any,
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     # Both were checked by argparse (``_types.seconds``).
-    return {"timeout": getattr(args, "timeout", None),
+    opts = {"timeout": getattr(args, "timeout", None),
             "overall_timeout": getattr(args, "overall_timeout", None)}
+    address = getattr(args, "ray", None)
+    if address is not None:
+        opts["runner"] = _ray_runner(address)
+    return opts
+
+
+def _ray_runner(address: str) -> Any:
+    """``--ray ADDRESS``: candidates run as Ray tasks (``auto`` honours RAY_ADDRESS)."""
+    from branching_core.cluster import RayRunner, RayUnavailableError
+
+    try:
+        return RayRunner(None if address == "env" else address)
+    except RayUnavailableError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _candidate_options(args: argparse.Namespace, ws: Any, limits: Any) -> dict[str, Any]:
@@ -146,6 +160,9 @@ def _critique(command: str, ws: Any, limits: Any) -> Callable[[Path], str]:
 
 def cmd_reflexion(args: argparse.Namespace) -> int:
     cmd = require_cmd(args)
+    if args.critique and args.ray is not None:
+        raise UsageError("reflexion: --critique reads the failed branch here; it cannot "
+                         "be combined with --ray")
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
     task = CommandTask(cmd, **_candidate_options(args, ws, limits))
@@ -206,6 +223,12 @@ def cmd_cascade(args: argparse.Namespace) -> int:
     return _report(args, "cascade", outcome, "attempt", fan_out=widths, waves=pattern.waves)
 
 
+def _ray_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run candidates on a Ray cluster: auto (RAY_ADDRESS or this "
+                        "machine's cluster), ray://HOST:PORT, or env; needs forkdeck[ray]")
+
+
 def _timeouts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_types.seconds, metavar="S",
                    help="each candidate's wall clock in seconds (killed when it passes)")
@@ -218,12 +241,14 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("-c", "--candidate", action="append", dest="candidates", metavar="CMD",
                    default=[], help="a shell command (repeat for each candidate)")
     _timeouts(p)
+    _ray_option(p)
     p.set_defaults(handler=cmd_speculate)
 
     p = sub.add_parser("best-of-n", parents=[common],
                        help="run CMD N times, commit the best score (written to fd 3)")
     p.add_argument("-n", type=_types.count, default=3, help="number of attempts (default 3)")
     _timeouts(p)
+    _ray_option(p)
     p.set_defaults(handler=cmd_best_of_n)
 
     p = sub.add_parser("reflexion", parents=[common],
@@ -232,6 +257,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--critique", metavar="CMD",
                    help="shell command run in a failed attempt's branch; its stdout is feedback")
     _timeouts(p)
+    _ray_option(p)
     p.set_defaults(handler=cmd_reflexion)
 
     p = sub.add_parser("tournament", parents=[common],
@@ -247,4 +273,5 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--fan-out", default="1,2,4", metavar="K,K,...",
                    help="candidates per wave (default 1,2,4)")
     _timeouts(p)
+    _ray_option(p)
     p.set_defaults(handler=cmd_cascade)

@@ -6,6 +6,8 @@ across depths with ``expand(path, depth)``), ``Tournament`` (pairwise judge) and
 ``Cascaded`` (widening waves with error feedback). They share one runner
 (``_runner``), so ``timeout``, ``overall_timeout``, ``resource_limits``,
 ``isolate_processes``, scoring and statuses mean the same thing in all of them.
+Each takes ``runner=`` (``runners``): where candidates run, this machine by default,
+a Ray cluster with ``branching_core.cluster.RayRunner``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from branching_core.patterns.result import (
     SpeculationOutcome,
     SpeculationResult,
 )
+from branching_core.patterns.runners import LocalRunner, Runner, RunSession
 from branching_core.patterns.search import BeamSearch, TreeOfThoughts
 
 __all__ = [
@@ -33,7 +36,10 @@ __all__ = [
     "BeamSearch",
     "BestOfN",
     "Cascaded",
+    "LocalRunner",
     "Reflexion",
+    "RunSession",
+    "Runner",
     "Speculate",
     "SpeculationOutcome",
     "SpeculationResult",

@@ -26,14 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.errors import BranchClosedError, ConflictError
-from branching_core.patterns._proc import (
-    CandidateTimeout,
-    ForkHandle,
-    Handle,
-    SandboxHandle,
-    ThreadHandle,
-    unwrap,
-)
+from branching_core.patterns._proc import CandidateTimeout, Handle, unwrap
 from branching_core.patterns.result import (
     ABORTED,
     CANCELLED,
@@ -43,6 +36,7 @@ from branching_core.patterns.result import (
     TIMED_OUT,
     SpeculationResult,
 )
+from branching_core.patterns.runners import LocalRunner
 
 log = logging.getLogger(__name__)
 READY = "ready"  # internal: finished successfully, branch open, awaiting finalize
@@ -119,6 +113,7 @@ class Runner:
         evaluate: Evaluate | None = None,
         max_parallel: int | None = None,
         progress: Progress | None = None,
+        runner: Any = None,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout!r}")
@@ -134,6 +129,8 @@ class Runner:
         self.evaluate = evaluate
         self.max_parallel = max_parallel
         self.progress = progress
+        self.backend = runner if runner is not None else LocalRunner()
+        self.session: Any = None  # opened on the first ``run`` (see ``runners``)
         self.attempts: list[Attempt] = []
         self.interrupted = False
         self._lock = threading.RLock()
@@ -152,6 +149,9 @@ class Runner:
         batch = [self._new_attempt(job) for job in jobs]
         if not batch:
             return batch
+        if self.session is None:
+            self.session = self.backend.session(parent, timeout=self.timeout,
+                                                deadline=self.deadline, evaluate=self.evaluate)
         stop = _Batch(first_wins=first_wins, race=race, keep_failed=keep_failed,
                       slots=threading.Semaphore(self.max_parallel or len(batch)))
         self._precreate(parent, batch)
@@ -230,6 +230,12 @@ class Runner:
                 if att.result.status == CANCELLED:
                     att.result.success = False
 
+    def release(self) -> None:
+        """Close the runner's session (after ``close``): a remote runner sweeps its nodes."""
+        if self.session is not None:
+            session, self.session = self.session, None
+            session.close()
+
     def results(self) -> list[SpeculationResult]:
         return [att.result for att in self.attempts]
 
@@ -257,11 +263,11 @@ class Runner:
         branches in one ``branch_many`` call (one mount round trip instead of N)."""
         if len(batch) < 2 or (self.max_parallel is not None and self.max_parallel < len(batch)):
             return
-        if any(a.job.parent is not None for a in batch) or not hasattr(parent, "branch_many"):
+        if any(a.job.parent is not None for a in batch):
             return
-        branches = parent.branch_many(
-            [a.result.name for a in batch], on_success=None, on_error=None
-        )
+        branches = self.session.branch_many(parent, [a.result.name for a in batch])
+        if branches is None:
+            return
         for att, branch in zip(batch, branches, strict=True):
             att.branch = branch
 
@@ -273,19 +279,7 @@ class Runner:
         return "thread"
 
     def _start(self, att: Attempt, race: bool) -> Handle:
-        job = att.job
-        if job.start is not None:
-            return job.start(att.branch)
-        assert job.fn is not None
-        launch = getattr(job.fn, "launch", None)
-        if launch is not None:  # a command candidate (the CLI's): it runs itself
-            return launch(att.branch)
-        mode = self._mode(race)
-        if mode == "sandbox":
-            return SandboxHandle(job.fn, att.branch.path, self.limits)
-        if mode == "fork":
-            return ForkHandle(job.fn, att.branch.path)
-        return ThreadHandle(job.fn, att.branch.path)
+        return self.session.start(att.job, att.branch, self._mode(race), self.limits)  # type: ignore[no-any-return]
 
     def _budget(self, att: Attempt) -> float | None:
         limits = []
@@ -315,7 +309,7 @@ class Runner:
                 return
             if att.branch is None:
                 owner = att.job.parent if att.job.parent is not None else parent
-                att.branch = owner.branch(res.name, on_success=None, on_error=None)
+                att.branch = self.session.branch(owner, res.name)
             res.branch_path = att.branch.path
             att.started = time.monotonic()
             res.status = RUNNING
@@ -395,7 +389,7 @@ class Runner:
 
     def _score(self, att: Attempt, verdict: Verdict) -> float:
         if self.evaluate is not None:
-            return float(self.evaluate(att.branch.path))
+            return float(self.session.evaluate(self.evaluate, att.branch))
         if verdict.score is not None:
             return verdict.score
         if att.job.prior_score is not None:
@@ -444,6 +438,8 @@ class Runner:
             t.join()
 
     def _emit(self, att: Attempt) -> None:
+        if att.branch is not None:  # where it ran: a remote runner's node, else None
+            att.result.node_id = getattr(att.branch, "cluster_node_id", None)
         if att.started is not None and att.result.status in (RUNNING,):
             att.result.duration = time.monotonic() - att.started
         if self.progress is not None:

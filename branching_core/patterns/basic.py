@@ -23,13 +23,15 @@ from branching_core.patterns._runner import (
     Runner,
     rank,
 )
-from branching_core.patterns.result import ABORTED, SpeculationOutcome
+from branching_core.patterns.result import ABORTED, COMMITTED, SpeculationOutcome
+from branching_core.patterns.runners import LocalRunner
 
 
 class _Pattern:
     """Keyword options every pattern takes, and the outcome bookkeeping."""
 
     prefix = "pattern"
+    needs_local_trees = False  # the pattern reads candidate trees in this process
 
     def __init__(
         self,
@@ -41,6 +43,7 @@ class _Pattern:
         evaluate: Evaluate | None = None,
         max_parallel: int | None = None,
         progress: Progress | None = None,
+        runner: Any = None,
     ) -> None:
         self.timeout = timeout
         self.overall_timeout = overall_timeout
@@ -49,21 +52,33 @@ class _Pattern:
         self.evaluate = evaluate
         self.max_parallel = max_parallel
         self.progress = progress
+        self.runner = runner if runner is not None else LocalRunner()
+        if self.needs_local_trees and getattr(self.runner, "remote", False):
+            raise ValueError(
+                f"{type(self).__name__} reads candidate trees in this process "
+                f"(judge, critique or expand), so it cannot use {self.runner!r}; "
+                "use Speculate, BestOfN, Cascaded or Reflexion without critique"
+            )
 
     def _runner(self) -> Runner:
         return Runner(
             prefix=self.prefix, timeout=self.timeout, overall_timeout=self.overall_timeout,
             resource_limits=self.resource_limits, isolate_processes=self.isolate_processes,
             evaluate=self.evaluate, max_parallel=self.max_parallel, progress=self.progress,
+            runner=self.runner,
         )
 
     def __call__(self, workspace: Any) -> SpeculationOutcome:
         started = time.monotonic()
         runner = self._runner()
-        with runner:
-            winner = self._explore(runner, workspace)
+        try:
+            with runner:
+                winner = self._explore(runner, workspace)
+        finally:
+            runner.release()
         outcome = SpeculationOutcome(
-            committed=winner is not None,
+            # BestOfN(commit=False) reports its best success as the winner, uncommitted.
+            committed=winner is not None and winner.result.status == COMMITTED,
             winner=winner.result if winner is not None else None,
             all_results=runner.results(),
             duration=time.monotonic() - started,
@@ -140,7 +155,9 @@ class BestOfN(_Pattern):
 
     ``BestOfN(candidates, scores=[...])`` or ``BestOfN(task, n=5)`` with
     ``task(path, attempt)``. ``commit=False`` commits nothing and returns every
-    result (rollouts): successes are ``aborted`` with ``success=True``.
+    result (rollouts): successes are ``aborted`` with ``success=True``, and the
+    best of them is the outcome's ``winner`` with ``committed=False`` (RL users
+    read the winner, as with BranchContext 0.3.0).
     """
 
     prefix = "best-of-n"
@@ -168,9 +185,10 @@ class BestOfN(_Pattern):
         ]
         attempts = runner.run(parent, jobs, first_wins=False)
         if not self.commit:
+            ranked = rank(attempts)
             for att in attempts:
                 runner.discard(att, ABORTED)
-            return None
+            return ranked[0] if ranked else None
         return runner.finalize(rank(attempts))
 
 
@@ -193,6 +211,7 @@ class Reflexion(_Pattern):
         critique: Callable[[Path], str] | None = None,
         **options: Any,
     ) -> None:
+        self.needs_local_trees = critique is not None
         super().__init__(**options)
         if max_retries < 1:
             raise ValueError(f"max_retries must be at least 1, got {max_retries}")
@@ -257,6 +276,7 @@ class Tournament(_Pattern):
     """
 
     prefix = "tournament"
+    needs_local_trees = True
 
     def __init__(
         self,

@@ -31,7 +31,8 @@ class SpeculationResult:
     says what happened to its branch: ``committed`` (it is in the workspace now),
     ``aborted`` (finished, not chosen), ``lost_race`` (a sibling committed first),
     ``timed_out`` (killed at its deadline), ``failed`` (returned failure, raised or
-    crashed) or ``cancelled`` (never started, or stopped by Ctrl-C).
+    crashed, or its cluster node died: ``exception`` says so) or ``cancelled`` (never
+    started, or stopped by Ctrl-C). ``node_id`` is the Ray node it ran on, if any.
     """
 
     branch_index: int
@@ -46,6 +47,7 @@ class SpeculationResult:
     depth: int = 0
     parent_index: int | None = None
     error_context: str | None = None
+    node_id: str | None = None  # the cluster node it ran on (``None``: this machine)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (the CLI's per-candidate entry)."""
@@ -59,6 +61,8 @@ class SpeculationResult:
         if self.depth or self.parent_index is not None:
             out["depth"] = self.depth
             out["parent"] = self.parent_index
+        if self.node_id is not None:
+            out["node"] = self.node_id
         if self.exception is not None:
             out["error"] = f"{type(self.exception).__name__}: {self.exception}"
         return out

@@ -74,6 +74,7 @@ class TreeOfThoughts(_Pattern):
     """
 
     prefix = "tot"
+    needs_local_trees = True
 
     def __init__(
         self,
@@ -125,6 +126,7 @@ class BeamSearch(_Pattern):
     """
 
     prefix = "beam"
+    needs_local_trees = True
 
     def __init__(
         self,

@@ -61,7 +61,11 @@ def test_best_of_n_task_form_and_rollouts(ws: Workspace) -> None:
         return attempt != 1, attempt / 10
 
     outcome = BestOfN(task, n=3, commit=False)(ws)
-    assert not outcome.committed and outcome.winner is None
+    # The best success is reported as the winner, uncommitted (BranchContext 0.3.0).
+    assert not outcome.committed
+    assert outcome.winner is outcome.all_results[2]
+    assert outcome.winner.status == "aborted" and outcome.winner.success
+    assert outcome.winner.node_id is None
     assert [(r.status, r.success, r.score) for r in outcome.all_results] == [
         ("aborted", True, 0.0), ("failed", False, 0.1), ("aborted", True, 0.2)]
     assert files(ws) == {"base.txt"}
@@ -211,3 +215,32 @@ def test_constructor_validation() -> None:
         Speculate([lambda p: True], timeout=0)(None)
     with pytest.raises(ValueError):
         Cascaded(lambda p, f: True, fan_out=(1, 0))
+
+
+def test_best_of_n_commit_false_without_a_success_has_no_winner(copy_ws: Workspace) -> None:
+    outcome = BestOfN(lambda path, i: False, n=2, commit=False)(copy_ws)
+    assert not outcome.committed and outcome.winner is None
+    assert [r.status for r in outcome.all_results] == ["failed", "failed"]
+
+
+def test_every_pattern_takes_an_explicit_local_runner(copy_ws: Workspace) -> None:
+    from branching_core.patterns import LocalRunner, Runner
+
+    runner = LocalRunner()
+    assert isinstance(runner, Runner)
+    outcome = Speculate([_writer("x", True)], runner=runner)(copy_ws)
+    assert outcome.committed and files(copy_ws) == {"base.txt", "x"}
+    assert outcome.winner is not None and outcome.winner.node_id is None
+
+
+def test_patterns_that_read_trees_locally_refuse_a_remote_runner() -> None:
+    from branching_core.patterns import Tournament
+
+    class Remote:  # any runner that says its trees live elsewhere
+        remote = True
+
+        def session(self, parent: object, **kw: object) -> None:
+            raise AssertionError("never opened")
+
+    with pytest.raises(ValueError, match="cannot use"):
+        Tournament([_writer("x", True)], judge=lambda a, b: 0, runner=Remote())

@@ -1,0 +1,121 @@
+"""A content-addressed snapshot of a workspace, ready to ship to other machines.
+
+The manifest maps every relative path to what it is: a directory (mode), a
+symlink (target) or a regular file (mode, size, sha256 of the content). Its own
+hash (sha256 of the canonical JSON) names the snapshot, so two snapshots of the
+same tree have the same key and a node that already holds one never fetches it
+again. File contents are deduplicated by hash and packed into a few large blobs
+(``PACK_BYTES`` each) so a 10,000-file tree is a handful of object-store puts,
+not ten thousand. The project's own state directory (``.pydantic-deep``) is
+never shipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from branching_core.workspace.fsutil import PROJECT_STATE_DIR
+
+PACK_BYTES = 8 << 20
+EXCLUDED_TOP = frozenset({PROJECT_STATE_DIR})
+
+# Manifest entries: ("d", mode) | ("l", target) | ("f", mode, size, sha256)
+Entry = tuple[Any, ...]
+Manifest = dict[str, Entry]
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def entry_for(path: Path) -> Entry | None:
+    """The manifest entry of whatever is at ``path`` now (``None``: nothing there)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISDIR(st.st_mode):
+        return ("d", mode)
+    if stat.S_ISLNK(st.st_mode):
+        return ("l", os.readlink(path))
+    if stat.S_ISREG(st.st_mode):
+        return ("f", mode, st.st_size, file_sha256(path))
+    return ("x", stat.S_IFMT(st.st_mode))  # a device, fifo or socket: never shipped
+
+
+def scan(root: Path) -> Manifest:
+    """Every path under ``root`` (but the project state directory) with its entry."""
+    manifest: Manifest = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir == ".":
+            dirnames[:] = [d for d in dirnames if d not in EXCLUDED_TOP]
+            filenames = [f for f in filenames if f not in EXCLUDED_TOP]
+        dirnames.sort()
+        for name in [*dirnames, *sorted(filenames)]:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            entry = entry_for(Path(dirpath, name))
+            if entry is not None and entry[0] != "x":
+                manifest[rel] = entry
+        # os.walk does not descend into symlinked directories (followlinks=False)
+    return manifest
+
+
+def manifest_hash(manifest: Manifest) -> str:
+    canonical = json.dumps(sorted(manifest.items()), separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass
+class Snapshot:
+    """A manifest plus its content, packed: ``blobs[sha] = (pack, offset, size)``."""
+
+    root: Path
+    manifest: Manifest
+    key: str
+    packs: list[bytes] = field(default_factory=list)
+    blobs: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    @property
+    def content_bytes(self) -> int:
+        return sum(len(p) for p in self.packs)
+
+
+def take(root: Path) -> Snapshot:
+    """Scan ``root``: the manifest and its key (contents are packed by ``pack``)."""
+    manifest = scan(root)
+    return Snapshot(root=root, manifest=manifest, key=manifest_hash(manifest))
+
+
+def pack(snap: Snapshot) -> Snapshot:
+    """Read each distinct file content once into ``snap.packs``; returns ``snap``."""
+    current = bytearray()
+    for rel, entry in snap.manifest.items():
+        if entry[0] != "f" or entry[3] in snap.blobs:
+            continue
+        data = (snap.root / rel).read_bytes()
+        if hashlib.sha256(data).hexdigest() != entry[3]:
+            raise RuntimeError(f"{rel} changed while the workspace was being snapshotted")
+        if current and len(current) + len(data) > PACK_BYTES:
+            snap.packs.append(bytes(current))
+            current = bytearray()
+        snap.blobs[entry[3]] = (len(snap.packs), len(current), len(data))
+        current += data
+    if current or not snap.packs:
+        snap.packs.append(bytes(current))
+    return snap
+
+
+__all__ = ["Entry", "Manifest", "Snapshot", "entry_for", "file_sha256", "manifest_hash",
+           "pack", "scan", "take"]
