@@ -102,7 +102,8 @@ def _open_branch_dirs(caches: list[Path]) -> list[str]:
     """Branch directories left in any node's stores (bookkeeping dirs aside)."""
     left = []
     for cache in caches:
-        for store in (cache / "stores").glob("*"):
+        # stores/ also holds the store sweeper's stamp file: only directories are stores
+        for store in (s for s in (cache / "stores").glob("*") if s.is_dir()):
             left += [p.name for p in store.iterdir()
                      if p.is_dir() and p.name not in ("sessions", "gen", "journal", "trash")]
     return left
