@@ -235,7 +235,19 @@ class ChatSession:
             default_model=self.model,
             model_resolver=self.model_resolver,
             stream_text=True,
+            materialize=True,
         )
+
+    def diff_paths(self) -> Any:
+        """Where the diff tool looks for the open fork: its live mirror
+        (``.pydantic-deep/forks/<id>/parent/`` and ``branches/<label>/``, brought up to date
+        first), never the live workspace or a helper process's view; None with no fork."""
+        from app.widgets.merge_diff import DiffPaths
+
+        coordinator = self.coordinator
+        if coordinator is None or coordinator.fork_id is None:
+            return None
+        return DiffPaths.for_coordinator(coordinator)
 
     async def start_fork(
         self, specs: list[BranchSpec], aggregate_budget_usd: float | None
@@ -301,7 +313,12 @@ class ChatSession:
         self.totals.cost_usd += spent.cost_usd
         self.totals.input_tokens += spent.input_tokens
         self.totals.output_tokens += spent.output_tokens
-        self.coordinator = None
+        coordinator, self.coordinator = self.coordinator, None
+        if coordinator is not None and coordinator.fork_id is not None:
+            from app.widgets.merge_diff import PLACEHOLDER_DIR
+            from branching_core.workspace.fsutil import rmtree
+
+            rmtree(coordinator.store.fork_dir(coordinator.fork_id) / PLACEHOLDER_DIR)
 
     def adopt_recovered(self, fork_id: str) -> ForkCoordinator | None:
         """Rebuild the forks a crashed session left open; keep the top-level one ``fork_id``."""
@@ -314,6 +331,7 @@ class ChatSession:
             default_model=self.model,
             model_resolver=self.model_resolver,
             stream_text=True,
+            materialize=True,
         )
         for coordinator in found:
             if coordinator.fork_id == fork_id:

@@ -577,12 +577,7 @@ class ChatScreen(Screen[None]):
         )
 
     def _diff_paths(self) -> Any:
-        paths_cls = _lazy("app.widgets.merge_diff", "DiffPaths")
-        coordinator = self.session.coordinator
-        if coordinator is None or coordinator.fork_id is None:
-            return None
-        branch_paths = {rt.label: rt.path for rt in coordinator.branches.values()}
-        return paths_cls.for_fork(self.session.root, coordinator.fork_id, branch_paths)
+        return self.session.diff_paths()  # the fork's live mirror (issue 13.6)
 
     async def _judge(self, coordinator: Any) -> Any:
         """Run ``branching_core.review.resolve``; None (and a notice) when it cannot decide."""

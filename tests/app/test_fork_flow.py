@@ -8,6 +8,7 @@ and on the files on disk after the merge.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 from pathlib import Path
@@ -30,6 +31,7 @@ from app.widgets.fork_badge import ForkBadgeWidget
 from app.widgets.merge_acceptance import MergeAcceptanceModal
 from branching_core.fork import BranchSpec, list_open_forks
 from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
+from tests.app.fixtures_merge import recording_difftool
 
 
 def _chat(app: object) -> ChatScreen:
@@ -407,3 +409,64 @@ async def test_quit_with_an_open_fork_keeps_it_for_the_next_start(
         "README.txt",
         "src",
     ]
+
+
+def _under(path: str, root: Path) -> bool:
+    return Path(path).resolve().is_relative_to(root.resolve())
+
+
+async def test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree(
+    project: Path, gated: GatedModel, tmp_path: Path, monkeypatch: object
+) -> None:
+    """Issue 13.6: ``/fork diff`` and the merge picker's ``o`` hand the tool paths inside
+    ``.pydantic-deep/forks/<id>/`` (parent/, branches/<label>/), each of which exists; a side
+    where the file does not exist gets an empty placeholder there."""
+    template, out = recording_difftool(tmp_path)
+    monkeypatch.setenv("FORKDECK_DIFFTOOL", template)  # type: ignore[attr-defined]
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["!echo one >> README.txt", "!echo new > new.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        mirror = project / ".pydantic-deep" / "forks" / app.session.coordinator.fork_id
+        # The parent moves on after the fork: the tool must still see the fork-time version.
+        (project / "README.txt").write_text("changed in the parent\n")
+
+        async def run_tool(line: str) -> list[str]:
+            before = len(out.read_text().splitlines()) if out.exists() else 0
+            await submit(pilot, line)
+            await wait_for(
+                pilot,
+                lambda: out.exists() and len(out.read_text().splitlines()) > before,
+                what=lambda: chat.last_notice,
+            )
+            argv = json.loads(out.read_text().splitlines()[-1])
+            for arg in argv:
+                assert _under(arg, mirror), (arg, mirror)
+                assert Path(arg).exists(), arg
+            return argv
+
+        argv = await run_tool("/fork diff README.txt")
+        assert len(argv) == 2  # only branch a touched it
+        assert Path(argv[0]).read_text() == "hello\n"
+        assert Path(argv[1]).read_text() == "hello\none\n"
+        argv = await run_tool("/fork diff new.txt")
+        assert len(argv) == 2  # a created file: an empty parent placeholder, then b's file
+        assert Path(argv[0]).read_text() == "" and Path(argv[0]).name == "new.txt"
+        assert Path(argv[1]).read_text() == "new\n"
+        argv = await run_tool("/fork diff")
+        assert sorted(Path(a).name for a in argv) == ["a", "b", "parent"]
+
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        before = len(out.read_text().splitlines())
+        await pilot.press("right", "o")
+        await wait_for(pilot, lambda: len(out.read_text().splitlines()) > before, what="o")
+        argv = json.loads(out.read_text().splitlines()[-1])
+        assert [Path(a) for a in argv] == [mirror / "parent", mirror / "branches" / "b"]
+        assert all(Path(a).is_dir() for a in argv)
+        await pilot.press("2")
+        await wait_for(pilot, lambda: not app.session.fork_active)
+    assert (project / "new.txt").read_text() == "new\n"
+    assert not (mirror / "parent").exists() and not (mirror / "absent").exists()
