@@ -257,6 +257,14 @@ class ChatSession:
 
         if self.fork_active:
             raise RuntimeError("a fork is already open: /merge it (or Esc on overview) first")
+        left_open = self.open_forks()
+        if left_open:
+            # A second fork over one still open on disk would leave the first unreachable
+            # and later merge over it: reopen, merge or abort that one first.
+            raise RuntimeError(
+                f"fork {left_open[0]['fork_id']} from an earlier session is still open: "
+                "/fork offers to reopen, merge or abort it"
+            )
         coordinator = self.new_coordinator()
         strategy = MergeStrategy(
             kind=self.settings.merge_strategy,  # type: ignore[arg-type]

@@ -393,6 +393,9 @@ class ChatScreen(Screen[None]):
         if self.turn_running:
             self.notice("a turn is running: esc first, then /fork", "warning")
             return
+        if left_open := self.session.open_forks():  # reopen/merge/abort it first (13.7)
+            self.offer_recovery(left_open)
+            return
         self.fork_flow()
 
     def cmd_merge(self, command: Slash) -> None:

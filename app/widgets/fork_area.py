@@ -142,7 +142,10 @@ class ForkArea(Vertical):
             yield from self._panels.values()
 
     def on_mount(self) -> None:
-        self._redraw_overview()
+        # Not a direct call: Textual sets ``is_mounted`` only after this handler returns, so
+        # the redraw would be skipped, and a recovered fork (no event to redraw it later)
+        # showed an empty overview.
+        self.call_after_refresh(self._redraw_overview)
         if self._inbox and not self._drain_posted:
             self._drain_posted = True
             self.post_message(self._Drain())

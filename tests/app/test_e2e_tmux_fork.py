@@ -160,3 +160,29 @@ def test_o_in_the_merge_picker_hands_the_tool_the_forks_mirror(
     terminal.type("/quit")
     terminal.key("Enter")
     terminal.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
+
+
+def test_kill_9_then_reopen_the_fork_and_merge(terminal: Terminal) -> None:
+    terminal.start()
+    fork_two(terminal, "!echo a > a.txt", "!echo b > b.txt")
+    os.kill(terminal.app_pid(), 9)  # the crash: no flush, no goodbye
+    terminal.wait_for(lambda s: "FORKDECK-EXIT=137" in s, "the process to die")
+    terminal.start()
+    terminal.wait_for(lambda s: "left open by an earlier session" in s, "the recovery dialog")
+    terminal.key("Enter")  # the first row: reopen
+    terminal.wait_for(
+        lambda s: "✓ a" in s and "✓ b" in s and "+ overview" in s, "the reopened fork's tabs"
+    )
+    terminal.wait_for(lambda s: "✓ done" in s, "the overview's rows")
+    terminal.key("Tab", "Tab")  # overview -> a -> b: b's recovered transcript
+    terminal.wait_for(lambda s: "branch b" in s and "!echo b > b.txt" in s, "b's transcript")
+    terminal.type("/merge")
+    terminal.key("Enter")
+    terminal.wait_for(lambda s: "Merge: pick the winning branch" in s, "the merge picker")
+    terminal.key("2")
+    terminal.wait_for(lambda s: "merged branch b" in s, "the merge notice")
+    assert (terminal.workspace / "b.txt").read_text() == "b\n"
+    assert not (terminal.workspace / "a.txt").exists()
+    terminal.type("/quit")
+    terminal.key("Enter")
+    terminal.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")

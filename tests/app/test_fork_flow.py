@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 
 from app.modals.approval import ApprovalModal
 from app.modals.confirm import ConfirmModal
@@ -335,8 +335,8 @@ async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
         await ready(pilot)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
         modal = app.screen
-        assert modal.option_ids()[:2] == ["merge-0-0", "merge-0-1"]
-        await pilot.press("down", "enter")  # the second row: merge branch b
+        assert modal.option_ids()[:3] == ["reopen-0", "merge-0-0", "merge-0-1"]
+        await pilot.press("down", "down", "enter")  # the third row: merge branch b
         await wait_for(pilot, lambda: (project / "b.txt").exists(), what="the merge")
         await wait_for(pilot, lambda: not app.session.fork_active)
         assert not (project / "a.txt").exists()
@@ -470,3 +470,107 @@ async def test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree(
         await wait_for(pilot, lambda: not app.session.fork_active)
     assert (project / "new.txt").read_text() == "new\n"
     assert not (mirror / "parent").exists() and not (mirror / "absent").exists()
+
+
+async def leave_fork_open(project: Path, gated: GatedModel) -> str:
+    """A session forks two branches that write files, then "crashes" (nobody resolves it)."""
+    crashed = ChatSession(project, requested_model=gated.model)
+    await asyncio.to_thread(crashed.prepare)
+    await crashed.run_turn("the parent turn", _NullSink())
+    coordinator = await crashed.start_fork(
+        [BranchSpec("a", "!echo a > a.txt"), BranchSpec("b", "!echo b > b.txt")], None
+    )
+    await coordinator.wait()
+    await coordinator.flush()
+    assert coordinator.fork_id is not None
+    # the crash: the process is gone; its mirror watcher with it
+    if coordinator.mirror_hook is not None:
+        coordinator.mirror_hook.detach()
+    return coordinator.fork_id
+
+
+class _NullSink:
+    def on_text(self, delta: str) -> None: ...
+
+    def on_tool_call(self, tool_call_id: str, tool_name: str, args: object) -> None: ...
+
+    def on_tool_result(self, tool_call_id: str, tool_name: str, content: str, ok: bool) -> None: ...
+
+
+async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
+    project: Path, gated: GatedModel, tmp_path: Path, monkeypatch: object
+) -> None:
+    """Issue 13.7: "reopen" brings back the tabs with the recovered transcripts, the mirror
+    for the diff tool, follow-up turns on a branch, and the merge picker."""
+    fork_id = await leave_fork_open(project, gated)
+    template, out = recording_difftool(tmp_path)
+    monkeypatch.setenv("FORKDECK_DIFFTOOL", template)  # type: ignore[attr-defined]
+    app = make_app(project, gated.model, recovery=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
+        assert app.screen.option_ids()[0] == "reopen-0"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.fork_area is not None, what="the reopened fork")
+        await wait_for(pilot, lambda: "reopened" in chat.last_notice, what="the notice")
+        area = chat.fork_area
+        assert area.labels == ["a", "b"] and app.session.fork_active
+        assert f"fork {fork_id} reopened" in chat.last_notice
+        table = area.overview.query_one(DataTable)
+        assert table.row_count == 2  # the overview lists the recovered branches
+        area.select("b")
+        await pilot.pause()
+        panel = area.panel("b")
+        assert "> !echo b > b.txt" in panel.transcript_text  # the recovered transcript
+        assert "run_command" in panel.transcript_text or "⚙" in panel.transcript_text
+        # the diff tool gets the rebuilt mirror
+        await submit(pilot, "/fork diff b.txt")
+        await wait_for(pilot, lambda: out.exists(), what=lambda: chat.last_notice)
+        argv = json.loads(out.read_text().splitlines()[-1])
+        mirror = project / ".pydantic-deep" / "forks" / fork_id
+        assert [Path(a).read_text() for a in argv] == ["", "b\n"]
+        assert all(_under(a, mirror) for a in argv)
+        # a follow-up turn on branch b runs in b's workspace branch, with b's history
+        await submit(pilot, "write more.txt")
+        await wait_for(pilot, lambda: "more.txt" in panel.transcript_text, what="the follow-up")
+        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        assert gated.prompts_of("write more.txt")[-1] == [
+            "the parent turn",
+            "!echo b > b.txt",
+            "write more.txt",
+        ]
+        assert not (project / "more.txt").exists()
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("2")
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+    assert (project / "b.txt").read_text() == "b\n"
+    assert (project / "more.txt").read_text() == ""
+    assert not (project / "a.txt").exists()
+    assert list_open_forks(project) == []
+
+
+async def test_decide_later_then_fork_offers_the_open_fork_and_never_opens_a_second(
+    project: Path, gated: GatedModel
+) -> None:
+    fork_id = await leave_fork_open(project, gated)
+    app = make_app(project, gated.model, recovery=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
+        await pilot.press("escape")  # decide later
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        await submit(pilot, "/fork")
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="re-offer")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        try:
+            await app.session.start_fork([BranchSpec("x", "second")], None)
+        except RuntimeError as exc:
+            assert fork_id in str(exc) and "still open" in str(exc)
+        else:
+            raise AssertionError("a second fork opened over the one left open")
+        assert [m["fork_id"] for m in list_open_forks(project)] == [fork_id]
+        assert not chat.session.fork_active

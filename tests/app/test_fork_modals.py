@@ -403,7 +403,8 @@ async def test_recover_lists_open_forks_with_branch_states(tmp_path: Path) -> No
         # a branch whose process was gone is shown as recovery will see it
         assert "merge hanger  ·  ⊘ terminated" in text and "interrupted" in text
         assert "abort this fork" in text
-        assert modal.option_ids() == ["merge-0-0", "merge-0-1", "abort-0"]
+        assert modal.option_ids() == ["reopen-0", "merge-0-0", "merge-0-1", "abort-0"]
+        assert "reopen: tabs and transcripts" in text
     await close_fork(coord, gate)
 
 
@@ -413,8 +414,9 @@ async def test_recover_choices_merge_or_abort_a_real_fork(tmp_path: Path) -> Non
     fork_id = coord.fork_id
     open_forks = list_open_forks(root)
     assert await choose(open_forks, ["escape"]) is None
-    assert await choose(open_forks, ["down", "down", "enter"]) == ("abort", fork_id)
-    choice = await choose(open_forks, ["enter"])
+    assert await choose(open_forks, ["enter"]) == ("reopen", fork_id)  # the safe default
+    assert await choose(open_forks, ["down", "down", "down", "enter"]) == ("abort", fork_id)
+    choice = await choose(open_forks, ["down", "enter"])
     assert choice == ("merge", fork_id, "writer")
 
     # what the chat screen does with the choice after a restart: the old session is gone
@@ -429,5 +431,9 @@ async def test_recover_choices_merge_or_abort_a_real_fork(tmp_path: Path) -> Non
 
     # the modal also takes recovered coordinators
     coord2, gate2 = await leave_a_fork_open(tmp_path / "q")
-    assert await choose([coord2], ["down", "enter"]) == ("merge", coord2.fork_id, "hanger")
+    assert await choose([coord2], ["down", "down", "enter"]) == (
+        "merge",
+        coord2.fork_id,
+        "hanger",
+    )
     await close_fork(coord2, gate2)

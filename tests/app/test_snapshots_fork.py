@@ -102,3 +102,41 @@ def test_three_branches_running_panel_snapshot(snap_compare: Any, tmp_path: Path
     app = RunningForkApp(tmp_path / "project", show="alpha")
     assert snap_compare(app, terminal_size=SIZE, run_before=app.start)
     assert app.coord is not None and app.coord.is_resolved
+
+
+def _left_open(fork_id: str) -> dict[str, Any]:
+    """A manifest as ``list_open_forks`` returns it (fixed ids, costs and states)."""
+
+    def branch(label: str, state: str, cost: float, error: str | None = None) -> dict[str, Any]:
+        return {
+            "branch_id": f"{fork_id}-{label}",
+            "label": label,
+            "state": state,
+            "error": error,
+            "resolution": None,
+            "workspace_branch_id": f"ws-{label}",
+            "spec": {"label": label, "steer": f"steer {label}", "model": None},
+            "meter": {"cost_usd": cost, "cost_known": True},
+        }
+
+    return {
+        "fork_id": fork_id,
+        "depth": 1,
+        "branches": [
+            branch("alpha", "done", 0.0123),
+            branch("bravo", "running", 0.0042),
+            branch("charlie", "failed", 0.0, "RuntimeError: tests failed"),
+        ],
+    }
+
+
+class RecoveryApp(App[None]):
+    def on_mount(self) -> None:
+        from app.modals.recover_fork import RecoverForkModal
+
+        self.push_screen(RecoverForkModal([_left_open("f3a9c0de1234")]))
+
+
+def test_recovery_dialog_snapshot(snap_compare: Any) -> None:
+    """Issue 13.7: the dialog offers "reopen" first (the default), then merge/abort."""
+    assert snap_compare(RecoveryApp(), terminal_size=SIZE)
