@@ -68,6 +68,10 @@ class ChatScreen(Screen[None]):
         *(Binding(f"alt+{n}", f"jump({n})", show=False, priority=True) for n in range(1, 10)),
         *(Binding(str(n), f"jump({n})", show=False) for n in range(1, 10)),
         Binding("ctrl+q", "app.quit", "Quit"),
+        # issue 13.9: panels scroll and show full tool output from the keyboard
+        Binding("pageup", "scroll_view(-1)", show=False, priority=True),
+        Binding("pagedown", "scroll_view(1)", show=False, priority=True),
+        Binding("ctrl+o", "full_output", "Full output", show=False, priority=True),
     ]
 
     def __init__(self, session: ChatSession) -> None:
@@ -173,6 +177,17 @@ class ChatScreen(Screen[None]):
             self.focus_next()
         else:
             self.focus_previous()
+
+    def action_scroll_view(self, pages: int) -> None:
+        if self.fork_area is not None:
+            self.fork_area.scroll_active(pages)
+        else:
+            page = self.messages.scroll_page_down if pages > 0 else self.messages.scroll_page_up
+            page(animate=False)
+
+    def action_full_output(self) -> None:
+        if self.fork_area is not None:
+            self.fork_area.open_output()
 
     def action_jump(self, n: int) -> None:
         if self.fork_area is not None:

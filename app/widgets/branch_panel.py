@@ -72,6 +72,44 @@ class TranscriptBlock(Static):
         self.update(Content(text))
 
 
+class ResultBlock(TranscriptBlock):
+    """A tool result: its head (:data:`RESULT_LINES` lines) until clicked, then all of it.
+
+    Why not always the whole text: ten branches running test suites would bury every
+    transcript under output. The whole text stays in ``full_text`` for the click, for
+    ``ctrl+o`` (the full-output screen) and for copying.
+    """
+
+    def __init__(self, tool_name: str, content: str) -> None:
+        self.tool_name = tool_name
+        self.full_text = content
+        self.expanded = False
+        super().__init__("result", self._render_text())
+        self.set_class(self.expandable, "-expandable")
+
+    @property
+    def expandable(self) -> bool:
+        return short_result(self.full_text) != self.full_text.strip()
+
+    def _render_text(self) -> str:
+        if self.expanded:
+            return f"↳ {self.tool_name}: {self.full_text.rstrip()}\n(click to fold)"
+        head = short_result(self.full_text)
+        hint = "  (click: expand · ctrl+o: full output)" if self.expandable else ""
+        return f"↳ {self.tool_name}: {head}{hint}"
+
+    def toggle(self) -> None:
+        """Expand to the whole result, or fold back to its head."""
+        if not self.expandable:
+            return
+        self.expanded = not self.expanded
+        self.set_class(self.expanded, "-expanded")
+        self.set_text(self._render_text())
+
+    def on_click(self) -> None:
+        self.toggle()
+
+
 class BranchPanelWidget(Vertical):
     """The transcript of branch ``label``: steer prompt, streamed text, tools, steering."""
 
@@ -177,7 +215,32 @@ class BranchPanelWidget(Vertical):
 
     def add_tool_result(self, tool_name: str, content: str, tool_call_id: str = "") -> None:
         self._end_stream()
-        self._add_block("result", f"↳ {tool_name}: {short_result(content)}")
+        self._mount_block(ResultBlock(tool_name, content))
+
+    @property
+    def results(self) -> list[ResultBlock]:
+        """The tool results shown so far, oldest first (each keeps its full text)."""
+        return [b for b in self._blocks if isinstance(b, ResultBlock)]
+
+    def scroll_page(self, pages: int) -> None:
+        """Scroll the transcript ``pages`` screens (negative: up); keyboard scrolling."""
+        if not self.is_mounted:
+            return
+        scroll = self.query_one(".transcript", VerticalScroll)
+        scroll.scroll_to(
+            y=scroll.scroll_y + pages * max(1, scroll.scrollable_content_region.height - 1),
+            animate=False,
+        )
+
+    def scroll_edge(self, end: bool) -> None:
+        """Jump to the top (``end`` False) or to the newest line."""
+        if not self.is_mounted:
+            return
+        scroll = self.query_one(".transcript", VerticalScroll)
+        if end:
+            scroll.scroll_end(animate=False)
+        else:
+            scroll.scroll_home(animate=False)
 
     def add_steer(self, message: str) -> None:
         """A steering message the branch will see on its next model request."""
@@ -213,7 +276,9 @@ class BranchPanelWidget(Vertical):
             self.query_one(".header", Static).update(Content(self.header_text))
 
     def _add_block(self, kind: str, text: str) -> TranscriptBlock:
-        block = TranscriptBlock(kind, text)
+        return self._mount_block(TranscriptBlock(kind, text))
+
+    def _mount_block(self, block: TranscriptBlock) -> TranscriptBlock:
         self._blocks.append(block)
         if self.is_mounted:
             self.query_one(".transcript", VerticalScroll).mount(block)

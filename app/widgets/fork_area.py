@@ -210,6 +210,29 @@ class ForkArea(Vertical):
             return True
         return False
 
+    def scroll_active(self, pages: int) -> None:
+        """PgUp/PgDn: scroll the shown branch's transcript (the input keeps the focus)."""
+        if self._active is not None:
+            self._panels[self._active].scroll_page(pages)
+
+    def open_output(self) -> bool:
+        """``ctrl+o``: the full text of the shown branch's tool results, newest first.
+
+        False (and a toast saying why) on the overview or when the branch ran no tool yet.
+        """
+        from app.modals.tool_output import ToolOutput, ToolOutputModal
+
+        if self._active is None:
+            self.notify("select a branch tab first (Tab)", severity="warning", markup=False)
+            return False
+        results = self._panels[self._active].results
+        if not results:
+            self.notify(f"branch {self._active} has no tool output yet", markup=False)
+            return False
+        outputs = [ToolOutput(r.tool_name, r.full_text) for r in results]
+        self.app.push_screen(ToolOutputModal(self._active, outputs))
+        return True
+
     def add_user_message(self, label: str, message: str) -> None:
         """Show a follow-up turn the user started on ``label`` (``run_on_branch``)."""
         self._panels[label].add_user_message(message)

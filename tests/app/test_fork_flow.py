@@ -23,6 +23,7 @@ from app.modals.confirm import ConfirmModal
 from app.modals.fork_picker import ForkPickerModal
 from app.modals.merge_picker import MergePickerModal
 from app.modals.recover_fork import RecoverForkModal
+from app.modals.tool_output import ToolOutputModal
 from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.session import ChatSession
@@ -574,3 +575,47 @@ async def test_decide_later_then_fork_offers_the_open_fork_and_never_opens_a_sec
             raise AssertionError("a second fork opened over the one left open")
         assert [m["fork_id"] for m in list_open_forks(project)] == [fork_id]
         assert not chat.session.fork_active
+
+
+async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.9: a branch's test output is readable: click expands a result, ctrl+o shows
+    the full text, PgUp/PgDn scroll the panel while the input keeps the focus."""
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        area = await open_fork(pilot, ["!seq 1 200", "!echo short"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await pilot.press("ctrl+o")  # on the overview: nothing to show, says so
+        assert not isinstance(app.screen, ToolOutputModal)
+        area.select("a")
+        await pilot.pause()
+        panel = area.panel("a")
+        (result,) = panel.results
+        assert result.full_text.splitlines()[-1].strip() == "200"
+        assert "more lines" in result.text and "\n200" not in result.text
+        await pilot.click(result)
+        await pilot.pause()
+        assert result.expanded and "\n200" in result.text
+        scroll = panel.query_one(".transcript")
+        await pilot.pause()
+        assert scroll.max_scroll_y > 0
+        chat.input.focus()
+        scroll.scroll_end(animate=False)
+        await pilot.pause()
+        bottom = scroll.scroll_y
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert scroll.scroll_y < bottom and chat.input.has_focus
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert scroll.scroll_y == bottom
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolOutputModal), what="modal")
+        modal = app.screen
+        assert modal.shown.text == result.full_text
+        assert "200" in str(modal.query_one("#text").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
