@@ -71,6 +71,20 @@ class Totals:
             self.cost_usd += cost
 
 
+class MergeConflict(RuntimeError):
+    """The picked branch changed paths the parent changed too since the fork."""
+
+    def __init__(self, label: str, paths: list[str]) -> None:
+        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        super().__init__(
+            f"branch {label} was not merged: {shown} changed here since the fork. Nothing "
+            "changed (files, chat, fork): pick another branch, abort the fork, or undo "
+            "those changes and /merge again"
+        )
+        self.label = label
+        self.paths = paths
+
+
 @dataclass
 class ForkTotals:
     """Cost and tokens of the live fork, read from the coordinator (0 with no fork)."""
@@ -109,6 +123,8 @@ class ChatSession:
     offline: bool = field(init=False, default=False)
     agent: Any = field(init=False, default=None)
     history: list[Any] = field(init=False, default_factory=list)
+    merged_messages: list[Any] = field(init=False, default_factory=list)
+    """What the last merge added to the chat's history (the chat appends these)."""
     coordinator: ForkCoordinator | None = field(init=False, default=None)
     totals: Totals = field(init=False, default_factory=Totals)
     notices: list[StartupNotice] = field(init=False, default_factory=list)
@@ -290,23 +306,60 @@ class ChatSession:
         )
 
     async def merge(self, action: str) -> MergeResult:
-        """Resolve the fork; a picked winner's history becomes the chat's history."""
+        """Resolve the fork; a picked winner's history becomes the chat's history.
+
+        A winner whose changes collide with the parent (a path changed here since the fork)
+        is refused before anything happens (:class:`MergeConflict`): the fork stays open,
+        the chat and every file stay as they are, and the user can pick another branch,
+        abort, or undo the parent's change. Should the parent change between that check and
+        the commit, the engine leaves the colliding paths alone; the chat then keeps its own
+        history too (the branch's conversation would describe files that did not land).
+        """
         if self.coordinator is None:
             raise RuntimeError("no fork to merge")
         coordinator = self.coordinator
+        if action.startswith("pick:"):
+            await self._refuse_conflicts(coordinator, action[5:].strip())
         spent = self.fork_totals()
         result = await coordinator.merge_or_select(action)
         self._settle_fork(spent)
-        if not result.aborted:
-            self.history = list(result.history_after_merge)
+        self._adopt_history(result)
         return result
 
     def adopt_merge(self, result: MergeResult) -> MergeResult:
         """Take over a merge someone else ran on our coordinator (the judge's ``auto``)."""
         self._settle_fork(self.fork_totals())
-        if not result.aborted:
-            self.history = list(result.history_after_merge)
+        self._adopt_history(result)
         return result
+
+    def _adopt_history(self, result: MergeResult) -> None:
+        """The winner's conversation becomes the chat's; ``merged_messages`` is what it adds
+        to what the chat already shows (the whole of it for a fork of an earlier session)."""
+        self.merged_messages = []
+        if result.aborted or result.conflicts:
+            return
+        before, after = self.history, list(result.history_after_merge)
+        same_start = len(after) >= len(before) and after[: len(before)] == before
+        self.merged_messages = after[len(before) :] if same_start else after
+        self.history = after
+
+    async def _refuse_conflicts(self, coordinator: ForkCoordinator, label: str) -> None:
+        from branching_core.workspace.apply import changed_since
+
+        try:
+            rt = coordinator.get_branch(label)
+        except (KeyError, ValueError):
+            return  # merge_or_select says what is wrong with the label
+        if rt.task is not None and not rt.task.done():
+            await asyncio.wait([rt.task])  # the winner is awaited anyway; check what it left
+        branch = rt.ws_branch
+        if branch is None:
+            return
+        conflicts = await asyncio.to_thread(
+            changed_since, branch.changes(), coordinator.parent_path, branch.created_ns
+        )
+        if conflicts:
+            raise MergeConflict(rt.label, conflicts)
 
     async def abort_fork(self) -> list[str]:
         if self.coordinator is None:
@@ -367,6 +420,30 @@ class ChatSession:
             if status.state == "running":
                 await coordinator.terminate_branch(status.branch_id)
         await coordinator.flush()
+
+
+def merge_summary(result: MergeResult) -> tuple[str, str]:
+    """The notice after a merge and its severity: what landed, what did not, and whether
+    the branch's conversation became the chat's."""
+    written = len(result.applied_paths)
+    deleted = len(result.deleted_paths)
+    lines = [
+        f"merged branch {result.winner_label}: {written} path{'s' if written != 1 else ''} "
+        f"written, {deleted} deleted"
+        + (
+            "; the chat keeps its own conversation (see the conflicts)"
+            if result.conflicts
+            else "; its conversation is now the chat"
+        )
+    ]
+    if result.conflicts:
+        lines.append(
+            "conflicts (changed here since the fork, left as they are): "
+            + ", ".join(result.conflicts)
+        )
+    if result.errors:
+        lines.append("not applied: " + ", ".join(f"{e.path} ({e.error})" for e in result.errors))
+    return "\n".join(lines), "warning" if result.conflicts or result.errors else "information"
 
 
 def offline_greeting() -> str:

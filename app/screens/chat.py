@@ -39,7 +39,7 @@ from app.commands import (
     parse_input,
     run_settings_command,
 )
-from app.session import ChatSession, build_report
+from app.session import ChatSession, build_report, merge_summary
 from app.widgets.chat_input import ChatInput
 from app.widgets.message_list import MessageList
 from app.widgets.status_bar import StatusBar, StatusInfo
@@ -639,25 +639,11 @@ class ChatScreen(Screen[None]):
 
     async def _after_merge(self, result: Any) -> None:
         self.close_fork_view()
-        self.messages.show_history(self.session.history)
         if result is None:
             return
-        lines = [
-            f"merged branch {result.winner_label}: {len(result.applied_paths)} paths written, "
-            f"{len(result.deleted_paths)} deleted; its conversation is now the chat"
-        ]
-        if result.conflicts:
-            lines.append(
-                "conflicts (changed here since the fork, left as they are): "
-                + ", ".join(result.conflicts)
-            )
-        if result.errors:
-            lines.append(
-                "not applied: " + ", ".join(f"{e.path} ({e.error})" for e in result.errors)
-            )
-        self.notice(
-            "\n".join(lines), "warning" if result.conflicts or result.errors else "information"
-        )
+        # Append the winner's new turns: notices and command output stay (issue 13.12).
+        self.messages.append_history(self.session.merged_messages)
+        self.notice(*merge_summary(result))
 
     # -- diffs --------------------------------------------------------------------------------
     @work(group="diff")
@@ -717,7 +703,8 @@ class ChatScreen(Screen[None]):
             return
         if choice[0] == "merge" and len(choice) > 2 and choice[2]:
             await self.apply_merge(f"pick:{choice[2]}")
-            return
+            if not self.session.fork_active:
+                return  # merged; else (a conflict) the fork is shown, still open
         await self.open_fork_view(coordinator)
         self.notice(f"fork {choice[1]} reopened: /merge to pick a winner")
 

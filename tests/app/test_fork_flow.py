@@ -619,3 +619,69 @@ async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
         assert "200" in str(modal.query_one("#text").render())
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+
+
+async def test_a_merge_appends_the_winners_turns_and_keeps_notices_and_output(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.12: nothing printed before or during the fork is wiped by the merge."""
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await submit(pilot, "the parent turn")
+        await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
+        await submit(pilot, "!echo shell-output-before")
+        await wait_for(pilot, lambda: "shell-output-before" in chat.last_notice)
+        await submit(pilot, "/tokens")
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await submit(pilot, "/cost")  # during the fork
+        cost_notice = chat.last_notice
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("1")
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+        transcript = chat.messages.transcript()
+        joined = "\n".join(transcript)
+        assert "shell-output-before" in joined
+        assert any(line.startswith("chat: ") and "in /" in line for line in transcript)
+        assert cost_notice in transcript
+        assert transcript.count("> the parent turn") == 1  # appended, not rebuilt
+        assert "> !echo a > a.txt" in transcript
+        assert transcript.index("> !echo a > a.txt") > transcript.index(cost_notice)
+        assert "1 path written" in chat.last_notice  # and the plural is right (13.21)
+
+
+async def test_merging_a_recovered_branch_whose_change_conflicts_changes_nothing(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.25: the branch's only change collides with a parent change made after the
+    fork: a clear error; the files, the chat and the fork stay as they were."""
+    crashed = ChatSession(project, requested_model=gated.model)
+    await asyncio.to_thread(crashed.prepare)
+    coordinator = await crashed.start_fork(
+        [BranchSpec("a", "!echo from-a >> README.txt"), BranchSpec("b", "!echo b > b.txt")],
+        None,
+    )
+    await coordinator.wait()
+    await coordinator.flush()
+    if coordinator.mirror_hook is not None:
+        coordinator.mirror_hook.detach()
+    (project / "README.txt").write_text("changed in the parent\n")
+
+    app = make_app(project, gated.model, recovery=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
+        await pilot.press("down", "enter")  # merge a, blind, from the dialog
+        await wait_for(pilot, lambda: "was not merged" in chat.last_notice, what="the error")
+        assert "README.txt changed here since the fork" in chat.last_notice
+        assert app.session.history == []
+        assert not any(line.startswith("> !echo") for line in chat.messages.transcript())
+        assert app.session.fork_active  # still open: pick another branch, or abort
+        await wait_for(pilot, lambda: chat.fork_area is not None, what="the fork view")
+        assert (project / "README.txt").read_text() == "changed in the parent\n"
+        await app.session.abort_fork()
+    assert not (project / "b.txt").exists()
