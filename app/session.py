@@ -125,6 +125,9 @@ class ChatSession:
     history: list[Any] = field(init=False, default_factory=list)
     merged_messages: list[Any] = field(init=False, default_factory=list)
     """What the last merge added to the chat's history (the chat appends these)."""
+    branch_tests: dict[str, str] = field(init=False, default_factory=dict)
+    """label -> one line of the configured ``test_command``'s result in that branch."""
+    """What the last merge added to the chat's history (the chat appends these)."""
     coordinator: ForkCoordinator | None = field(init=False, default=None)
     totals: Totals = field(init=False, default_factory=Totals)
     notices: list[StartupNotice] = field(init=False, default_factory=list)
@@ -295,6 +298,48 @@ class ChatSession:
         self.coordinator = coordinator
         return coordinator
 
+    def judge_unavailable(self) -> str | None:
+        """Why the judge cannot run (no LLM for it), or None when it can.
+
+        The offline model cannot give a structured verdict; asking it anyway ends in a raw
+        ``UnexpectedModelBehavior``. Say what is missing instead (issue 13.24).
+        """
+        if self.judges:
+            return None
+        from branching_core.agent import is_offline, resolve_model
+        from branching_core.errors import ConfigError
+
+        handle = self.coordinator.handle if self.coordinator is not None else None
+        name = handle.merge_strategy.judge_model if handle is not None else None
+        try:
+            model = resolve_model(name, env=self.env)
+        except ConfigError as exc:
+            return f"the judge has no usable model ({exc}): pick the winner yourself"
+        if is_offline(model):
+            return (
+                "the judge needs a model and no LLM is configured (set one of "
+                f"{', '.join(MODEL_ENV_KEYS[:3])}, ..., or merge_strategy = \"manual\" "
+                "under [review]): pick the winner yourself"
+            )
+        return None
+
+    async def run_judge(self) -> Any:
+        """``branching_core.review.resolve`` on the open fork; keeps its test results for
+        the merge picker. Raises ``RuntimeError`` with a readable reason."""
+        from branching_core.review import resolve
+
+        reason = self.judge_unavailable()
+        if reason is not None:
+            raise RuntimeError(reason)
+        coordinator = self.coordinator
+        if coordinator is None:
+            raise RuntimeError("no fork is open")
+        outcome = await resolve(coordinator, judges=self.judges, settings=self.settings)
+        self.branch_tests = {
+            r.label: test_line(r) for r in (outcome.test_results or {}).values()
+        }
+        return outcome
+
     def fork_totals(self) -> ForkTotals:
         if self.coordinator is None or self.coordinator.handle is None:
             return ForkTotals()
@@ -374,6 +419,7 @@ class ChatSession:
         self.totals.cost_usd += spent.cost_usd
         self.totals.input_tokens += spent.input_tokens
         self.totals.output_tokens += spent.output_tokens
+        self.branch_tests = {}
         coordinator, self.coordinator = self.coordinator, None
         if coordinator is not None and coordinator.fork_id is not None:
             from app.widgets.merge_diff import PLACEHOLDER_DIR
@@ -420,6 +466,20 @@ class ChatSession:
             if status.state == "running":
                 await coordinator.terminate_branch(status.branch_id)
         await coordinator.flush()
+
+
+def test_line(result: Any) -> str:
+    """One line for a ``BranchTestResult``: ``tests ✓ 12/12 passed`` / ``tests ✗ 3 failed``."""
+    if result.source == "none":
+        return f"tests: no result ({result.error or ('timed out' if result.timed_out else '?')})"
+    if result.source == "exit_code":
+        return f"tests {'✓' if result.ok else '✗'} `{result.command}` exit {result.exit_code}"
+    if result.collected == 0:
+        return "tests ✗ none collected"
+    bad = result.failed + result.errors
+    mark = "✓" if result.ok else "✗"
+    line = f"tests {mark} {result.passed}/{result.total} passed"
+    return line + (f", {bad} failed" if bad else "")
 
 
 def merge_summary(result: MergeResult) -> tuple[str, str]:
@@ -495,25 +555,11 @@ def _tool_event(event: Any, sink: TurnSink) -> None:
 async def build_report(session: ChatSession, paths: list[str] | None = None) -> Any:
     """The live fork's ``BranchDiffReport`` (the merge picker and diff explorer show it).
 
-    Uses ``ForkCoordinator.diff_report`` when the coordinator has it, else
-    ``branching_core.review.build_diff_report``; either may be sync or async. Reading every
-    touched file happens off the event loop.
+    The report reads every touched file of every branch and diffs them (synchronous work of
+    up to a few hundred ms with ten branches), so it runs in a worker thread: the event
+    loop keeps drawing streaming branches and echoing keys meanwhile (issue 15.5).
     """
-    import inspect
-
     coordinator = session.coordinator
     if coordinator is None or coordinator.fork_id is None:
         raise RuntimeError("no fork is open")
-    method = getattr(coordinator, "diff_report", None)
-    if method is not None:
-        result = method(paths) if paths else method()
-    else:
-        from branching_core.review import build_diff_report  # type: ignore[attr-defined]
-
-        runtimes = list(coordinator.branches.values())
-        result = await asyncio.to_thread(
-            build_diff_report, coordinator.fork_id, runtimes, paths_filter=paths
-        )
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+    return await asyncio.to_thread(coordinator.diff_report, paths or None)

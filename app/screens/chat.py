@@ -591,6 +591,9 @@ class ChatScreen(Screen[None]):
                 paths=self._diff_paths(),
                 preselect=preselect,
                 subtitle=subtitle,
+                coordinator=coordinator,  # live columns, "s" stop+merge (13.11, 13.10)
+                branch_tests=self.session.branch_tests,
+                test_command=self.session.settings.test_command,
             )
         )
 
@@ -599,12 +602,12 @@ class ChatScreen(Screen[None]):
 
     async def _judge(self, coordinator: Any) -> Any:
         """Run ``branching_core.review.resolve``; None (and a notice) when it cannot decide."""
-        resolve = _lazy("branching_core.review", "resolve")
+        if (reason := self.session.judge_unavailable()) is not None:  # 13.24
+            self.notice(reason, "warning")
+            return None
         self.notice("asking the judge… (the branches are awaited first)")
         try:
-            return await resolve(
-                coordinator, judges=self.session.judges, settings=self.session.settings
-            )
+            return await self.session.run_judge()
         except Exception as exc:
             self.notice(f"the judge failed ({exc}): pick the winner yourself", "warning")
             return None

@@ -11,17 +11,18 @@ import asyncio
 import json
 import os
 import stat
+import threading
 from pathlib import Path
 
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Static
 
 from app.modals.approval import ApprovalModal
 from app.modals.confirm import ConfirmModal
 from app.modals.fork_picker import ForkPickerModal
-from app.modals.merge_picker import MergePickerModal
+from app.modals.merge_picker import BranchColumn, MergePickerModal
 from app.modals.recover_fork import RecoverForkModal
 from app.modals.tool_output import ToolOutputModal
 from app.screens.chat import ChatScreen
@@ -685,3 +686,98 @@ async def test_merging_a_recovered_branch_whose_change_conflicts_changes_nothing
         assert (project / "README.txt").read_text() == "changed in the parent\n"
         await app.session.abort_fork()
     assert not (project / "b.txt").exists()
+
+
+def _column_header(picker: MergePickerModal, label: str) -> str:
+    column = next(c for c in picker.query(BranchColumn) if c.label == label)
+    return str(column.query_one(".merge-column-header", Static).render())
+
+
+async def test_the_merge_picker_is_live_and_s_stops_a_running_branch_and_merges_it(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issues 13.11 and 13.10: a branch that finishes while the picker is open reads done
+    at once; ``s`` on a running one stops it and merges what it has."""
+    hold_a = gated.gate("hold-a")
+    gated.gate("hold-b")
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["hold-a then finish", "hold-b forever"])
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        picker = app.screen
+        assert "running" in _column_header(picker, "a")
+        hold_a.set()
+        await wait_for(
+            pilot, lambda: "done" in _column_header(picker, "a"), what="a done in the picker"
+        )
+        assert "running" in _column_header(picker, "b")
+        await pilot.press("right", "s")
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+        assert "merged branch b" in chat.last_notice
+    gated.release_all()
+
+
+async def test_a_judge_without_a_model_says_so_and_the_picker_shows_branch_tests(
+    project: Path,
+) -> None:
+    """Issue 13.24: with no LLM, a judge strategy says the judge needs a model (no raw
+    UnexpectedModelBehavior), and the picker shows ``test_command``'s per-branch result."""
+    config = project / ".pydantic-deep" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[review]\nmerge_strategy = "auto"\ntest_command = "test -f a.txt"\n')
+    app = make_app(project)  # no model, no key: the offline model
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        assert app.session.offline
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        notices = "\n".join(chat.messages.transcript())
+        assert "the judge needs a model" in notices
+        assert "UnexpectedModelBehavior" not in notices
+        picker = app.screen
+
+        def tests_of(label: str) -> str:
+            column = next(c for c in picker.query(BranchColumn) if c.label == label)
+            return column.tests_line or ""
+
+        await wait_for(pilot, lambda: "exit" in tests_of("a") and "exit" in tests_of("b"))
+        assert tests_of("a") == "tests ✓ `test -f a.txt` exit 0"
+        assert tests_of("b") == "tests ✗ `test -f a.txt` exit 1"
+        await pilot.press("escape")
+
+
+async def test_the_diff_report_is_built_off_the_event_loop(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 15.5: while the report is built, the event loop keeps running callbacks."""
+    from app.session import build_report
+
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        coordinator = app.session.coordinator
+        original = coordinator.diff_report
+        loop = asyncio.get_running_loop()
+        ticked: list[bool] = []
+
+        def report_while_the_loop_runs(paths: list[str] | None = None) -> object:
+            # Blocks until the event loop has run a callback: on the loop itself this
+            # could never happen (the wait would time out).
+            event = threading.Event()
+            loop.call_soon_threadsafe(event.set)
+            ticked.append(event.wait(5))
+            return original(paths)
+
+        coordinator.diff_report = report_while_the_loop_runs
+        report = await build_report(app.session)
+        assert ticked == [True]
+        assert {e.path for e in report.paths} >= {"a.txt", "b.txt"}
+        await app.session.abort_fork()
