@@ -201,7 +201,6 @@ class BranchPanelWidget(Vertical):
             self._stream_block = self._add_block("assistant", text)
         else:
             block.set_text(block.text + text)
-            self._scroll_if_following()
         self.flushes += 1
 
     def _end_stream(self) -> None:
@@ -223,24 +222,32 @@ class BranchPanelWidget(Vertical):
         return [b for b in self._blocks if isinstance(b, ResultBlock)]
 
     def scroll_page(self, pages: int) -> None:
-        """Scroll the transcript ``pages`` screens (negative: up); keyboard scrolling."""
+        """Scroll the transcript ``pages`` screens (negative: up); keyboard scrolling.
+
+        Up lets go of the newest line (streamed text no longer pulls the view down); paging
+        back down to the end follows it again (Textual's anchor does both).
+        """
         if not self.is_mounted:
             return
         scroll = self.query_one(".transcript", VerticalScroll)
-        scroll.scroll_to(
-            y=scroll.scroll_y + pages * max(1, scroll.scrollable_content_region.height - 1),
-            animate=False,
-        )
+        step = max(1, scroll.scrollable_content_region.height - 1)
+        target = scroll.scroll_y + pages * step
+        if target >= scroll.max_scroll_y:
+            scroll.anchor()
+        else:
+            scroll.release_anchor()
+            scroll.scroll_to(y=target, animate=False, immediate=True)
 
     def scroll_edge(self, end: bool) -> None:
-        """Jump to the top (``end`` False) or to the newest line."""
+        """Jump to the top (``end`` False) or to the newest line (and follow it)."""
         if not self.is_mounted:
             return
         scroll = self.query_one(".transcript", VerticalScroll)
         if end:
-            scroll.scroll_end(animate=False)
+            scroll.anchor()
         else:
-            scroll.scroll_home(animate=False)
+            scroll.release_anchor()
+            scroll.scroll_home(animate=False, immediate=True)
 
     def add_steer(self, message: str) -> None:
         """A steering message the branch will see on its next model request."""
@@ -282,19 +289,16 @@ class BranchPanelWidget(Vertical):
         self._blocks.append(block)
         if self.is_mounted:
             self.query_one(".transcript", VerticalScroll).mount(block)
-            self._scroll_if_following()
         return block
 
-    def _scroll_if_following(self) -> None:
-        if not self.is_mounted:
-            return
-        scroll = self.query_one(".transcript", VerticalScroll)
-        if scroll.is_vertical_scroll_end or scroll.max_scroll_y == 0:
-            scroll.scroll_end(animate=False)
-
     def on_mount(self) -> None:
-        # Blocks added before mounting (a panel built for a running fork) go in now.
+        # Anchored: the view stays on the newest line as blocks arrive, also while the panel
+        # is hidden behind another tab (a hidden panel has no size to scroll in, so an
+        # explicit scroll_end there did nothing and switching to a finished branch showed
+        # its top, issue 13.17); the user scrolling up lets go until back at the end.
         scroll = self.query_one(".transcript", VerticalScroll)
+        scroll.anchor()
+        # Blocks added before mounting (a panel built for a running fork) go in now.
         missing = [b for b in self._blocks if not b.is_mounted and b.parent is None]
         if missing:
             scroll.mount_all(missing)

@@ -535,3 +535,39 @@ async def test_a_recovered_fork_is_replayed_from_its_history(tmp_path: Path) -> 
         await pilot.pause()
         assert "↳ write_file: created won.txt" in screen_text(app)
     await close_fork(coord, gate)
+
+
+async def test_switching_to_a_branch_that_streamed_while_hidden_shows_its_end(
+    tmp_path: Path,
+) -> None:
+    """Issue 13.17: a long transcript written while another tab was shown opens at its
+    newest line, not at its top; scrolling up lets go, paging to the end follows again."""
+    lines = [f"line {i}\n" for i in range(120)]
+    script = StreamScript(
+        {
+            "steer-alpha": [Turn(lines)],
+            "steer-bravo": [Turn(["short"])],
+        }
+    )
+    coord = make_coordinator(make_project(tmp_path / "p"), script)
+    await start_fork(coord, {"alpha": "steer-alpha", "bravo": "steer-bravo"})
+    app = HostApp(lambda: ForkArea(coord))
+    async with app.run_test(size=SIZE) as pilot:
+        area = app.query_one(ForkArea)
+        await coord.wait()
+        area.flush()
+        await pilot.pause()
+        area.select("alpha")
+        await pilot.pause()
+        await pilot.pause()
+        shown = [line.strip() for line in screen_text(app).splitlines()]
+        assert "line 119" in shown
+        assert "line 0" not in shown
+        panel = area.panel("alpha")
+        panel.scroll_page(-1)
+        await pilot.pause()
+        assert "line 119" not in [line.strip() for line in screen_text(app).splitlines()]
+        panel.scroll_page(100)
+        await pilot.pause()
+        assert "line 119" in [line.strip() for line in screen_text(app).splitlines()]
+    await close_fork(coord)
