@@ -169,6 +169,18 @@ class BranchPanelWidget(Vertical):
         """Everything on the panel's transcript so far (streamed text once flushed)."""
         return "\n".join(block.text for block in self._blocks)
 
+    def tail_text(self, chars: int) -> str:
+        """The last ``chars`` characters of the transcript, streamed text included, read
+        from the newest blocks only (the overview asks 5 times a second per branch)."""
+        parts = ["".join(self._pending)]
+        size = len(parts[0])
+        for block in reversed(self._blocks):
+            if size >= chars:
+                break
+            parts.append(block.text + "\n")
+            size += len(block.text) + 1
+        return "".join(reversed(parts))[-chars:]
+
     @property
     def pending_text(self) -> str:
         """Streamed text received but not yet drawn (drawn within FLUSH_INTERVAL)."""

@@ -41,9 +41,12 @@ LAST_LINE_WIDTH = 48
 
 
 def last_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    line = lines[-1].strip() if lines else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
+    """The *end* of the last non-empty line, at most ``width`` characters: a stream grows at
+    its end, so showing the start of a long line made a live branch look frozen (13.19)."""
+    tail = text[-(width * 8) :]  # the last line's end is all we show: never split it all
+    lines = [line for line in tail.splitlines() if line.strip()]
+    line = " ".join(lines[-1].split()) if lines else ""
+    return line if len(line) <= width else "…" + line[-(width - 1) :]
 
 
 class ForkOverview(Vertical):
@@ -337,24 +340,41 @@ class ForkArea(Vertical):
             self._overview_timer = self.set_timer(OVERVIEW_INTERVAL, self._redraw_overview)
 
     def overview_rows(self) -> list[tuple[str, ...]]:
-        """The overview table's rows (the same strings the table shows)."""
-        rows = []
+        """The overview table's rows (the same strings the table shows).
+
+        The "last line" column gets the width the others leave (so an 80-column terminal
+        shows whole rows, not a table cut at its right edge) and shows the line's end.
+        """
+        heads = []
         for n, status in enumerate(self.coordinator.inspect_branches(), start=1):
             panel = self._panels.get(status.label)
             state = panel.state if panel is not None else status.state
-            text = panel.transcript_text + panel.pending_text if panel is not None else ""
-            rows.append(
+            text = panel.tail_text(LAST_LINE_WIDTH * 8) if panel is not None else ""
+            heads.append(
                 (
-                    str(n),
-                    status.label,
-                    f"{STATE_BADGES.get(state, '?')} {state.replace('_', ' ')}",
-                    status.model or "default",
-                    format_cost(status.cost_usd, status.budget_usd),
-                    str(status.tool_calls),
-                    last_line(text),
+                    (
+                        str(n),
+                        status.label,
+                        f"{STATE_BADGES.get(state, '?')} {state.replace('_', ' ')}",
+                        status.model or "default",
+                        format_cost(status.cost_usd, status.budget_usd),
+                        str(status.tool_calls),
+                    ),
+                    text,
                 )
             )
-        return rows
+        width = self._last_line_width([cells for cells, _ in heads])
+        return [(*cells, last_line(text, width)) for cells, text in heads]
+
+    def _last_line_width(self, rows: list[tuple[str, ...]]) -> int:
+        """Columns left for "last line" after the others (each padded by 2 cells)."""
+        if not self.is_mounted or self.size.width == 0:
+            return LAST_LINE_WIDTH
+        used = 0
+        for index, header in enumerate(OVERVIEW_COLUMNS[:-1]):
+            cells = [len(header), *(len(row[index]) for row in rows)]
+            used += max(cells) + 2
+        return max(12, min(LAST_LINE_WIDTH * 2, self.size.width - used - 4))
 
     def _redraw_overview(self) -> None:
         self._overview_timer = None

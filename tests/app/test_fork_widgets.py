@@ -571,3 +571,32 @@ async def test_switching_to_a_branch_that_streamed_while_hidden_shows_its_end(
         await pilot.pause()
         assert "line 119" in [line.strip() for line in screen_text(app).splitlines()]
     await close_fork(coord)
+
+
+def test_the_overviews_last_line_shows_the_end_of_a_long_line() -> None:
+    """Issue 13.19: a stream grows at its end; the start of a long line looked frozen."""
+    from app.widgets.fork_area import last_line
+
+    long = "word " * 40 + "NEWEST"
+    shown = last_line(f"first line\n{long}\n\n", 30)
+    assert shown.endswith("NEWEST") and shown.startswith("…") and len(shown) == 30
+    assert last_line("short\nlast one\n", 30) == "last one"
+    assert last_line("", 30) == ""
+
+
+async def test_the_overview_row_follows_the_newest_text_of_a_long_line(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    chunks = [f"token{i} " for i in range(60)]
+    script = StreamScript({"steer-alpha": [Turn(chunks, gate=gate)]})
+    coord = make_coordinator(make_project(tmp_path / "p"), script)
+    await start_fork(coord, {"alpha": "steer-alpha"})
+    app = HostApp(lambda: ForkArea(coord))
+    async with app.run_test(size=(80, 24)) as pilot:
+        area = app.query_one(ForkArea)
+        await wait_until(pilot, lambda: "token59" in area.panel("alpha").tail_text(2000))
+        area.flush()
+        (row,) = area.overview_rows()
+        assert row[-1].endswith("token59")
+        await pilot.pause()
+        assert "token59" in screen_text(app)  # the whole row fits in 80 columns
+    await close_fork(coord, gate)
