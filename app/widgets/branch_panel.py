@@ -138,6 +138,12 @@ class BranchPanelWidget(Vertical):
         self._blocks: list[TranscriptBlock] = []
         self._pending: list[str] = []
         self._stream_block: TranscriptBlock | None = None
+        self._in_response = False
+        """True while a model response streams (between its first event and its end)."""
+        self._steers_next: list[str] = []
+        """Steers the model sees in its next request (drawn when that response starts)."""
+        self._steers_later: list[str] = []
+        """Steers sent while a response streamed: they reach the request after it."""
         self._flush_timer: Timer | None = None
         self.flushes = 0
         """How many times streamed text reached the screen (for tests and benchmarks)."""
@@ -155,9 +161,11 @@ class BranchPanelWidget(Vertical):
         badge = STATE_BADGES.get(self.state, "?")
         model = self.model or "default model"
         state = self.state.replace("_", " ")
+        queued = len(self._steers_next) + len(self._steers_later)
         return (
             f"branch {self.label} · {badge} {state} · {model} · "
             f"{format_cost(self.cost_usd, self.budget_usd)}"
+            + (f" · {queued} steer{'s' if queued != 1 else ''} queued" if queued else "")
         )
 
     @property
@@ -191,6 +199,8 @@ class BranchPanelWidget(Vertical):
         """Buffer one text delta; it reaches the screen on the next flush tick."""
         if not delta:
             return
+        if not self._in_response:
+            self._begin_response()
         self._pending.append(delta)
         if self._flush_timer is None and self.is_mounted:
             self._flush_timer = self.set_timer(FLUSH_INTERVAL, self.flush)
@@ -262,9 +272,39 @@ class BranchPanelWidget(Vertical):
             scroll.scroll_home(animate=False, immediate=True)
 
     def add_steer(self, message: str) -> None:
-        """A steering message the branch will see on its next model request."""
+        """A steering message, drawn where the model receives it: before the response to
+        the next model request (issue 13.20). Sent while a response streams, that is the
+        request after the current response and its tool calls; sent between responses,
+        the very next one. Until then the header counts it as queued."""
+        (self._steers_later if self._in_response else self._steers_next).append(message)
+        self._update_header()
+
+    def end_response(self) -> None:
+        """One model response is complete (the coordinator priced it): the next text
+        starts a new block (issue 14.12: responses were glued into one paragraph)."""
+        if not self._in_response:
+            self._begin_response()  # a response with no text (tool calls only)
         self._end_stream()
-        self._add_block("steer", f">> {message}")
+        self._in_response = False
+        self._steers_next += self._steers_later
+        self._steers_later = []
+
+    def _begin_response(self) -> None:
+        self._in_response = True
+        steers, self._steers_next = self._steers_next, []
+        if steers:
+            self._end_stream()
+            for message in steers:
+                self._add_block("steer", f">> {message}")
+            self._update_header()
+
+    def _settle_steers(self) -> None:
+        """The run ended: draw steers still queued, saying they came too late."""
+        steers = self._steers_next + self._steers_later
+        self._steers_next, self._steers_later = [], []
+        self._in_response = False
+        for message in steers:
+            self._add_block("steer", f">> {message}  (after the run ended)")
 
     def add_user_message(self, message: str) -> None:
         """A follow-up turn the user started on this (finished) branch."""
@@ -279,6 +319,8 @@ class BranchPanelWidget(Vertical):
     def set_state(self, state: str, error: str | None = None) -> None:
         if state != "running":
             self._end_stream()
+            if state != "awaiting_approval":
+                self._settle_steers()
         self.state = state
         if error and error != self.error:
             self._add_block("error", f"{STATE_BADGES.get(state, '!')} {error}")

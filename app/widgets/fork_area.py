@@ -312,6 +312,8 @@ class ForkArea(Vertical):
             elif isinstance(event, ev.BranchSteered):
                 panel.add_steer(event.message)
             elif isinstance(event, ev.BranchCostUpdated):
+                # Published once per model response, as it completes: the response boundary.
+                panel.end_response()
                 panel.set_cost(event.cumulative_usd)
             elif self._approval_event is not None and isinstance(event, self._approval_event):
                 calls = list(getattr(event, "calls", []) or [])
@@ -421,5 +423,7 @@ def _replay(panel: BranchPanelWidget, rt: BranchRuntime) -> None:
             elif kind == "tool-return":
                 content = part.content if isinstance(part.content, str) else repr(part.content)
                 panel.add_tool_result(part.tool_name, content, part.tool_call_id)
+        if getattr(message, "kind", "") == "response":
+            panel.end_response()  # each response its own block, as when it streamed
     if rt.error:
         panel.set_state(rt.state, rt.error)

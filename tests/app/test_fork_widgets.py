@@ -600,3 +600,85 @@ async def test_the_overview_row_follows_the_newest_text_of_a_long_line(tmp_path:
         await pilot.pause()
         assert "token59" in screen_text(app)  # the whole row fits in 80 columns
     await close_fork(coord, gate)
+
+
+async def test_a_steer_is_drawn_where_the_model_receives_it(tmp_path: Path) -> None:
+    """Issue 13.20: a steer sent while a response streams is drawn after that response's
+    tool call and result (it reaches the *next* request), not above them."""
+    gate = asyncio.Event()
+    script = StreamScript(
+        {
+            "steer-a": [
+                Turn(["working"], gate=gate, tool=("list_dir", {"path": "."})),
+                Turn(["ok"]),
+            ],
+        }
+    )
+    coord = make_coordinator(make_project(tmp_path / "p"), script)
+    await start_fork(coord, {"a": "steer-a"})
+    app = HostApp(lambda: ForkArea(coord))
+    async with app.run_test(size=SIZE) as pilot:
+        area = app.query_one(ForkArea)
+        panel = area.panel("a")
+        await wait_until(pilot, lambda: "working" in panel.tail_text(500))
+        coord.steer("a", "focus on speed")
+        await pilot.pause()
+        assert "1 steer queued" in panel.header_text
+        gate.set()
+        await coord.wait()
+        area.flush()
+        await wait_until(pilot, lambda: panel.state == "done")
+        kinds = [(b.kind, b.text.split(":")[0]) for b in panel.blocks]
+        assert kinds == [
+            ("prompt", "> steer-a"),
+            ("assistant", "working"),
+            ("tool", "⚙ list_dir {\"path\""),
+            ("result", "↳ list_dir"),
+            ("steer", ">> focus on speed"),
+            ("assistant", "ok"),
+        ]
+        assert any("focus on speed" in p for p in script.received["steer-a"][-1])
+        assert "queued" not in panel.header_text
+    await close_fork(coord)
+
+
+async def test_consecutive_responses_are_separate_blocks(tmp_path: Path) -> None:
+    """Issue 14.12: two model responses in a row were glued into one paragraph
+    ("...people.Yes, that's..."). Here a steer sent during the last response makes the run
+    ask once more; each response is its own block, the steer between them."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from tests.app.conftest import user_prompts
+
+    gate = asyncio.Event()
+
+    async def stream(messages: list, info: AgentInfo):  # type: ignore[no-untyped-def]
+        if any("and more" in p for p in user_prompts(messages)):
+            yield "Yes, that's the second."
+            return
+        yield "First answer for the people."
+        await gate.wait()
+
+    async def respond(messages: list, info: AgentInfo) -> ModelResponse:
+        raise AssertionError("streaming only")
+
+    model = FunctionModel(respond, stream_function=stream, model_name="two")
+    coord = ForkCoordinator(Agent(model), workspace=make_project(tmp_path / "p"), stream_text=True)
+    await start_fork(coord, {"a": "go"})
+    app = HostApp(lambda: ForkArea(coord))
+    async with app.run_test(size=SIZE) as pilot:
+        area = app.query_one(ForkArea)
+        panel = area.panel("a")
+        await wait_until(pilot, lambda: "people." in panel.tail_text(500))
+        coord.steer("a", "and more")
+        gate.set()
+        await coord.wait()
+        area.flush()
+        assert [(b.kind, b.text) for b in panel.blocks] == [
+            ("prompt", "> go"),
+            ("assistant", "First answer for the people."),
+            ("steer", ">> and more"),
+            ("assistant", "Yes, that's the second."),
+        ]
+    await close_fork(coord)
