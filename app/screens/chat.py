@@ -207,6 +207,9 @@ class ChatScreen(Screen[None]):
         coordinator = self.session.coordinator
         if coordinator is None:
             return
+        if label is not None and coordinator.get_branch(label).state != "running":
+            self.fork_area.select(None)  # 13.13: nothing to terminate: back to the overview
+            return
         question = f"Terminate branch {label}?" if label else "Abort the entire fork?"
         if not await self.app.push_screen_wait(confirm_cls(question)):
             return

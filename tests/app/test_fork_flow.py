@@ -204,6 +204,14 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
         await pilot.press("y")
         await wait_for(pilot, lambda: states(app)["a"] == "terminated", what=states)
         assert states(app)["b"] == "running"
+        # Esc on a branch that is not running offers no Terminate that would do nothing
+        # (issue 13.13): it goes back to the overview.
+        area.select("a")
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmModal)
+        assert area.active_label is None and app.session.fork_active
         # Esc answered "no" changes nothing.
         await pilot.press("alt+2", "escape")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="confirm")
