@@ -437,3 +437,62 @@ async def test_recover_choices_merge_or_abort_a_real_fork(tmp_path: Path) -> Non
         "hanger",
     )
     await close_fork(coord2, gate2)
+
+
+async def test_picker_adds_and_removes_rows_for_this_fork_only(tmp_path: Path) -> None:
+    """Issue 13.15: "fork into 3 this time" from a picker opened with 2 rows, without
+    rewriting config.toml (only /fork-branches writes the default count)."""
+    root = tmp_path / "p"
+    root.mkdir()
+    store = SettingsStore(root)
+    store.set_branch_count(2)
+    config = root / ".pydantic-deep" / "config.toml"
+    before = config.read_text()
+    app = PickerHost(SettingsStore(root).settings, n=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        picker = app.screen
+        assert picker.n == 3 and "Fork into 3 branches" in screen_text(app)
+        assert app.screen.focused is picker.query_one("#label-3", Input)
+        await pilot.press("ctrl+n")  # a 4th row, then remove the 2nd: rows below move up
+        await pilot.pause()
+        for slot, steer in enumerate(["one", "two", "three", "four"], start=1):
+            picker.query_one(f"#steer-{slot}", Input).value = steer
+        picker.query_one("#steer-2", Input).focus()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert picker.n == 3
+        assert values(app, "label-1", "label-2", "label-3") == ["a", "c", "d"]
+        assert values(app, "steer-1", "steer-2", "steer-3") == ["one", "three", "four"]
+        await pilot.click("#remove-row")  # the button (focused itself) drops the last row
+        await pilot.pause()
+        assert values(app, "label-1", "label-2") == ["a", "c"]
+        await pilot.click("#add-row")  # a new row gets a label no other row uses
+        await pilot.pause()
+        picker.query_one("#steer-3", Input).value = "five"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+    request = app.results[0]
+    assert [(s.label, s.steer) for s in request.specs] == [
+        ("a", "one"),
+        ("c", "three"),
+        ("b", "five"),
+    ]
+    assert config.read_text() == before  # the per-fork count is never written
+    assert SettingsStore(root).settings.fork_branch_count == 2
+
+
+async def test_picker_keeps_between_one_row_and_max_branches() -> None:
+    app = PickerHost(Settings(max_branches=2), n=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert app.screen.n == 2 and "at most 2 branches" in app.screen.error_text
+        await pilot.press("ctrl+r", "ctrl+r")
+        await pilot.pause()
+        assert app.screen.n == 1 and "at least one branch" in app.screen.error_text
