@@ -26,17 +26,48 @@ class StatusInfo:
     unpriced: bool = False
 
 
-def format_status(info: StatusInfo) -> str:
+def format_status(info: StatusInfo, width: int | None = None) -> str:
+    """The status line; with ``width``, the longest form that fits (issue 13.21).
+
+    Narrower forms drop the field names, then compact the tokens, then the backend, and
+    last cut the model name; the activity (``thinking… (esc stops)``) is never dropped,
+    because it says what the app is doing and how to stop it.
+    """
     cost = f"${info.cost_usd:.4f}" + ("+?" if info.unpriced else "")
-    parts = [
-        f"model {info.model}",
-        f"workspace {info.backend}",
-        cost,
-        f"tokens {info.input_tokens:,} in / {info.output_tokens:,} out",
+    tokens = f"tokens {info.input_tokens:,} in / {info.output_tokens:,} out"
+    short_tokens = f"{_compact(info.input_tokens)}↑ {_compact(info.output_tokens)}↓"
+    forms = [
+        [f"model {info.model}", f"workspace {info.backend}", cost, tokens],
+        [info.model, info.backend, cost, tokens],
+        [info.model, info.backend, cost, short_tokens],
+        [info.model, cost, short_tokens],
     ]
-    if info.activity:
-        parts.append(info.activity)
-    return " │ ".join(parts)
+    line = ""
+    for parts in forms:
+        line = " │ ".join([*parts, info.activity] if info.activity else parts)
+        if width is None or len(line) <= width:
+            return line
+    # Still too wide: cut the model name, then drop the tokens, then the cost.
+    activity = [info.activity] if info.activity else []
+    rest = " │ ".join([cost, short_tokens, *activity])
+    room = (width or 0) - len(rest) - 3
+    if room >= 8:
+        model = info.model if len(info.model) <= room else info.model[: room - 1] + "…"
+        return f"{model} │ {rest}"
+    for parts in ([cost, short_tokens, *activity], [cost, *activity], activity or [cost]):
+        line = " │ ".join(parts)
+        if len(line) <= (width or 0):
+            return line
+    return line[: max(1, (width or 1) - 1)] + "…"
+
+
+def _compact(n: int) -> str:
+    """``950``, ``12.3k``, ``4.1M``: token counts in at most ~5 characters."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
 
 
 class StatusBar(Static):
@@ -51,8 +82,20 @@ class StatusBar(Static):
     def show(self, info: StatusInfo) -> None:
         if info != self.info:
             self.info = info
-            self.update(format_status(info))
+            self._render_line()
+
+    def _room(self) -> int | None:
+        width = self.content_region.width if self.is_mounted else 0
+        return width or None
+
+    def _render_line(self) -> None:
+        if self.info is not None:
+            self.update(format_status(self.info, self._room()))
+
+    def on_resize(self) -> None:
+        self._render_line()
 
     @property
     def text(self) -> str:
-        return format_status(self.info) if self.info else ""
+        """The line as shown (fitted to the bar's width once it has one)."""
+        return format_status(self.info, self._room()) if self.info else ""

@@ -682,3 +682,27 @@ async def test_consecutive_responses_are_separate_blocks(tmp_path: Path) -> None
             ("assistant", "Yes, that's the second."),
         ]
     await close_fork(coord)
+
+
+def test_the_status_line_fits_its_width_and_keeps_the_activity() -> None:
+    """Issue 13.21: at 80 columns the status line was cut (the activity, the most useful
+    part, went first)."""
+    from app.widgets.status_bar import StatusInfo, format_status
+
+    info = StatusInfo(
+        model="anthropic:claude-sonnet-4-5",
+        backend="overlay",
+        cost_usd=0.0421,
+        input_tokens=123_456,
+        output_tokens=7_890,
+        activity="thinking… (esc stops)",
+    )
+    full = format_status(info)
+    assert full.startswith("model anthropic:claude-sonnet-4-5 │ workspace overlay")
+    assert format_status(info, 200) == full
+    for width in (78, 60, 50, 40):
+        line = format_status(info, width)
+        assert len(line) <= width, (width, line)
+        assert line.endswith("thinking… (esc stops)")
+        assert "$0.0421" in line
+    assert "123.5k↑ 7.9k↓" in format_status(info, 78)
