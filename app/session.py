@@ -255,7 +255,16 @@ class ChatSession:
             model_resolver=self.model_resolver,
             stream_text=True,
             materialize=True,
+            approval_required=self.approval_policy(),
         )
+
+    def approval_policy(self) -> Any:
+        """``[fork] approval_required`` as the coordinator takes it: tool names, True for
+        ``"*"`` (every workspace tool), None when nothing needs approval."""
+        names = tuple(getattr(self.settings, "approval_required", ()) or ())
+        if not names:
+            return None
+        return True if "*" in names else list(names)
 
     def diff_paths(self) -> Any:
         """Where the diff tool looks for the open fork: its live mirror
@@ -439,6 +448,7 @@ class ChatSession:
             model_resolver=self.model_resolver,
             stream_text=True,
             materialize=True,
+            approval_required=self.approval_policy(),
         )
         for coordinator in found:
             if coordinator.fork_id == fork_id:

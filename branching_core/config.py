@@ -119,6 +119,8 @@ class Settings:
     merge_strategy: str = "manual"
     confidence_threshold: float = 0.8
     difftool: str | None = None
+    approval_required: tuple[str, ...] = ()
+    """Tool names a fork's branches may only run after the user approves each call."""
 
     def model_for_branch(self, slot: int) -> str | None:
         """The model branch ``slot`` (1-based) runs: its override, else the default model."""
@@ -255,6 +257,21 @@ def _command(value: object) -> str:
     return text
 
 
+_TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _tool_names(value: object) -> tuple[str, ...]:
+    """``["write_file", "run_command"]``: tool names (``"*"``: every tool)."""
+    if not isinstance(value, list):
+        raise _Invalid(f"expected an array of tool names, got {_show(value)}")
+    names = []
+    for item in value:
+        if not isinstance(item, str) or not (item == "*" or _TOOL_NAME_RE.match(item)):
+            raise _Invalid(f"expected tool names (or \"*\"), got {_show(item)}")
+        names.append(item)
+    return tuple(dict.fromkeys(names))
+
+
 def _show(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -291,6 +308,7 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("merge_strategy", "review.merge_strategy", _one_of(MERGE_STRATEGIES), False),
     _Field("confidence_threshold", "review.confidence_threshold", _fraction, False),
     _Field("difftool", "review.difftool", _command, True),
+    _Field("approval_required", "fork.approval_required", _tool_names, False),
 )
 _BY_KEY = {f.key: f for f in _FIELDS}
 _BY_ATTR = {f.attr: f for f in _FIELDS}

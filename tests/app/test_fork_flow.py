@@ -789,3 +789,54 @@ async def test_the_diff_report_is_built_off_the_event_loop(
         assert ticked == [True]
         assert {e.path for e in report.paths} >= {"a.txt", "b.txt"}
         await app.session.abort_fork()
+
+
+async def test_config_approval_required_makes_branches_ask_before_running_tools(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.23: ``[fork] approval_required`` in config.toml turns tool approvals on;
+    the dialog decides, end to end, what each branch's sandbox actually ran."""
+    config = project / ".pydantic-deep" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[fork]\napproval_required = ["run_command"]\n')
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        assert app.session.config_problems == []
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval")
+        first = app.screen.label
+        assert "run_command" in screen_text_of(app) and f"echo {first} > {first}.txt" in (
+            screen_text_of(app)
+        )
+        await pilot.press("y", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval 2")
+        second = app.screen.label
+        assert second != first
+        await pilot.press("escape")  # deny all
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        coordinator = app.session.coordinator
+        views = {rt.label: Path(rt.path) for rt in coordinator.branches.values()}
+        assert (views[first] / f"{first}.txt").read_text() == f"{first}\n"
+        assert not (views[second] / f"{second}.txt").exists()
+        await app.session.abort_fork()
+
+
+def screen_text_of(app: object) -> str:
+    from tests.app.fixtures_fork import screen_text
+
+    return screen_text(app)  # type: ignore[arg-type]
+
+
+def test_a_bad_approval_required_value_is_reported(project: Path) -> None:
+    from branching_core.config import SettingsStore
+
+    config = project / ".pydantic-deep" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[fork]\napproval_required = "run_command"\n')
+    store = SettingsStore(project)
+    assert store.settings.approval_required == ()
+    assert any(p.key == "fork.approval_required" for p in store.problems)
+    config.write_text('[fork]\napproval_required = ["write_file", "*"]\n')
+    session = ChatSession(project)
+    assert session.approval_policy() is True
