@@ -20,6 +20,8 @@ File format (every key is optional; an absent key means its default)::
     max_depth = 2                     # nested forks, 1..10
     per_branch_budget_usd = 0.25      # > 0, or absent for no budget
     aggregate_budget_usd = 2.0        # > 0, or absent for no budget
+    approval_required = ["run_command", "write_file"]   # tools a branch runs only once
+                                      # approved in the TUI ("*": every tool)
 
     [fork.models]                     # branch slot (1-based) -> "provider:model"
     1 = "anthropic:claude-opus-4-6"
