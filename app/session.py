@@ -13,8 +13,9 @@ parent ``Agent``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -125,6 +126,8 @@ class ChatSession:
     history: list[Any] = field(init=False, default_factory=list)
     merged_messages: list[Any] = field(init=False, default_factory=list)
     """What the last merge added to the chat's history (the chat appends these)."""
+    on_busy: Callable[[str | None], None] | None = field(init=False, default=None)
+    """Told what long wait starts (a label) and when it ends (None): the status spinner."""
     branch_tests: dict[str, str] = field(init=False, default_factory=dict)
     """label -> one line of the configured ``test_command``'s result in that branch."""
     """What the last merge added to the chat's history (the chat appends these)."""
@@ -138,6 +141,17 @@ class ChatSession:
         self.settings_store = SettingsStore(self.root)
 
     # -- settings ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def busy(self, label: str) -> Iterator[None]:
+        """Announce a wait of seconds (spawning, a merge waiting on a branch, the judge)."""
+        if self.on_busy is not None:
+            self.on_busy(label)
+        try:
+            yield
+        finally:
+            if self.on_busy is not None:
+                self.on_busy(None)
+
     @property
     def settings(self) -> Settings:
         return self.settings_store.settings
@@ -298,12 +312,13 @@ class ChatSession:
             kind=self.settings.merge_strategy,  # type: ignore[arg-type]
             confidence_threshold=self.settings.confidence_threshold,
         )
-        await coordinator.fork(
-            specs,
-            parent_history=self.history,
-            aggregate_budget_usd=aggregate_budget_usd,
-            strategy=strategy,
-        )
+        with self.busy(f"spawning {len(specs)} branch{'es' if len(specs) != 1 else ''}"):
+            await coordinator.fork(
+                specs,
+                parent_history=self.history,
+                aggregate_budget_usd=aggregate_budget_usd,
+                strategy=strategy,
+            )
         self.coordinator = coordinator
         return coordinator
 
@@ -343,7 +358,8 @@ class ChatSession:
         coordinator = self.coordinator
         if coordinator is None:
             raise RuntimeError("no fork is open")
-        outcome = await resolve(coordinator, judges=self.judges, settings=self.settings)
+        with self.busy("asking the judge"):
+            outcome = await resolve(coordinator, judges=self.judges, settings=self.settings)
         self.branch_tests = {
             r.label: test_line(r) for r in (outcome.test_results or {}).values()
         }
@@ -372,10 +388,12 @@ class ChatSession:
         if self.coordinator is None:
             raise RuntimeError("no fork to merge")
         coordinator = self.coordinator
-        if action.startswith("pick:"):
-            await self._refuse_conflicts(coordinator, action[5:].strip())
+        label = action[5:].strip() if action.startswith("pick:") else ""
+        if label:
+            await self._refuse_conflicts(coordinator, label)
         spent = self.fork_totals()
-        result = await coordinator.merge_or_select(action)
+        with self.busy(f"merging branch {label}" if label else "closing the fork"):
+            result = await coordinator.merge_or_select(action)
         self._settle_fork(spent)
         self._adopt_history(result)
         return result
@@ -405,7 +423,10 @@ class ChatSession:
         except (KeyError, ValueError):
             return  # merge_or_select says what is wrong with the label
         if rt.task is not None and not rt.task.done():
-            await asyncio.wait([rt.task])  # the winner is awaited anyway; check what it left
+            # The winner is awaited anyway (check what it leaves); "s" in the merge picker
+            # stops it instead.
+            with self.busy(f"waiting for branch {rt.label} to finish"):
+                await asyncio.wait([rt.task])
         branch = rt.ws_branch
         if branch is None:
             return

@@ -112,6 +112,7 @@ class ChatScreen(Screen[None]):
         self.fork_badge.clear()
         self.input.focus()
         self.refresh_status()
+        self.session.on_busy = self.status.set_busy  # spinner + seconds on long waits (13.10)
         if self.session.subagents is not None:
             self._unsubscribe_subagents = self.session.subagents.add_listener(
                 self.messages.on_subagent_event

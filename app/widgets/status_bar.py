@@ -7,10 +7,16 @@ never half-updated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from textual.timer import Timer
 from textual.widgets import Static
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+BUSY_INTERVAL = 0.1
+"""Seconds between two frames of the spinner (only while something long is running)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,46 @@ class StatusBar(Static):
     def __init__(self, **kwargs: object) -> None:
         super().__init__("", markup=False, **kwargs)  # type: ignore[arg-type]
         self.info: StatusInfo | None = None
+        self.busy: str | None = None
+        self._busy_since = 0.0
+        self._busy_timer: Timer | None = None
+        self._frame = 0
+
+    def set_busy(self, label: str | None) -> None:
+        """Show ``label`` with a spinner and the seconds spent, until called with None.
+
+        For waits of seconds the user must not mistake for a hang (issue 13.10): spawning
+        branches, waiting for a running branch before a merge, asking the judge.
+        """
+        if label == self.busy:
+            return
+        self.busy = label
+        if label is None:
+            if self._busy_timer is not None:
+                self._busy_timer.stop()
+                self._busy_timer = None
+        else:
+            self._busy_since = time.monotonic()
+            if self._busy_timer is None and self.is_attached:
+                self._busy_timer = self.set_interval(BUSY_INTERVAL, self._tick)
+        self._render_line()
+
+    def _tick(self) -> None:
+        self._frame += 1
+        self._render_line()
+
+    @property
+    def busy_text(self) -> str:
+        """``⠋ spawning 3 branches… 1.4 s`` while busy, else ''."""
+        if self.busy is None:
+            return ""
+        elapsed = time.monotonic() - self._busy_since
+        return f"{SPINNER[self._frame % len(SPINNER)]} {self.busy}… {elapsed:.1f} s"
+
+    def _shown(self) -> StatusInfo | None:
+        if self.info is None or self.busy is None:
+            return self.info
+        return replace(self.info, activity=self.busy_text)
 
     def show(self, info: StatusInfo) -> None:
         if info != self.info:
@@ -89,8 +135,9 @@ class StatusBar(Static):
         return width or None
 
     def _render_line(self) -> None:
-        if self.info is not None:
-            self.update(format_status(self.info, self._room()))
+        shown = self._shown()
+        if shown is not None:
+            self.update(format_status(shown, self._room()))
 
     def on_resize(self) -> None:
         self._render_line()
@@ -98,4 +145,5 @@ class StatusBar(Static):
     @property
     def text(self) -> str:
         """The line as shown (fitted to the bar's width once it has one)."""
-        return format_status(self.info, self._room()) if self.info else ""
+        shown = self._shown()
+        return format_status(shown, self._room()) if shown else ""

@@ -840,3 +840,37 @@ def test_a_bad_approval_required_value_is_reported(project: Path) -> None:
     config.write_text('[fork]\napproval_required = ["write_file", "*"]\n')
     session = ChatSession(project)
     assert session.approval_policy() is True
+
+
+async def test_a_merge_waiting_on_a_running_branch_shows_a_spinner_and_seconds(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.10: a wait of seconds shows what is awaited, a spinner and the time spent;
+    it clears when the wait ends."""
+    hold = gated.gate("hold")
+    app = make_app(project, gated.model)
+    seen: list[str | None] = []
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        bar = chat.status
+        original = bar.set_busy
+
+        def record(label: str | None) -> None:
+            seen.append(label)
+            original(label)
+
+        app.session.on_busy = record
+        await open_fork(pilot, ["!echo a > a.txt", "hold b"])
+        assert seen[:2] == ["spawning 2 branches", None]
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("2")  # b is still running: the merge waits for it
+        await wait_for(pilot, lambda: "waiting for branch b to finish…" in bar.text)
+        first = bar.text
+        await wait_for(pilot, lambda: bar.text != first, what="the spinner to move")
+        assert any(frame in bar.text for frame in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏") and " s" in bar.text
+        hold.set()
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+        assert bar.busy is None and "waiting" not in bar.text
+        assert "merging branch b" in seen
