@@ -67,9 +67,20 @@ class TranscriptBlock(Static):
         self.kind = kind
         self.text = text
 
-    def set_text(self, text: str) -> None:
+    def set_text(self, text: str, *, draw: bool = True) -> None:
+        """Change the text; ``draw=False`` (a hidden panel) only marks it for
+        :meth:`redraw`, so a panel nobody sees never costs a screen layout."""
         self.text = text
-        self.update(Content(text))
+        if draw:
+            self.update(Content(text))
+            self.stale = False
+        else:
+            self.stale = True
+
+    def redraw(self) -> None:
+        if getattr(self, "stale", False):
+            self.update(Content(self.text))
+            self.stale = False
 
 
 class ResultBlock(TranscriptBlock):
@@ -126,8 +137,12 @@ class BranchPanelWidget(Vertical):
         cost_usd: float | None = 0.0,
         id: str | None = None,
         classes: str | None = None,
+        shown: bool = True,
     ) -> None:
         super().__init__(id=id, classes=classes)
+        self.shown = shown
+        """False while another tab is shown: nothing is drawn or mounted until shown."""
+        self._header_stale = False
         self.label = label
         self.steer = steer
         self.model = model
@@ -174,8 +189,13 @@ class BranchPanelWidget(Vertical):
 
     @property
     def transcript_text(self) -> str:
-        """Everything on the panel's transcript so far (streamed text once flushed)."""
-        return "\n".join(block.text for block in self._blocks)
+        """Everything on the panel's transcript so far, streamed text included (a hidden
+        panel keeps its streamed text buffered until it is shown)."""
+        text = "\n".join(block.text for block in self._blocks)
+        if self._pending:
+            glue = "" if self._stream_block is not None or not text else "\n"
+            text += glue + "".join(self._pending)
+        return text
 
     def tail_text(self, chars: int) -> str:
         """The last ``chars`` characters of the transcript, streamed text included, read
@@ -202,8 +222,30 @@ class BranchPanelWidget(Vertical):
         if not self._in_response:
             self._begin_response()
         self._pending.append(delta)
-        if self._flush_timer is None and self.is_mounted:
+        if self._flush_timer is None and self.is_mounted and self.shown:
             self._flush_timer = self.set_timer(FLUSH_INTERVAL, self.flush)
+
+    def set_shown(self, shown: bool) -> None:
+        """The tab strip shows this panel (True) or another one (False).
+
+        Why: ten branches stream at once and each drawn update costs a screen layout
+        (about 14 ms on a loaded 2-core machine); hidden panels only buffer and catch up
+        in one go when shown, so the keyboard stays fast whatever streams behind.
+        """
+        if shown == self.shown:
+            return
+        self.shown = shown
+        if not shown or not self.is_mounted:
+            return
+        scroll = self.query_one(".transcript", VerticalScroll)
+        missing = [b for b in self._blocks if b.parent is None]
+        if missing:
+            scroll.mount_all(missing)
+        for block in self._blocks:
+            block.redraw()
+        if self._header_stale:
+            self._update_header()
+        self.flush()
 
     def flush(self) -> None:
         """Draw buffered text now (one widget update however many deltas came in)."""
@@ -217,12 +259,12 @@ class BranchPanelWidget(Vertical):
             # A long reply continues in a new block at a line break, so a flush re-wraps
             # at most ~BLOCK_CHARS of text rather than the whole reply.
             head, _, text = text.rpartition("\n")
-            block.set_text(block.text + head)
+            block.set_text(block.text + head, draw=self.shown)
             block = self._stream_block = None
         if block is None:
             self._stream_block = self._add_block("assistant", text)
         else:
-            block.set_text(block.text + text)
+            block.set_text(block.text + text, draw=self.shown)
         self.flushes += 1
 
     def _end_stream(self) -> None:
@@ -333,7 +375,10 @@ class BranchPanelWidget(Vertical):
 
     # -- internals -------------------------------------------------------------------------
     def _update_header(self) -> None:
-        if self.is_mounted:
+        if not self.shown:
+            self._header_stale = True
+        elif self.is_mounted:
+            self._header_stale = False
             self.query_one(".header", Static).update(Content(self.header_text))
 
     def _add_block(self, kind: str, text: str) -> TranscriptBlock:
@@ -341,7 +386,7 @@ class BranchPanelWidget(Vertical):
 
     def _mount_block(self, block: TranscriptBlock) -> TranscriptBlock:
         self._blocks.append(block)
-        if self.is_mounted:
+        if self.is_mounted and self.shown:  # hidden: mounted when shown (set_shown)
             self.query_one(".transcript", VerticalScroll).mount(block)
         return block
 
@@ -354,7 +399,7 @@ class BranchPanelWidget(Vertical):
         scroll.anchor()
         # Blocks added before mounting (a panel built for a running fork) go in now.
         missing = [b for b in self._blocks if not b.is_mounted and b.parent is None]
-        if missing:
+        if missing and self.shown:
             scroll.mount_all(missing)
-        if self._pending and self._flush_timer is None:
+        if self._pending and self._flush_timer is None and self.shown:
             self._flush_timer = self.set_timer(FLUSH_INTERVAL, self.flush)

@@ -131,6 +131,7 @@ class ForkArea(Vertical):
                 state=rt.state,
                 cost_usd=rt.meter.cumulative_usd,
                 id=f"branch-{len(self._labels)}",
+                shown=False,  # the overview is shown first
             )
             _replay(panel, rt)
             self._panels[rt.label] = panel
@@ -186,12 +187,17 @@ class ForkArea(Vertical):
         if label is not None and label not in self._panels:
             raise ValueError(f"no branch {label!r}; branches: {', '.join(self._labels)}")
         changed = label != self._active
+        if self._active is not None and changed and self._active in self._panels:
+            self._panels[self._active].set_shown(False)
         self._active = label
         switcher = self.query_one(ContentSwitcher)
         switcher.current = "overview" if label is None else self._panels[label].id
         self.tabs.set_active(label)
         if label is not None:
+            self._panels[label].set_shown(True)
             self._panels[label].flush()
+        elif changed:
+            self._redraw_overview()  # not redrawn while hidden
         if changed:
             self.post_message(self.Selected(self, label))
 
@@ -380,8 +386,8 @@ class ForkArea(Vertical):
 
     def _redraw_overview(self) -> None:
         self._overview_timer = None
-        if not self.is_mounted:
-            return
+        if not self.is_mounted or self._active is not None:
+            return  # hidden behind a branch tab: redrawn when shown (select(None))
         overview = self.overview
         table = overview.query_one(DataTable)
         table.clear()
