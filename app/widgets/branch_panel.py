@@ -32,6 +32,24 @@ RESULT_LINES = 3
 RESULT_WIDTH = 300
 
 
+def _block_break(text: str, current: int) -> int | None:
+    """Where ``text`` (to be appended to a block of ``current`` characters) should start a
+    new block: at its last line break once the block passed :data:`BLOCK_CHARS`, or, with
+    no line break in sight, at a space once it passed 2 x BLOCK_CHARS; None: no break."""
+    if current + len(text) <= BLOCK_CHARS:
+        return None
+    if current > BLOCK_CHARS and "\n" in text:
+        return text.rindex("\n")
+    if current + len(text) > 2 * BLOCK_CHARS:
+        limit = max(1, 2 * BLOCK_CHARS - current)
+        for sep in ("\n", " "):
+            cut = text.rfind(sep, 0, limit)
+            if cut > 0:
+                return cut
+        return limit if limit < len(text) else None
+    return None
+
+
 def one_line(value: Any, width: int = ARGS_WIDTH) -> str:
     """Tool arguments as one short line (JSON for dicts, the text itself for strings)."""
     if isinstance(value, str):
@@ -255,16 +273,25 @@ class BranchPanelWidget(Vertical):
         text = "".join(self._pending)
         self._pending.clear()
         block = self._stream_block
-        if block is not None and len(block.text) > BLOCK_CHARS and "\n" in text:
-            # A long reply continues in a new block at a line break, so a flush re-wraps
-            # at most ~BLOCK_CHARS of text rather than the whole reply.
-            head, _, text = text.rpartition("\n")
-            block.set_text(block.text + head, draw=self.shown)
+        while True:
+            current = len(block.text) if block is not None else 0
+            cut = _block_break(text, current)
+            if cut is None:
+                break
+            # A long reply continues in a new block at a line break (or, in a paragraph
+            # far too long for one, at a space), so a flush re-wraps at most a few
+            # thousand characters rather than the whole reply.
+            head, text = text[:cut], text[cut:].removeprefix("\n")
+            if block is None:
+                block = self._add_block("assistant", head)
+            else:
+                block.set_text(block.text + head, draw=self.shown)
             block = self._stream_block = None
-        if block is None:
-            self._stream_block = self._add_block("assistant", text)
-        else:
-            block.set_text(block.text + text, draw=self.shown)
+        if text:
+            if block is None:
+                self._stream_block = self._add_block("assistant", text)
+            else:
+                block.set_text(block.text + text, draw=self.shown)
         self.flushes += 1
 
     def _end_stream(self) -> None:

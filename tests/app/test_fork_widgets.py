@@ -706,3 +706,27 @@ def test_the_status_line_fits_its_width_and_keeps_the_activity() -> None:
         assert line.endswith("thinking… (esc stops)")
         assert "$0.0421" in line
     assert "123.5k↑ 7.9k↓" in format_status(info, 78)
+
+
+async def test_a_hidden_panel_buffers_and_catches_up_in_bounded_blocks() -> None:
+    """Perf: a hidden panel draws nothing; shown, its backlog lands in blocks of bounded
+    size (a paragraph with no line break is split at spaces), so no redraw re-wraps all."""
+    app = HostApp(lambda: BranchPanelWidget("alpha", steer="go", shown=False))
+    async with app.run_test(size=SIZE) as pilot:
+        panel = app.query_one(BranchPanelWidget)
+        words = [f"w{i} " for i in range(6000)]
+        for word in words:
+            panel.append_text(word)
+        await pilot.pause(0.2)
+        assert panel.flushes == 0  # hidden: no timer, no drawing
+        panel.add_tool_call("list_dir", {"path": "."})  # a block while hidden: not mounted
+        assert panel.blocks[-1].parent is None
+        panel.set_shown(True)
+        await pilot.pause()
+        sizes = [len(b.text) for b in panel.blocks if b.kind == "assistant"]
+        assert len(sizes) > 1 and max(sizes) <= 2 * BLOCK_CHARS
+        assert "".join(b.text for b in panel.blocks if b.kind == "assistant").replace(
+            " w", "w"
+        ).count("w") == len(words)
+        assert all(b.parent is not None for b in panel.blocks)
+        assert "list_dir" in screen_text(app)
