@@ -21,12 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import ContentSwitcher, DataTable, Static
+from textual.widgets import ContentSwitcher, Static
 
 from app.widgets.branch_panel import BranchPanelWidget, format_cost, one_line
 from app.widgets.fork_tabs import STATE_BADGES, ForkTabsWidget
@@ -50,16 +51,36 @@ def last_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
 
 
 class ForkOverview(Vertical):
-    """The ``+ overview`` page: one table row per branch."""
+    """The ``+ overview`` page: one aligned text row per branch.
+
+    Plain aligned text in one ``Static`` rather than a ``DataTable``: the table rendered
+    cell by cell (about 100 ms a redraw on a loaded machine, five redraws a second while
+    branches stream), which is what made keys slow while the overview was shown.
+    """
+
+    text = ""
+    """The rows as drawn (headings first), for tests and screen readers."""
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="title")
-        table: DataTable[str] = DataTable(cursor_type="none", zebra_stripes=True)
-        table.can_focus = False
-        yield table
+        with VerticalScroll(classes="rows", can_focus=False):
+            yield Static("", classes="table")
 
-    def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*OVERVIEW_COLUMNS)
+    def show_rows(self, rows: list[tuple[str, ...]]) -> None:
+        """Draw ``rows`` under the column headings (no redraw when nothing changed)."""
+        table = [tuple(OVERVIEW_COLUMNS), *rows]
+        widths = [max(len(row[c]) for row in table) for c in range(len(OVERVIEW_COLUMNS))]
+        lines = [
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in table
+        ]
+        text = "\n".join(lines)
+        if text == self.text:
+            return
+        self.text = text
+        rendered = Text(text, no_wrap=True, overflow="ellipsis")
+        rendered.stylize("bold", 0, len(lines[0]))
+        self.query_one(".table", Static).update(rendered)
 
 
 class ForkArea(Vertical):
@@ -382,17 +403,14 @@ class ForkArea(Vertical):
         for index, header in enumerate(OVERVIEW_COLUMNS[:-1]):
             cells = [len(header), *(len(row[index]) for row in rows)]
             used += max(cells) + 2
-        return max(12, min(LAST_LINE_WIDTH * 2, self.size.width - used - 4))
+        return max(12, min(LAST_LINE_WIDTH * 2, self.size.width - used - 3))
 
     def _redraw_overview(self) -> None:
         self._overview_timer = None
         if not self.is_mounted or self._active is not None:
             return  # hidden behind a branch tab: redrawn when shown (select(None))
         overview = self.overview
-        table = overview.query_one(DataTable)
-        table.clear()
-        for row in self.overview_rows():
-            table.add_row(*row)
+        overview.show_rows(self.overview_rows())
         summary = self.coordinator.fork_cost() if self.coordinator.handle else None
         running = sum(1 for p in self._panels.values() if p.state == "running")
         cost = (
