@@ -253,6 +253,17 @@ class MergePickerModal(ModalScreen[str | None]):
                     )
             yield Static(PICKER_HINT, id="merge-picker-help")
 
+    def on_resize(self) -> None:
+        """Columns share the width, but never narrower than 30 cells: on a narrow terminal
+        (80x24) two columns show and the rest scroll, instead of one column taking it all."""
+        row = self.query_one("#merge-picker-columns", HorizontalScroll)
+        room = row.content_region.width
+        if not room or not self.labels:
+            return
+        width = max(30, room // len(self.labels) - 1)
+        for column in self.query(BranchColumn):
+            column.styles.width = width
+
     def on_mount(self) -> None:
         self.highlight(self.highlighted)
         if self.coordinator is not None:
