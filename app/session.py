@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from app.merge_support import MergeConflict, build_report, merge_summary, test_line
 from branching_core.config import ConfigProblem, Settings, SettingsStore
 
 if TYPE_CHECKING:
@@ -70,20 +71,6 @@ class Totals:
             self.unpriced_responses += 1
         else:
             self.cost_usd += cost
-
-
-class MergeConflict(RuntimeError):
-    """The picked branch changed paths the parent changed too since the fork."""
-
-    def __init__(self, label: str, paths: list[str]) -> None:
-        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
-        super().__init__(
-            f"branch {label} was not merged: {shown} changed here since the fork. Nothing "
-            "changed (files, chat, fork): pick another branch, abort the fork, or undo "
-            "those changes and /merge again"
-        )
-        self.label = label
-        self.paths = paths
 
 
 @dataclass
@@ -499,44 +486,6 @@ class ChatSession:
         await coordinator.flush()
 
 
-def test_line(result: Any) -> str:
-    """One line for a ``BranchTestResult``: ``tests ✓ 12/12 passed`` / ``tests ✗ 3 failed``."""
-    if result.source == "none":
-        return f"tests: no result ({result.error or ('timed out' if result.timed_out else '?')})"
-    if result.source == "exit_code":
-        return f"tests {'✓' if result.ok else '✗'} `{result.command}` exit {result.exit_code}"
-    if result.collected == 0:
-        return "tests ✗ none collected"
-    bad = result.failed + result.errors
-    mark = "✓" if result.ok else "✗"
-    line = f"tests {mark} {result.passed}/{result.total} passed"
-    return line + (f", {bad} failed" if bad else "")
-
-
-def merge_summary(result: MergeResult) -> tuple[str, str]:
-    """The notice after a merge and its severity: what landed, what did not, and whether
-    the branch's conversation became the chat's."""
-    written = len(result.applied_paths)
-    deleted = len(result.deleted_paths)
-    lines = [
-        f"merged branch {result.winner_label}: {written} path{'s' if written != 1 else ''} "
-        f"written, {deleted} deleted"
-        + (
-            "; the chat keeps its own conversation (see the conflicts)"
-            if result.conflicts
-            else "; its conversation is now the chat"
-        )
-    ]
-    if result.conflicts:
-        lines.append(
-            "conflicts (changed here since the fork, left as they are): "
-            + ", ".join(result.conflicts)
-        )
-    if result.errors:
-        lines.append("not applied: " + ", ".join(f"{e.path} ({e.error})" for e in result.errors))
-    return "\n".join(lines), "warning" if result.conflicts or result.errors else "information"
-
-
 def offline_greeting() -> str:
     """The first words a user without an LLM reads: what works now and how to get a real one."""
     keys = ", ".join(MODEL_ENV_KEYS)
@@ -583,14 +532,17 @@ def _tool_event(event: Any, sink: TurnSink) -> None:
         sink.on_tool_result(part.tool_call_id, getattr(part, "tool_name", "") or "", text, ok)
 
 
-async def build_report(session: ChatSession, paths: list[str] | None = None) -> Any:
-    """The live fork's ``BranchDiffReport`` (the merge picker and diff explorer show it).
-
-    The report reads every touched file of every branch and diffs them (synchronous work of
-    up to a few hundred ms with ten branches), so it runs in a worker thread: the event
-    loop keeps drawing streaming branches and echoing keys meanwhile (issue 15.5).
-    """
-    coordinator = session.coordinator
-    if coordinator is None or coordinator.fork_id is None:
-        raise RuntimeError("no fork is open")
-    return await asyncio.to_thread(coordinator.diff_report, paths or None)
+__all__ = [  # build_report and merge_summary are re-exported for the chat screen
+    "MODEL_ENV_KEYS",
+    "ChatSession",
+    "ForkTotals",
+    "MergeConflict",
+    "StartupNotice",
+    "Totals",
+    "TurnSink",
+    "build_report",
+    "env_has_model_key",
+    "merge_summary",
+    "offline_greeting",
+    "test_line",
+]
