@@ -13,12 +13,14 @@ parent ``Agent``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from app.merge_support import MergeConflict, build_report, merge_summary, test_line
 from branching_core.config import ConfigProblem, Settings, SettingsStore
 
 if TYPE_CHECKING:
@@ -118,6 +120,13 @@ class ChatSession:
     offline: bool = field(init=False, default=False)
     agent: Any = field(init=False, default=None)
     history: list[Any] = field(init=False, default_factory=list)
+    merged_messages: list[Any] = field(init=False, default_factory=list)
+    """What the last merge added to the chat's history (the chat appends these)."""
+    on_busy: Callable[[str | None], None] | None = field(init=False, default=None)
+    """Told what long wait starts (a label) and when it ends (None): the status spinner."""
+    branch_tests: dict[str, str] = field(init=False, default_factory=dict)
+    """label -> one line of the configured ``test_command``'s result in that branch."""
+    """What the last merge added to the chat's history (the chat appends these)."""
     coordinator: ForkCoordinator | None = field(init=False, default=None)
     totals: Totals = field(init=False, default_factory=Totals)
     notices: list[StartupNotice] = field(init=False, default_factory=list)
@@ -128,6 +137,17 @@ class ChatSession:
         self.settings_store = SettingsStore(self.root)
 
     # -- settings ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def busy(self, label: str) -> Iterator[None]:
+        """Announce a wait of seconds (spawning, a merge waiting on a branch, the judge)."""
+        if self.on_busy is not None:
+            self.on_busy(label)
+        try:
+            yield
+        finally:
+            if self.on_busy is not None:
+                self.on_busy(None)
+
     @property
     def settings(self) -> Settings:
         return self.settings_store.settings
@@ -258,6 +278,8 @@ class ChatSession:
             default_model=self.model,
             **self._model_options(),
             stream_text=True,
+            materialize=True,
+            approval_required=self.approval_policy(),
         )
 
     def _model_options(self) -> dict[str, Any]:
@@ -271,6 +293,25 @@ class ChatSession:
             "price_fn": price_fn_for(config),
         }
 
+    def approval_policy(self) -> Any:
+        """``[fork] approval_required`` as the coordinator takes it: tool names, True for
+        ``"*"`` (every workspace tool), None when nothing needs approval."""
+        names = tuple(getattr(self.settings, "approval_required", ()) or ())
+        if not names:
+            return None
+        return True if "*" in names else list(names)
+
+    def diff_paths(self) -> Any:
+        """Where the diff tool looks for the open fork: its live mirror
+        (``.pydantic-deep/forks/<id>/parent/`` and ``branches/<label>/``, brought up to date
+        first), never the live workspace or a helper process's view; None with no fork."""
+        from app.widgets.merge_diff import DiffPaths
+
+        coordinator = self.coordinator
+        if coordinator is None or coordinator.fork_id is None:
+            return None
+        return DiffPaths.for_coordinator(coordinator)
+
     async def start_fork(
         self, specs: list[BranchSpec], aggregate_budget_usd: float | None
     ) -> ForkCoordinator:
@@ -279,19 +320,71 @@ class ChatSession:
 
         if self.fork_active:
             raise RuntimeError("a fork is already open: /merge it (or Esc on overview) first")
+        left_open = self.open_forks()
+        if left_open:
+            # A second fork over one still open on disk would leave the first unreachable
+            # and later merge over it: reopen, merge or abort that one first.
+            raise RuntimeError(
+                f"fork {left_open[0]['fork_id']} from an earlier session is still open: "
+                "/fork offers to reopen, merge or abort it"
+            )
         coordinator = self.new_coordinator()
         strategy = MergeStrategy(
             kind=self.settings.merge_strategy,  # type: ignore[arg-type]
             confidence_threshold=self.settings.confidence_threshold,
         )
-        await coordinator.fork(
-            specs,
-            parent_history=self.history,
-            aggregate_budget_usd=aggregate_budget_usd,
-            strategy=strategy,
-        )
+        with self.busy(f"spawning {len(specs)} branch{'es' if len(specs) != 1 else ''}"):
+            await coordinator.fork(
+                specs,
+                parent_history=self.history,
+                aggregate_budget_usd=aggregate_budget_usd,
+                strategy=strategy,
+            )
         self.coordinator = coordinator
         return coordinator
+
+    def judge_unavailable(self) -> str | None:
+        """Why the judge cannot run (no LLM for it), or None when it can.
+
+        The offline model cannot give a structured verdict; asking it anyway ends in a raw
+        ``UnexpectedModelBehavior``. Say what is missing instead (issue 13.24).
+        """
+        if self.judges:
+            return None
+        from branching_core.agent import is_offline, resolve_model
+        from branching_core.errors import ConfigError
+
+        handle = self.coordinator.handle if self.coordinator is not None else None
+        name = handle.merge_strategy.judge_model if handle is not None else None
+        try:
+            model = resolve_model(name, env=self.env)
+        except ConfigError as exc:
+            return f"the judge has no usable model ({exc}): pick the winner yourself"
+        if is_offline(model):
+            return (
+                "the judge needs a model and no LLM is configured (set one of "
+                f"{', '.join(MODEL_ENV_KEYS[:3])}, ..., or merge_strategy = \"manual\" "
+                "under [review]): pick the winner yourself"
+            )
+        return None
+
+    async def run_judge(self) -> Any:
+        """``branching_core.review.resolve`` on the open fork; keeps its test results for
+        the merge picker. Raises ``RuntimeError`` with a readable reason."""
+        from branching_core.review import resolve
+
+        reason = self.judge_unavailable()
+        if reason is not None:
+            raise RuntimeError(reason)
+        coordinator = self.coordinator
+        if coordinator is None:
+            raise RuntimeError("no fork is open")
+        with self.busy("asking the judge"):
+            outcome = await resolve(coordinator, judges=self.judges, settings=self.settings)
+        self.branch_tests = {
+            r.label: test_line(r) for r in (outcome.test_results or {}).values()
+        }
+        return outcome
 
     def fork_totals(self) -> ForkTotals:
         if self.coordinator is None or self.coordinator.handle is None:
@@ -305,23 +398,65 @@ class ChatSession:
         )
 
     async def merge(self, action: str) -> MergeResult:
-        """Resolve the fork; a picked winner's history becomes the chat's history."""
+        """Resolve the fork; a picked winner's history becomes the chat's history.
+
+        A winner whose changes collide with the parent (a path changed here since the fork)
+        is refused before anything happens (:class:`MergeConflict`): the fork stays open,
+        the chat and every file stay as they are, and the user can pick another branch,
+        abort, or undo the parent's change. Should the parent change between that check and
+        the commit, the engine leaves the colliding paths alone; the chat then keeps its own
+        history too (the branch's conversation would describe files that did not land).
+        """
         if self.coordinator is None:
             raise RuntimeError("no fork to merge")
         coordinator = self.coordinator
+        label = action[5:].strip() if action.startswith("pick:") else ""
+        if label:
+            await self._refuse_conflicts(coordinator, label)
         spent = self.fork_totals()
-        result = await coordinator.merge_or_select(action)
+        with self.busy(f"merging branch {label}" if label else "closing the fork"):
+            result = await coordinator.merge_or_select(action)
         self._settle_fork(spent)
-        if not result.aborted:
-            self.history = list(result.history_after_merge)
+        self._adopt_history(result)
         return result
 
     def adopt_merge(self, result: MergeResult) -> MergeResult:
         """Take over a merge someone else ran on our coordinator (the judge's ``auto``)."""
         self._settle_fork(self.fork_totals())
-        if not result.aborted:
-            self.history = list(result.history_after_merge)
+        self._adopt_history(result)
         return result
+
+    def _adopt_history(self, result: MergeResult) -> None:
+        """The winner's conversation becomes the chat's; ``merged_messages`` is what it adds
+        to what the chat already shows (the whole of it for a fork of an earlier session)."""
+        self.merged_messages = []
+        if result.aborted or result.conflicts:
+            return
+        before, after = self.history, list(result.history_after_merge)
+        same_start = len(after) >= len(before) and after[: len(before)] == before
+        self.merged_messages = after[len(before) :] if same_start else after
+        self.history = after
+
+    async def _refuse_conflicts(self, coordinator: ForkCoordinator, label: str) -> None:
+        from branching_core.workspace.apply import changed_since
+
+        try:
+            rt = coordinator.get_branch(label)
+        except (KeyError, ValueError):
+            return  # merge_or_select says what is wrong with the label
+        if rt.task is not None and not rt.task.done():
+            # The winner is awaited anyway (check what it leaves); "s" in the merge picker
+            # stops it instead.
+            with self.busy(f"waiting for branch {rt.label} to finish"):
+                await asyncio.wait([rt.task])
+        branch = rt.ws_branch
+        if branch is None:
+            return
+        conflicts = await asyncio.to_thread(
+            changed_since, branch.changes(), coordinator.parent_path, branch.created_ns
+        )
+        if conflicts:
+            raise MergeConflict(rt.label, conflicts)
 
     async def abort_fork(self) -> list[str]:
         if self.coordinator is None:
@@ -337,7 +472,13 @@ class ChatSession:
         self.totals.input_tokens += spent.input_tokens
         self.totals.output_tokens += spent.output_tokens
         self.totals.tokens_estimated = self.totals.tokens_estimated or spent.tokens_estimated
-        self.coordinator = None
+        self.branch_tests = {}
+        coordinator, self.coordinator = self.coordinator, None
+        if coordinator is not None and coordinator.fork_id is not None:
+            from app.widgets.merge_diff import PLACEHOLDER_DIR
+            from branching_core.workspace.fsutil import rmtree
+
+            rmtree(coordinator.store.fork_dir(coordinator.fork_id) / PLACEHOLDER_DIR)
 
     def adopt_recovered(self, fork_id: str) -> ForkCoordinator | None:
         """Rebuild the forks a crashed session left open; keep the top-level one ``fork_id``."""
@@ -350,6 +491,8 @@ class ChatSession:
             default_model=self.model,
             **self._model_options(),
             stream_text=True,
+            materialize=True,
+            approval_required=self.approval_policy(),
         )
         for coordinator in found:
             if coordinator.fork_id == fork_id:
@@ -429,28 +572,17 @@ def _tool_event(event: Any, sink: TurnSink) -> None:
         sink.on_tool_result(part.tool_call_id, getattr(part, "tool_name", "") or "", text, ok)
 
 
-async def build_report(session: ChatSession, paths: list[str] | None = None) -> Any:
-    """The live fork's ``BranchDiffReport`` (the merge picker and diff explorer show it).
-
-    Uses ``ForkCoordinator.diff_report`` when the coordinator has it, else
-    ``branching_core.review.build_diff_report``; either may be sync or async. Reading every
-    touched file happens off the event loop.
-    """
-    import inspect
-
-    coordinator = session.coordinator
-    if coordinator is None or coordinator.fork_id is None:
-        raise RuntimeError("no fork is open")
-    method = getattr(coordinator, "diff_report", None)
-    if method is not None:
-        result = method(paths) if paths else method()
-    else:
-        from branching_core.review import build_diff_report  # type: ignore[attr-defined]
-
-        runtimes = list(coordinator.branches.values())
-        result = await asyncio.to_thread(
-            build_diff_report, coordinator.fork_id, runtimes, paths_filter=paths
-        )
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+__all__ = [  # build_report and merge_summary are re-exported for the chat screen
+    "MODEL_ENV_KEYS",
+    "ChatSession",
+    "ForkTotals",
+    "MergeConflict",
+    "StartupNotice",
+    "Totals",
+    "TurnSink",
+    "build_report",
+    "env_has_model_key",
+    "merge_summary",
+    "offline_greeting",
+    "test_line",
+]

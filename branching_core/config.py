@@ -21,6 +21,8 @@ File format (every key is optional; an absent key means its default)::
     per_branch_budget_usd = 0.25      # > 0, or absent for no budget
     aggregate_budget_usd = 2.0        # > 0, or absent for no budget
     keep_resolved = 20                # resolved forks kept in .pydantic-deep/forks, 0..10000
+    approval_required = ["run_command", "write_file"]   # tools a branch runs only once
+                                      # approved in the TUI ("*": every tool)
 
     [fork.models]                     # branch slot (1-based) -> "provider:model"
     1 = "anthropic:claude-opus-4-6"
@@ -154,6 +156,8 @@ class Settings:
     confidence_threshold: float = 0.8
     auto_tune_threshold: bool = False
     difftool: str | None = None
+    approval_required: tuple[str, ...] = ()
+    """Tool names a fork's branches may only run after the user approves each call."""
 
     def model_for_branch(self, slot: int) -> str | None:
         """The model branch ``slot`` (1-based) runs: its override, else the default model."""
@@ -291,6 +295,21 @@ def _command(value: object) -> str:
     return text
 
 
+_TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _tool_names(value: object) -> tuple[str, ...]:
+    """``["write_file", "run_command"]``: tool names (``"*"``: every tool)."""
+    if not isinstance(value, list):
+        raise _Invalid(f"expected an array of tool names, got {_show(value)}")
+    names = []
+    for item in value:
+        if not isinstance(item, str) or not (item == "*" or _TOOL_NAME_RE.match(item)):
+            raise _Invalid(f"expected tool names (or \"*\"), got {_show(item)}")
+        names.append(item)
+    return tuple(dict.fromkeys(names))
+
+
 def _show(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -335,6 +354,7 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("confidence_threshold", "review.confidence_threshold", _fraction, False),
     _Field("auto_tune_threshold", "review.auto_tune_threshold", _boolean, False),
     _Field("difftool", "review.difftool", _command, True),
+    _Field("approval_required", "fork.approval_required", _tool_names, False),
 )
 _BY_KEY = {f.key: f for f in _FIELDS}
 _BY_ATTR = {f.attr: f for f in _FIELDS}

@@ -7,6 +7,10 @@ itself, before the modal is even mounted), so keys typed right after opening lan
 the picker we learn from lost the first keys typed into it (without ``AUTO_FOCUS`` the
 first key goes to the bare screen and is dropped; the tests check exactly this). Bad input
 is reported on one inline line (``row 2: label 'a' is used twice``) and the modal stays open.
+
+The row count is this fork's only: ``ctrl+n`` adds a row, ``ctrl+r`` removes the focused
+one (the ``+ row`` / ``- row`` buttons do the same), and nothing is written to
+``config.toml`` (only ``/fork-branches N`` changes the default count).
 """
 
 from __future__ import annotations
@@ -107,6 +111,8 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         # or a fast typist's (or a paste's) next characters land in the field just left.
         Binding("tab", "move_focus(1)", "Next field", show=False, priority=True),
         Binding("shift+tab", "move_focus(-1)", "Previous field", show=False, priority=True),
+        Binding("ctrl+n", "add_row", "Add row", show=False, priority=True),
+        Binding("ctrl+r", "remove_row", "Remove row", show=False, priority=True),
     ]
 
     def __init__(
@@ -118,11 +124,13 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         default_model: str | None = None,
         cursor_blink: bool = True,
         budget_note: str | None = None,
+        max_rows: int | None = None,
     ) -> None:
         super().__init__()
         if n < 1:
             raise ValueError(f"a fork needs at least one branch, got {n}")
         self.n = n
+        self.max_rows = max_rows if max_rows is not None else (defaults or Settings()).max_branches
         self.defaults = defaults or Settings()
         self.labels = list(labels or [default_label(i) for i in range(n)])
         self.default_model = default_model or self.defaults.model
@@ -136,25 +144,27 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         entry.cursor_blink = self.cursor_blink
         return entry
 
+    def _row(self, slot: int) -> list[Static | Input]:
+        """The five cells of row ``slot`` (1-based), prefilled from the settings."""
+        settings = self.defaults
+        label = self.labels[slot - 1] if slot <= len(self.labels) else default_label(slot - 1)
+        return [
+            Static(str(slot), classes="slot", id=f"slot-{slot}"),
+            self._input(label, "label", f"label-{slot}"),
+            self._input("", "what makes this branch different", f"steer-{slot}"),
+            self._input(settings.branch_models.get(slot, ""), "(default)", f"model-{slot}"),
+            self._input(format_usd(settings.per_branch_budget_usd), "none", f"budget-{slot}"),
+        ]
+
     def compose(self) -> ComposeResult:
         settings = self.defaults
-        # A no-break space: a placeholder wraps at spaces and would show only "(default:".
-        model_hint = "(default)"
         with Vertical(id="dialog"):
             yield Static(f"Fork into {self.n} branches", id="title")
             with VerticalScroll(id="rows"), Grid(id="grid"):
                 for heading in ("#", "label", "steer", "model", "budget $"):
                     yield Static(heading, classes="heading")
                 for slot in range(1, self.n + 1):
-                    yield Static(str(slot), classes="slot")
-                    yield self._input(self.labels[slot - 1], "label", f"label-{slot}")
-                    yield self._input("", "what makes this branch different", f"steer-{slot}")
-                    yield self._input(
-                        settings.branch_models.get(slot, ""), model_hint, f"model-{slot}"
-                    )
-                    yield self._input(
-                        format_usd(settings.per_branch_budget_usd), "none", f"budget-{slot}"
-                    )
+                    yield from self._row(slot)
             # A placeholder is cut at the field's width, so the default model is named here.
             yield Static(
                 f"(default) = {self.default_model or 'the chat model'}"
@@ -168,7 +178,12 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
                 yield self._input(format_usd(settings.aggregate_budget_usd), "none", "aggregate")
             yield Static("", id="error")
             with Horizontal(id="buttons"):
-                yield Static("Enter: fork · Tab: next field · Esc: cancel", id="hint")
+                yield Static(
+                    "Enter: fork · Tab: next field · ctrl+n/ctrl+r: add/remove row · Esc: cancel",
+                    id="hint",
+                )
+                yield Button("+ row", id="add-row", compact=True)
+                yield Button("- row", id="remove-row", compact=True)
                 yield Button("Fork", variant="primary", id="fork", compact=True)
                 yield Button("Cancel", id="cancel", compact=True)
 
@@ -246,6 +261,63 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    FIELDS = ("label", "steer", "model", "budget")
+
+    async def action_add_row(self) -> None:
+        """One more branch for this fork only (config.toml is not touched)."""
+        if self.n >= self.max_rows:
+            self._show_error(
+                PickerError(f"at most {self.max_rows} branches (max_branches)", "label-1")
+            )
+            return
+        used = {
+            entry.value.strip()
+            for entry in self.query(Input)
+            if entry.id and entry.id.startswith("label-")
+        }
+        fresh = next(
+            default_label(i) for i in range(self.max_rows + 27) if default_label(i) not in used
+        )
+        self.n += 1
+        self.labels[self.n - 1 :] = [fresh]
+        cells = self._row(self.n)
+        await self.query_one("#grid", Grid).mount_all(cells)
+        self._update_title()
+        cells[1].focus()
+
+    async def action_remove_row(self) -> None:
+        """Drop the focused row (or the last one); the rows below move up."""
+        if self.n <= 1:
+            self._show_error(PickerError("a fork needs at least one branch", "label-1"))
+            return
+        focused = self.focused.id if self.focused is not None else None
+        slot = self.n
+        if focused and "-" in focused and focused.rsplit("-", 1)[1].isdigit():
+            slot = min(int(focused.rsplit("-", 1)[1]), self.n)
+        for row in range(slot, self.n):
+            for name in self.FIELDS:
+                below = self.query_one(f"#{name}-{row + 1}", Input).value
+                self.query_one(f"#{name}-{row}", Input).value = below
+        for name in ("slot", *self.FIELDS):
+            await self.query_one(f"#{name}-{self.n}").remove()
+        self.n -= 1
+        self._update_title()
+        self.query_one(f"#label-{min(slot, self.n)}", Input).focus()
+
+    def _update_title(self) -> None:
+        self.query_one("#title", Static).update(f"Fork into {self.n} branches")
+        self._show_error(None)
+
+    @on(Button.Pressed, "#add-row")
+    async def _add_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        await self.action_add_row()
+
+    @on(Button.Pressed, "#remove-row")
+    async def _remove_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        await self.action_remove_row()
 
     @on(Input.Submitted)
     def _enter(self, event: Input.Submitted) -> None:

@@ -5,8 +5,15 @@ diff, so the choice is made on what each branch actually changed rather than on 
 chat message. Keys: ``1``-``9`` pick that branch at once; ``←``/``→`` move the highlight and
 ``Enter`` picks it; ``o`` opens the detected external diff tool on the highlighted branch vs.
 the parent over the whole tree (``tui`` kind: the diff explorer instead); ``d`` pushes the
-diff explorer; ``Esc`` cancels. Dismisses with ``"pick:<label>"`` (what
-``ForkCoordinator.merge_or_select`` takes) or ``None``.
+diff explorer; ``s`` on a running branch stops it and merges what it has; ``Esc`` cancels.
+Dismisses with ``"pick:<label>"`` (what ``ForkCoordinator.merge_or_select`` takes) or
+``None``.
+
+Live, not a snapshot: given the ``coordinator``, the picker listens to its events, so a
+branch that finishes (or spends) while the picker is open shows its new state and cost at
+once, and its diff head is re-read (in a worker thread) when it reaches a final state.
+A ``branch_tests`` mapping (label -> one line, e.g. the configured ``test_command``'s
+result in that branch) is shown under each column's header.
 
 The judge's override flow opens this picker with ``preselect=<judge's label>`` and the
 verdict's rationale as ``subtitle``.
@@ -14,7 +21,9 @@ verdict's rationale as ``subtitle``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rich.text import Text
 from textual import events
@@ -40,6 +49,13 @@ from branching_core.errors import BranchingError
 from branching_core.fork.types import BranchStatus
 from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
 
+LIVE_STATES = frozenset({"running", "awaiting_approval"})
+LIVE_EVENTS = frozenset({"BranchStateChanged", "BranchCostUpdated", "BranchToolResult"})
+PICKER_HINT = (
+    "1-9 pick · ←/→ move · Enter pick · s stop+merge a running one · o diff tool · "
+    "d explorer · Esc cancel"
+)
+
 
 class _DiffScroll(VerticalScroll, can_focus=False):
     """A column's diff area: scrolls with the mouse but never takes the arrow keys."""
@@ -54,25 +70,59 @@ class BranchColumn(Vertical):
         label: str,
         status: BranchStatus | None,
         changes: Sequence[BranchChange],
+        tests_line: str | None = None,
     ) -> None:
         super().__init__(classes="merge-column", id=f"merge-column-{index}")
         self.index = index
         self.label = label
         self.status = status
         self.changes = list(changes)
+        self.tests_line = tests_line
 
     def compose(self) -> ComposeResult:
+        yield Static(self._header(), classes="merge-column-header")
+        yield Static(self._meta(), classes="merge-column-meta")
+        tests = Static(Text(self.tests_line or ""), classes="merge-column-tests")
+        tests.display = self.tests_line is not None
+        yield tests
+        with _DiffScroll(classes="merge-column-diff"):
+            yield Static(diff_head(self.changes), classes="merge-column-diff-text")
+
+    def _header(self) -> Text:
         header = Text(f"{self.index + 1} ", style="bold reverse")
         header.append(f" {self.label}", style="bold")
         if self.status is not None:
             header.append(f"  {state_badge(self.status.state)}")
-        yield Static(header, classes="merge-column-header")
+        return header
+
+    def _meta(self) -> str:
         meta = change_counts(self.changes)
         if self.status is not None:
             meta = f"{format_cost(self.status.cost_usd)} · {meta}"
-        yield Static(meta, classes="merge-column-meta")
-        with _DiffScroll(classes="merge-column-diff"):
-            yield Static(diff_head(self.changes), classes="merge-column-diff-text")
+        return meta
+
+    def set_status(self, status: BranchStatus | None) -> None:
+        """Show the branch's current state and cost (live picker)."""
+        self.status = status
+        if self.is_mounted:
+            self.query_one(".merge-column-header", Static).update(self._header())
+            self.query_one(".merge-column-meta", Static).update(self._meta())
+
+    def set_tests(self, line: str | None) -> None:
+        """Show the branch's ``test_command`` result (or hide the line)."""
+        self.tests_line = line
+        if self.is_mounted:
+            for widget in self.query(".merge-column-tests"):
+                widget.display = line is not None
+                if isinstance(widget, Static):
+                    widget.update(Text(line or ""))
+
+    def set_changes(self, changes: Sequence[BranchChange]) -> None:
+        """Show the branch's changes as they are now (re-read after it finished)."""
+        self.changes = list(changes)
+        if self.is_mounted:
+            self.query_one(".merge-column-meta", Static).update(self._meta())
+            self.query_one(".merge-column-diff-text", Static).update(diff_head(self.changes))
 
     def on_click(self, event: events.Click) -> None:
         screen = self.screen
@@ -98,6 +148,7 @@ class MergePickerModal(ModalScreen[str | None]):
         Binding("enter", "pick_highlighted", "Pick"),
         Binding("o", "open_tool", "Open diff tool"),
         Binding("d", "explore", "Diff explorer"),
+        Binding("s", "stop_and_pick", "Stop + merge"),
         Binding("escape", "cancel", "Cancel"),
     ]
 
@@ -111,8 +162,20 @@ class MergePickerModal(ModalScreen[str | None]):
         preselect: str | None = None,
         subtitle: str | None = None,
         env: Mapping[str, str] | None = None,
+        coordinator: Any = None,
+        branch_tests: Mapping[str, str] | None = None,
+        test_command: str | None = None,
     ) -> None:
         super().__init__()
+        self.coordinator = coordinator
+        self.test_command = test_command
+        self.branch_tests = dict(branch_tests or {})
+        self._remove_listener: Callable[[], None] | None = None
+        self._refresh_pending = False
+        self._files_dirty = False
+        self._reported_final: set[str] = {
+            s.label for s in statuses if s.state not in LIVE_STATES
+        }
         self.report = report
         self.statuses = {s.label: s for s in statuses}
         self.labels = label_order(report, [s.label for s in statuses])
@@ -181,15 +244,103 @@ class MergePickerModal(ModalScreen[str | None]):
                 yield Static(Text(self.subtitle), id="merge-picker-subtitle")
             with HorizontalScroll(id="merge-picker-columns", can_focus=False):
                 for index, label in enumerate(self.labels):
-                    yield BranchColumn(index, label, self.statuses.get(label), self._changes(label))
-            yield Static(
-                "1-9 pick · ←/→ move · Enter pick highlighted · o diff tool · "
-                "d diff explorer · Esc cancel",
-                id="merge-picker-help",
-            )
+                    yield BranchColumn(
+                        index,
+                        label,
+                        self.statuses.get(label),
+                        self._changes(label),
+                        self.branch_tests.get(label, self._tests_pending(label)),
+                    )
+            yield Static(PICKER_HINT, id="merge-picker-help")
+
+    def on_resize(self) -> None:
+        """Columns share the width, but never narrower than 30 cells: on a narrow terminal
+        (80x24) two columns show and the rest scroll, instead of one column taking it all."""
+        row = self.query_one("#merge-picker-columns", HorizontalScroll)
+        room = row.content_region.width
+        if not room or not self.labels:
+            return
+        width = max(30, room // len(self.labels) - 1)
+        for column in self.query(BranchColumn):
+            column.styles.width = width
 
     def on_mount(self) -> None:
         self.highlight(self.highlighted)
+        if self.coordinator is not None:
+            self._remove_listener = self.coordinator.add_listener(self._on_fork_event)
+            self._refresh()  # anything that changed between building and mounting
+            if self._tests_wanted():
+                self.run_worker(self._run_tests(), group="merge-picker-tests")
+
+    def _tests_wanted(self) -> bool:
+        return bool(self.test_command and self.coordinator is not None and not self.branch_tests)
+
+    def _tests_pending(self, label: str) -> str | None:
+        return f"tests: running `{self.test_command}`…" if self._tests_wanted() else None
+
+    async def _run_tests(self) -> None:
+        """The configured ``test_command`` in every branch (sandboxed, concurrently)."""
+        from app.merge_support import test_line
+        from branching_core.review.branch_tests import run_branch_tests
+
+        runtimes = [rt for rt in self.coordinator.branches.values() if rt.ws_branch is not None]
+        try:
+            results = await run_branch_tests(runtimes, self.test_command or "")
+        except Exception as exc:
+            lines = {rt.label: f"tests: could not run ({exc})" for rt in runtimes}
+        else:
+            lines = {r.label: test_line(r) for r in results.values()}
+        self.branch_tests = lines
+        for column in self.query(BranchColumn):
+            column.set_tests(lines.get(column.label))
+
+    def on_unmount(self) -> None:
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
+
+    # ------------------------------------------------------------------ live
+
+    def _on_fork_event(self, event: Any) -> None:
+        # Called by the coordinator from a branch task: coalesce, refresh on our loop turn.
+        name = type(event).__name__
+        if name not in LIVE_EVENTS:
+            return
+        if name == "BranchToolResult":
+            self._files_dirty = True  # a tool may have written files: re-read the diff
+        if not self._refresh_pending:
+            self._refresh_pending = True
+            self.call_later(self._refresh)
+
+    def _refresh(self) -> None:
+        """Read every branch's status again; re-read the diff of branches that finished."""
+        self._refresh_pending = False
+        if self.coordinator is None or not self.is_attached:
+            return
+        try:
+            statuses = {s.label: s for s in self.coordinator.inspect_branches()}
+        except RuntimeError:
+            return
+        self.statuses.update(statuses)
+        for column in self.query(BranchColumn):
+            column.set_status(self.statuses.get(column.label))
+        finished = {label for label, s in statuses.items() if s.state not in LIVE_STATES}
+        if finished - self._reported_final or self._files_dirty:
+            self._reported_final |= finished
+            self._files_dirty = False
+            self.run_worker(self._reread_report(), group="merge-picker-report", exclusive=True)
+
+    async def _reread_report(self) -> None:
+        method = getattr(self.coordinator, "diff_report", None)
+        if method is None:
+            return
+        try:
+            report = await asyncio.to_thread(method)
+        except Exception:  # a branch being merged or aborted meanwhile: keep the old view
+            return
+        self.report = report
+        for column in self.query(BranchColumn):
+            column.set_changes(self._changes(column.label))
 
     def highlight(self, index: int) -> None:
         """Move the highlight to column ``index`` (clamped) and scroll it into view."""
@@ -220,6 +371,18 @@ class MergePickerModal(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+    async def action_stop_and_pick(self) -> None:
+        """The highlighted branch is still running: stop it, then merge what it has."""
+        label = self.highlighted_label
+        status = self.statuses.get(label or "")
+        if label is None or status is None or self.coordinator is None:
+            return
+        if status.state not in LIVE_STATES:
+            self.notify(f"branch {label} is not running: Enter merges it", markup=False)
+            return
+        await self.coordinator.terminate_branch(label)
+        self.dismiss(f"pick:{label}")
 
     def _explorer(self, initial_path: str | None = None) -> DiffExplorerScreen:
         return DiffExplorerScreen(

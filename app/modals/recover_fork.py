@@ -1,13 +1,17 @@
 """``RecoverForkModal``: a fork left open by a crashed session is offered for merge or abort.
 
 Why: branches keep their durable workspace branches and partial histories across a crash,
-so nothing should be silently lost or silently kept. At start-up the chat screen passes
+so nothing should be silently lost or silently kept. At start-up (and at ``/fork`` while a
+fork is still open on disk) the chat screen passes
 ``branching_core.fork.list_open_forks(workspace)`` (manifest dicts) or the recovered
 ``ForkCoordinator`` objects; the modal lists every open fork with each branch's state and
-cost, and the user picks a branch to merge or aborts the fork. Esc decides later (the fork
-stays on disk and is offered again next time).
+cost. The first row of each fork *reopens* it (tabs, the recovered transcripts, diff
+explorer, merge picker, follow-up turns on a branch): the safe default, since it decides
+nothing. The user may also merge a branch blind or abort the fork. Esc decides later (the
+fork stays on disk, ``/fork`` offers it again, and no second fork opens over it).
 
-Dismisses with ``("merge", fork_id, label)``, ``("abort", fork_id)`` or None.
+Dismisses with ``("reopen", fork_id)``, ``("merge", fork_id, label)``,
+``("abort", fork_id)`` or None.
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ def branch_line(branch: OpenBranch) -> str:
 
 
 class RecoverForkModal(ModalScreen["RecoverChoice | None"]):
-    """Pick a branch of a leftover fork to merge, or abort that fork."""
+    """Reopen a leftover fork, merge one of its branches, or abort it."""
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")  # absolute: subclasses elsewhere work
     AUTO_FOCUS = "OptionList"
@@ -124,6 +128,17 @@ class RecoverForkModal(ModalScreen["RecoverChoice | None"]):
             options.append(
                 Option(Content(f"fork {fork.fork_id}{where}"), id=f"fork-{fi}", disabled=True)
             )
+            if not fork.nested_in:  # a nested fork reopens with the fork it is nested in
+                self._choices[f"reopen-{fi}"] = ("reopen", fork.fork_id)
+                options.append(
+                    Option(
+                        Content(
+                            "  reopen: tabs and transcripts, diff, merge picker, "
+                            "follow-up turns"
+                        ),
+                        id=f"reopen-{fi}",
+                    )
+                )
             for bi, branch in enumerate(fork.branches):
                 option_id = f"merge-{fi}-{bi}"
                 self._choices[option_id] = ("merge", fork.fork_id, branch.label)
@@ -141,14 +156,17 @@ class RecoverForkModal(ModalScreen["RecoverChoice | None"]):
         with Vertical(id="dialog"):
             yield Static(f"{count} {noun} left open by an earlier session", id="title")
             yield OptionList(*options, id="choices", markup=False)
-            yield Static("Enter: choose · ↑↓: move · Esc: decide later", id="hint")
+            yield Static(
+                "Enter: choose · ↑↓: move · Esc: decide later (/fork offers it again)", id="hint"
+            )
 
     @property
     def option_list(self) -> OptionList:
         return self.query_one(OptionList)
 
     def option_ids(self) -> list[str]:
-        """Ids of the selectable rows, in display order (``merge-F-B`` / ``abort-F``)."""
+        """Ids of the selectable rows, in display order (``reopen-F`` / ``merge-F-B`` /
+        ``abort-F``)."""
         out = []
         for index in range(self.option_list.option_count):
             option = self.option_list.get_option_at_index(index)

@@ -45,7 +45,7 @@ from app.commands import (
     parse_input,
     run_settings_command,
 )
-from app.session import ChatSession, build_report
+from app.session import ChatSession, build_report, merge_summary
 from app.shell_command import ShellTarget, branch_target, run_shell_command
 from app.widgets.chat_input import ChatInput
 from app.widgets.fork_log import ForkLog
@@ -110,6 +110,10 @@ class ChatScreen(Screen[None]):
         ),
         *(Binding(str(n), f"jump({n})", show=False) for n in range(1, 10)),
         Binding("ctrl+q", "app.quit", "Quit", priority=True),
+        # issue 13.9: panels scroll and show full tool output from the keyboard
+        Binding("pageup", "scroll_view(-1)", show=False, priority=True),
+        Binding("pagedown", "scroll_view(1)", show=False, priority=True),
+        Binding("ctrl+o", "full_output", "Full output", show=False, priority=True),
     ]
 
     def __init__(self, session: ChatSession) -> None:
@@ -159,6 +163,7 @@ class ChatScreen(Screen[None]):
         self.fork_badge.clear()
         self.input.focus()
         self.refresh_status()
+        self.session.on_busy = self.status.set_busy  # spinner + seconds on long waits (13.10)
         if self.session.subagents is not None:
             self._unsubscribe_subagents = self.session.subagents.add_listener(
                 self.messages.on_subagent_event
@@ -311,6 +316,17 @@ class ChatScreen(Screen[None]):
     def on_fork_area_selected(self, event: Any) -> None:
         self.refresh_hints()
 
+    def action_scroll_view(self, pages: int) -> None:
+        if self.fork_area is not None:
+            self.fork_area.scroll_active(pages)
+        else:
+            page = self.messages.scroll_page_down if pages > 0 else self.messages.scroll_page_up
+            page(animate=False)
+
+    def action_full_output(self) -> None:
+        if self.fork_area is not None:
+            self.fork_area.open_output()
+
     def action_jump(self, n: int) -> None:
         if self.fork_area is not None:
             self.fork_area.jump(n)
@@ -338,8 +354,10 @@ class ChatScreen(Screen[None]):
             if label is not None and coordinator is not None:
                 state = coordinator.get_branch(label).state
                 if state not in ("running", "awaiting_approval"):
-                    # Nothing to stop: a "Terminate?" dialog here would do nothing.
+                    # Nothing to stop: a "Terminate?" dialog here would do nothing (13.13);
+                    # say so and go back to the overview.
                     self.notice(f"branch {label} is {state.replace('_', ' ')}: nothing to stop")
+                    self.fork_area.select(None)
                     return
             self.confirm_escape(label)
 
@@ -348,6 +366,9 @@ class ChatScreen(Screen[None]):
         confirm_cls = _lazy("app.modals.confirm", "ConfirmModal")
         coordinator = self.session.coordinator
         if coordinator is None:
+            return
+        if label is not None and coordinator.get_branch(label).state != "running":
+            self.fork_area.select(None)  # 13.13: nothing to terminate: back to the overview
             return
         question = f"Terminate branch {label}?" if label else "Abort the entire fork?"
         if not await self.app.push_screen_wait(confirm_cls(question)):
@@ -643,6 +664,9 @@ class ChatScreen(Screen[None]):
         if self.turn_running:
             self.notice("a turn is running: esc first, then /fork", "warning")
             return
+        if left_open := self.session.open_forks():  # reopen/merge/abort it first (13.7)
+            self.offer_recovery(left_open)
+            return
         self.fork_flow()
 
     def cmd_merge(self, command: Slash) -> None:
@@ -833,26 +857,23 @@ class ChatScreen(Screen[None]):
                 paths=self._diff_paths(),
                 preselect=preselect,
                 subtitle=subtitle,
+                coordinator=coordinator,  # live columns, "s" stop+merge (13.11, 13.10)
+                branch_tests=self.session.branch_tests,
+                test_command=self.session.settings.test_command,
             )
         )
 
     def _diff_paths(self) -> Any:
-        paths_cls = _lazy("app.widgets.merge_diff", "DiffPaths")
-        coordinator = self.session.coordinator
-        if coordinator is None or coordinator.fork_id is None:
-            return None
-        branch_paths = {rt.label: rt.path for rt in coordinator.branches.values()}
-        return paths_cls.for_fork(self.session.root, coordinator.fork_id, branch_paths)
+        return self.session.diff_paths()  # the fork's live mirror (issue 13.6)
 
     async def _judge(self, coordinator: Any) -> Any:
         """Run ``branching_core.review.resolve``; None (and a notice) when it cannot decide."""
-        resolve = _lazy("branching_core.review", "resolve")
+        if (reason := self.session.judge_unavailable()) is not None:  # 13.24
+            self.notice(reason, "warning")
+            return None
         self.notice("asking the judge… (the branches are awaited first)")
         try:
-            with self.busy("asking the judge…"):
-                return await resolve(
-                    coordinator, judges=self.session.judges, settings=self.session.settings
-                )
+            return await self.session.run_judge()
         except Exception as exc:
             self.notice(f"the judge failed ({exc}): pick the winner yourself", "warning")
             return None
@@ -889,25 +910,11 @@ class ChatScreen(Screen[None]):
     async def _after_merge(self, result: Any) -> None:
         self.close_fork_view()
         self.save_history()
-        self.messages.show_history(self.session.history)
         if result is None:
             return
-        lines = [
-            f"merged branch {result.winner_label}: {len(result.applied_paths)} paths written, "
-            f"{len(result.deleted_paths)} deleted; its conversation is now the chat"
-        ]
-        if result.conflicts:
-            lines.append(
-                "conflicts (changed here since the fork, left as they are): "
-                + ", ".join(result.conflicts)
-            )
-        if result.errors:
-            lines.append(
-                "not applied: " + ", ".join(f"{e.path} ({e.error})" for e in result.errors)
-            )
-        self.notice(
-            "\n".join(lines), "warning" if result.conflicts or result.errors else "information"
-        )
+        # Append the winner's new turns: notices and command output stay (issue 13.12).
+        self.messages.append_history(self.session.merged_messages)
+        self.notice(*merge_summary(result))
 
     # -- diffs --------------------------------------------------------------------------------
     @work(group="diff")
@@ -967,7 +974,8 @@ class ChatScreen(Screen[None]):
             return
         if choice[0] == "merge" and len(choice) > 2 and choice[2]:
             await self.apply_merge(f"pick:{choice[2]}")
-            return
+            if not self.session.fork_active:
+                return  # merged; else (a conflict) the fork is shown, still open
         await self.open_fork_view(coordinator)
         self.notice(f"fork {choice[1]} reopened: /merge to pick a winner")
 

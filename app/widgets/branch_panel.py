@@ -32,6 +32,24 @@ RESULT_LINES = 3
 RESULT_WIDTH = 300
 
 
+def _block_break(text: str, current: int) -> int | None:
+    """Where ``text`` (to be appended to a block of ``current`` characters) should start a
+    new block: at its last line break once the block passed :data:`BLOCK_CHARS`, or, with
+    no line break in sight, at a space once it passed 2 x BLOCK_CHARS; None: no break."""
+    if current + len(text) <= BLOCK_CHARS:
+        return None
+    if current > BLOCK_CHARS and "\n" in text:
+        return text.rindex("\n")
+    if current + len(text) > 2 * BLOCK_CHARS:
+        limit = max(1, 2 * BLOCK_CHARS - current)
+        for sep in ("\n", " "):
+            cut = text.rfind(sep, 0, limit)
+            if cut > 0:
+                return cut
+        return limit if limit < len(text) else None
+    return None
+
+
 def one_line(value: Any, width: int = ARGS_WIDTH) -> str:
     """Tool arguments as one short line (JSON for dicts, the text itself for strings)."""
     if isinstance(value, str):
@@ -67,9 +85,58 @@ class TranscriptBlock(Static):
         self.kind = kind
         self.text = text
 
-    def set_text(self, text: str) -> None:
+    def set_text(self, text: str, *, draw: bool = True) -> None:
+        """Change the text; ``draw=False`` (a hidden panel) only marks it for
+        :meth:`redraw`, so a panel nobody sees never costs a screen layout."""
         self.text = text
-        self.update(Content(text))
+        if draw:
+            self.update(Content(text))
+            self.stale = False
+        else:
+            self.stale = True
+
+    def redraw(self) -> None:
+        if getattr(self, "stale", False):
+            self.update(Content(self.text))
+            self.stale = False
+
+
+class ResultBlock(TranscriptBlock):
+    """A tool result: its head (:data:`RESULT_LINES` lines) until clicked, then all of it.
+
+    Why not always the whole text: ten branches running test suites would bury every
+    transcript under output. The whole text stays in ``full_text`` for the click, for
+    ``ctrl+o`` (the full-output screen) and for copying.
+    """
+
+    def __init__(self, tool_name: str, content: str) -> None:
+        self.tool_name = tool_name
+        self.full_text = content
+        self.expanded = False
+        super().__init__("result", self._render_text())
+        self.set_class(self.expandable, "-expandable")
+
+    @property
+    def expandable(self) -> bool:
+        return short_result(self.full_text) != self.full_text.strip()
+
+    def _render_text(self) -> str:
+        if self.expanded:
+            return f"↳ {self.tool_name}: {self.full_text.rstrip()}\n(click to fold)"
+        head = short_result(self.full_text)
+        hint = "  (click: expand · ctrl+o: full output)" if self.expandable else ""
+        return f"↳ {self.tool_name}: {head}{hint}"
+
+    def toggle(self) -> None:
+        """Expand to the whole result, or fold back to its head."""
+        if not self.expandable:
+            return
+        self.expanded = not self.expanded
+        self.set_class(self.expanded, "-expanded")
+        self.set_text(self._render_text())
+
+    def on_click(self) -> None:
+        self.toggle()
 
 
 class BranchPanelWidget(Vertical):
@@ -88,8 +155,12 @@ class BranchPanelWidget(Vertical):
         cost_usd: float | None = 0.0,
         id: str | None = None,
         classes: str | None = None,
+        shown: bool = True,
     ) -> None:
         super().__init__(id=id, classes=classes)
+        self.shown = shown
+        """False while another tab is shown: nothing is drawn or mounted until shown."""
+        self._header_stale = False
         self.label = label
         self.steer = steer
         self.model = model
@@ -100,6 +171,12 @@ class BranchPanelWidget(Vertical):
         self._blocks: list[TranscriptBlock] = []
         self._pending: list[str] = []
         self._stream_block: TranscriptBlock | None = None
+        self._in_response = False
+        """True while a model response streams (between its first event and its end)."""
+        self._steers_next: list[str] = []
+        """Steers the model sees in its next request (drawn when that response starts)."""
+        self._steers_later: list[str] = []
+        """Steers sent while a response streamed: they reach the request after it."""
         self._flush_timer: Timer | None = None
         self.flushes = 0
         """How many times streamed text reached the screen (for tests and benchmarks)."""
@@ -117,9 +194,11 @@ class BranchPanelWidget(Vertical):
         badge = STATE_BADGES.get(self.state, "?")
         model = self.model or "default model"
         state = self.state.replace("_", " ")
+        queued = len(self._steers_next) + len(self._steers_later)
         return (
             f"branch {self.label} · {badge} {state} · {model} · "
             f"{format_cost(self.cost_usd, self.budget_usd)}"
+            + (f" · {queued} steer{'s' if queued != 1 else ''} queued" if queued else "")
         )
 
     @property
@@ -128,8 +207,25 @@ class BranchPanelWidget(Vertical):
 
     @property
     def transcript_text(self) -> str:
-        """Everything on the panel's transcript so far (streamed text once flushed)."""
-        return "\n".join(block.text for block in self._blocks)
+        """Everything on the panel's transcript so far, streamed text included (a hidden
+        panel keeps its streamed text buffered until it is shown)."""
+        text = "\n".join(block.text for block in self._blocks)
+        if self._pending:
+            glue = "" if self._stream_block is not None or not text else "\n"
+            text += glue + "".join(self._pending)
+        return text
+
+    def tail_text(self, chars: int) -> str:
+        """The last ``chars`` characters of the transcript, streamed text included, read
+        from the newest blocks only (the overview asks 5 times a second per branch)."""
+        parts = ["".join(self._pending)]
+        size = len(parts[0])
+        for block in reversed(self._blocks):
+            if size >= chars:
+                break
+            parts.append(block.text + "\n")
+            size += len(block.text) + 1
+        return "".join(reversed(parts))[-chars:]
 
     @property
     def pending_text(self) -> str:
@@ -141,9 +237,33 @@ class BranchPanelWidget(Vertical):
         """Buffer one text delta; it reaches the screen on the next flush tick."""
         if not delta:
             return
+        if not self._in_response:
+            self._begin_response()
         self._pending.append(delta)
-        if self._flush_timer is None and self.is_mounted:
+        if self._flush_timer is None and self.is_mounted and self.shown:
             self._flush_timer = self.set_timer(FLUSH_INTERVAL, self.flush)
+
+    def set_shown(self, shown: bool) -> None:
+        """The tab strip shows this panel (True) or another one (False).
+
+        Why: ten branches stream at once and each drawn update costs a screen layout
+        (about 14 ms on a loaded 2-core machine); hidden panels only buffer and catch up
+        in one go when shown, so the keyboard stays fast whatever streams behind.
+        """
+        if shown == self.shown:
+            return
+        self.shown = shown
+        if not shown or not self.is_mounted:
+            return
+        scroll = self.query_one(".transcript", VerticalScroll)
+        missing = [b for b in self._blocks if b.parent is None]
+        if missing:
+            scroll.mount_all(missing)
+        for block in self._blocks:
+            block.redraw()
+        if self._header_stale:
+            self._update_header()
+        self.flush()
 
     def flush(self) -> None:
         """Draw buffered text now (one widget update however many deltas came in)."""
@@ -153,17 +273,25 @@ class BranchPanelWidget(Vertical):
         text = "".join(self._pending)
         self._pending.clear()
         block = self._stream_block
-        if block is not None and len(block.text) > BLOCK_CHARS and "\n" in text:
-            # A long reply continues in a new block at a line break, so a flush re-wraps
-            # at most ~BLOCK_CHARS of text rather than the whole reply.
-            head, _, text = text.rpartition("\n")
-            block.set_text(block.text + head)
+        while True:
+            current = len(block.text) if block is not None else 0
+            cut = _block_break(text, current)
+            if cut is None:
+                break
+            # A long reply continues in a new block at a line break (or, in a paragraph
+            # far too long for one, at a space), so a flush re-wraps at most a few
+            # thousand characters rather than the whole reply.
+            head, text = text[:cut], text[cut:].removeprefix("\n")
+            if block is None:
+                block = self._add_block("assistant", head)
+            else:
+                block.set_text(block.text + head, draw=self.shown)
             block = self._stream_block = None
-        if block is None:
-            self._stream_block = self._add_block("assistant", text)
-        else:
-            block.set_text(block.text + text)
-            self._scroll_if_following()
+        if text:
+            if block is None:
+                self._stream_block = self._add_block("assistant", text)
+            else:
+                block.set_text(block.text + text, draw=self.shown)
         self.flushes += 1
 
     def _end_stream(self) -> None:
@@ -181,12 +309,75 @@ class BranchPanelWidget(Vertical):
 
     def add_tool_result(self, tool_name: str, content: str, tool_call_id: str = "") -> None:
         self._end_stream()
-        self._add_block("result", f"↳ {tool_name}: {short_result(content)}")
+        self._mount_block(ResultBlock(tool_name, content))
+
+    @property
+    def results(self) -> list[ResultBlock]:
+        """The tool results shown so far, oldest first (each keeps its full text)."""
+        return [b for b in self._blocks if isinstance(b, ResultBlock)]
+
+    def scroll_page(self, pages: int) -> None:
+        """Scroll the transcript ``pages`` screens (negative: up); keyboard scrolling.
+
+        Up lets go of the newest line (streamed text no longer pulls the view down); paging
+        back down to the end follows it again (Textual's anchor does both).
+        """
+        if not self.is_mounted:
+            return
+        scroll = self.query_one(".transcript", VerticalScroll)
+        step = max(1, scroll.scrollable_content_region.height - 1)
+        target = scroll.scroll_y + pages * step
+        if target >= scroll.max_scroll_y:
+            scroll.anchor()
+        else:
+            scroll.release_anchor()
+            scroll.scroll_to(y=target, animate=False, immediate=True)
+
+    def scroll_edge(self, end: bool) -> None:
+        """Jump to the top (``end`` False) or to the newest line (and follow it)."""
+        if not self.is_mounted:
+            return
+        scroll = self.query_one(".transcript", VerticalScroll)
+        if end:
+            scroll.anchor()
+        else:
+            scroll.release_anchor()
+            scroll.scroll_home(animate=False, immediate=True)
 
     def add_steer(self, message: str) -> None:
-        """A steering message the branch will see on its next model request."""
+        """A steering message, drawn where the model receives it: before the response to
+        the next model request (issue 13.20). Sent while a response streams, that is the
+        request after the current response and its tool calls; sent between responses,
+        the very next one. Until then the header counts it as queued."""
+        (self._steers_later if self._in_response else self._steers_next).append(message)
+        self._update_header()
+
+    def end_response(self) -> None:
+        """One model response is complete (the coordinator priced it): the next text
+        starts a new block (issue 14.12: responses were glued into one paragraph)."""
+        if not self._in_response:
+            self._begin_response()  # a response with no text (tool calls only)
         self._end_stream()
-        self._add_block("steer", f">> {message}")
+        self._in_response = False
+        self._steers_next += self._steers_later
+        self._steers_later = []
+
+    def _begin_response(self) -> None:
+        self._in_response = True
+        steers, self._steers_next = self._steers_next, []
+        if steers:
+            self._end_stream()
+            for message in steers:
+                self._add_block("steer", f">> {message}")
+            self._update_header()
+
+    def _settle_steers(self) -> None:
+        """The run ended: draw steers still queued, saying they came too late."""
+        steers = self._steers_next + self._steers_later
+        self._steers_next, self._steers_later = [], []
+        self._in_response = False
+        for message in steers:
+            self._add_block("steer", f">> {message}  (after the run ended)")
 
     def add_user_message(self, message: str) -> None:
         """A follow-up turn the user started on this (finished) branch."""
@@ -201,6 +392,8 @@ class BranchPanelWidget(Vertical):
     def set_state(self, state: str, error: str | None = None) -> None:
         if state != "running":
             self._end_stream()
+            if state != "awaiting_approval":
+                self._settle_steers()
         self.state = state
         if error and error != self.error:
             self._add_block("error", f"{STATE_BADGES.get(state, '!')} {error}")
@@ -213,29 +406,31 @@ class BranchPanelWidget(Vertical):
 
     # -- internals -------------------------------------------------------------------------
     def _update_header(self) -> None:
-        if self.is_mounted:
+        if not self.shown:
+            self._header_stale = True
+        elif self.is_mounted:
+            self._header_stale = False
             self.query_one(".header", Static).update(Content(self.header_text))
 
     def _add_block(self, kind: str, text: str) -> TranscriptBlock:
-        block = TranscriptBlock(kind, text)
+        return self._mount_block(TranscriptBlock(kind, text))
+
+    def _mount_block(self, block: TranscriptBlock) -> TranscriptBlock:
         self._blocks.append(block)
-        if self.is_mounted:
+        if self.is_mounted and self.shown:  # hidden: mounted when shown (set_shown)
             self.query_one(".transcript", VerticalScroll).mount(block)
-            self._scroll_if_following()
         return block
 
-    def _scroll_if_following(self) -> None:
-        if not self.is_mounted:
-            return
-        scroll = self.query_one(".transcript", VerticalScroll)
-        if scroll.is_vertical_scroll_end or scroll.max_scroll_y == 0:
-            scroll.scroll_end(animate=False)
-
     def on_mount(self) -> None:
-        # Blocks added before mounting (a panel built for a running fork) go in now.
+        # Anchored: the view stays on the newest line as blocks arrive, also while the panel
+        # is hidden behind another tab (a hidden panel has no size to scroll in, so an
+        # explicit scroll_end there did nothing and switching to a finished branch showed
+        # its top, issue 13.17); the user scrolling up lets go until back at the end.
         scroll = self.query_one(".transcript", VerticalScroll)
+        scroll.anchor()
+        # Blocks added before mounting (a panel built for a running fork) go in now.
         missing = [b for b in self._blocks if not b.is_mounted and b.parent is None]
-        if missing:
+        if missing and self.shown:
             scroll.mount_all(missing)
-        if self._pending and self._flush_timer is None:
+        if self._pending and self._flush_timer is None and self.shown:
             self._flush_timer = self.set_timer(FLUSH_INTERVAL, self.flush)

@@ -21,12 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import ContentSwitcher, DataTable, Static
+from textual.widgets import ContentSwitcher, Static
 
 from app.widgets.branch_panel import BranchPanelWidget, format_cost, one_line
 from app.widgets.fork_tabs import STATE_BADGES, ForkTabsWidget
@@ -41,22 +42,45 @@ LAST_LINE_WIDTH = 48
 
 
 def last_line(text: str, width: int = LAST_LINE_WIDTH) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    line = lines[-1].strip() if lines else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
+    """The *end* of the last non-empty line, at most ``width`` characters: a stream grows at
+    its end, so showing the start of a long line made a live branch look frozen (13.19)."""
+    tail = text[-(width * 8) :]  # the last line's end is all we show: never split it all
+    lines = [line for line in tail.splitlines() if line.strip()]
+    line = " ".join(lines[-1].split()) if lines else ""
+    return line if len(line) <= width else "…" + line[-(width - 1) :]
 
 
 class ForkOverview(Vertical):
-    """The ``+ overview`` page: one table row per branch."""
+    """The ``+ overview`` page: one aligned text row per branch.
+
+    Plain aligned text in one ``Static`` rather than a ``DataTable``: the table rendered
+    cell by cell (about 100 ms a redraw on a loaded machine, five redraws a second while
+    branches stream), which is what made keys slow while the overview was shown.
+    """
+
+    text = ""
+    """The rows as drawn (headings first), for tests and screen readers."""
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="title")
-        table: DataTable[str] = DataTable(cursor_type="none", zebra_stripes=True)
-        table.can_focus = False
-        yield table
+        with VerticalScroll(classes="rows", can_focus=False):
+            yield Static("", classes="table")
 
-    def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*OVERVIEW_COLUMNS)
+    def show_rows(self, rows: list[tuple[str, ...]]) -> None:
+        """Draw ``rows`` under the column headings (no redraw when nothing changed)."""
+        table = [tuple(OVERVIEW_COLUMNS), *rows]
+        widths = [max(len(row[c]) for row in table) for c in range(len(OVERVIEW_COLUMNS))]
+        lines = [
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in table
+        ]
+        text = "\n".join(lines)
+        if text == self.text:
+            return
+        self.text = text
+        rendered = Text(text, no_wrap=True, overflow="ellipsis")
+        rendered.stylize("bold", 0, len(lines[0]))
+        self.query_one(".table", Static).update(rendered)
 
 
 class ForkArea(Vertical):
@@ -108,7 +132,6 @@ class ForkArea(Vertical):
         self._panels: dict[str, BranchPanelWidget] = {}
         self._ids: dict[str, str] = {}  # branch_id -> label
         self._labels: list[str] = []
-        self._held_steers: dict[str, list[str]] = {}  # label -> steers the model has not read
         self._remove_listener: Callable[[], None] | None = coordinator.add_listener(
             self._on_fork_event
         )
@@ -129,6 +152,7 @@ class ForkArea(Vertical):
                 state=rt.state,
                 cost_usd=rt.meter.cumulative_usd,
                 id=f"branch-{len(self._labels)}",
+                shown=False,  # the overview is shown first
             )
             _replay(panel, rt)
             self._panels[rt.label] = panel
@@ -143,7 +167,10 @@ class ForkArea(Vertical):
             yield from self._panels.values()
 
     def on_mount(self) -> None:
-        self._redraw_overview()
+        # Not a direct call: Textual sets ``is_mounted`` only after this handler returns, so
+        # the redraw would be skipped, and a recovered fork (no event to redraw it later)
+        # showed an empty overview.
+        self.call_after_refresh(self._redraw_overview)
         if self._inbox and not self._drain_posted:
             self._drain_posted = True
             self.post_message(self._Drain())
@@ -181,12 +208,17 @@ class ForkArea(Vertical):
         if label is not None and label not in self._panels:
             raise ValueError(f"no branch {label!r}; branches: {', '.join(self._labels)}")
         changed = label != self._active
+        if self._active is not None and changed and self._active in self._panels:
+            self._panels[self._active].set_shown(False)
         self._active = label
         switcher = self.query_one(ContentSwitcher)
         switcher.current = "overview" if label is None else self._panels[label].id
         self.tabs.set_active(label)
         if label is not None:
+            self._panels[label].set_shown(True)
             self._panels[label].flush()
+        elif changed:
+            self._redraw_overview()  # not redrawn while hidden
         if changed:
             self.post_message(self.Selected(self, label))
 
@@ -207,6 +239,29 @@ class ForkArea(Vertical):
             self.select(self._labels[n - 1])
             return True
         return False
+
+    def scroll_active(self, pages: int) -> None:
+        """PgUp/PgDn: scroll the shown branch's transcript (the input keeps the focus)."""
+        if self._active is not None:
+            self._panels[self._active].scroll_page(pages)
+
+    def open_output(self) -> bool:
+        """``ctrl+o``: the full text of the shown branch's tool results, newest first.
+
+        False (and a toast saying why) on the overview or when the branch ran no tool yet.
+        """
+        from app.modals.tool_output import ToolOutput, ToolOutputModal
+
+        if self._active is None:
+            self.notify("select a branch tab first (Tab)", severity="warning", markup=False)
+            return False
+        results = self._panels[self._active].results
+        if not results:
+            self.notify(f"branch {self._active} has no tool output yet", markup=False)
+            return False
+        outputs = [ToolOutput(r.tool_name, r.full_text) for r in results]
+        self.app.push_screen(ToolOutputModal(self._active, outputs))
+        return True
 
     def add_user_message(self, label: str, message: str) -> None:
         """Show a follow-up turn the user started on ``label`` (``run_on_branch``)."""
@@ -272,7 +327,6 @@ class ForkArea(Vertical):
             if isinstance(event, ev.BranchResponseStarted):  # never glue two responses
                 if panel is not None and label is not None:
                     panel.end_text_block()
-                    self._draw_read_steers(panel, label, event.prompts)
                 continue
             if isinstance(event, ev.BranchResponseRestarted) and panel is not None:
                 panel.add_note("↻ the server cut the response; asking again")
@@ -283,8 +337,6 @@ class ForkArea(Vertical):
                     self._on_resolved(event)
                 continue
             if isinstance(event, ev.BranchStateChanged):
-                if event.state != "running":  # steers the run ended without reading
-                    self._draw_read_steers(panel, label, None)
                 panel.set_state(event.state, event.error)
                 self.tabs.set_state(label, event.state)
             elif isinstance(event, ev.BranchToolCall):
@@ -292,9 +344,12 @@ class ForkArea(Vertical):
             elif isinstance(event, ev.BranchToolResult):
                 panel.add_tool_result(event.tool_name, event.content, event.tool_call_id)
             elif isinstance(event, ev.BranchSteered):
-                # Drawn where the model reads it (the next request), not where it was typed.
-                self._held_steers.setdefault(label, []).append(event.message)
+                # Drawn where the model reads it (the next request), not where it was typed;
+                # until then the panel's header counts it as queued.
+                panel.add_steer(event.message)
             elif isinstance(event, ev.BranchCostUpdated):
+                # Published once per model response, as it completes: the response boundary.
+                panel.end_response()
                 panel.set_cost(event.cumulative_usd)
             elif self._approval_event is not None and isinstance(event, self._approval_event):
                 calls = list(getattr(event, "calls", []) or [])
@@ -310,17 +365,6 @@ class ForkArea(Vertical):
         elif events:
             self._schedule_overview()
 
-    def _draw_read_steers(
-        self, panel: BranchPanelWidget, label: str, prompts: tuple[str, ...] | None
-    ) -> None:
-        """Draw the held steers this request carries (``None``: all of them)."""
-        held = self._held_steers.get(label, [])
-        keep = [m for m in held if prompts is not None and m not in prompts]
-        for message in held:
-            if message not in keep:
-                panel.add_steer(message)
-        self._held_steers[label] = keep
-
     def _on_resolved(self, event: Any) -> None:
         for status in self.coordinator.inspect_branches():
             if status.label in self._panels:
@@ -334,34 +378,48 @@ class ForkArea(Vertical):
             self._overview_timer = self.set_timer(OVERVIEW_INTERVAL, self._redraw_overview)
 
     def overview_rows(self) -> list[tuple[str, ...]]:
-        """The overview table's rows (the same strings the table shows)."""
-        rows = []
+        """The overview table's rows (the same strings the table shows).
+
+        The "last line" column gets the width the others leave (so an 80-column terminal
+        shows whole rows, not a table cut at its right edge) and shows the line's end.
+        """
+        heads = []
         for n, status in enumerate(self.coordinator.inspect_branches(), start=1):
             panel = self._panels.get(status.label)
             state = panel.state if panel is not None else status.state
-            text = panel.transcript_text + panel.pending_text if panel is not None else ""
-            rows.append(
+            text = panel.tail_text(LAST_LINE_WIDTH * 8) if panel is not None else ""
+            heads.append(
                 (
-                    str(n),
-                    status.label,
-                    f"{STATE_BADGES.get(state, '?')} {state.replace('_', ' ')}",
-                    status.model or "default",
-                    format_cost(status.cost_usd, status.budget_usd),
-                    str(status.tool_calls),
-                    last_line(text),
+                    (
+                        str(n),
+                        status.label,
+                        f"{STATE_BADGES.get(state, '?')} {state.replace('_', ' ')}",
+                        status.model or "default",
+                        format_cost(status.cost_usd, status.budget_usd),
+                        str(status.tool_calls),
+                    ),
+                    text,
                 )
             )
-        return rows
+        width = self._last_line_width([cells for cells, _ in heads])
+        return [(*cells, last_line(text, width)) for cells, text in heads]
+
+    def _last_line_width(self, rows: list[tuple[str, ...]]) -> int:
+        """Columns left for "last line" after the others (each padded by 2 cells)."""
+        if not self.is_mounted or self.size.width == 0:
+            return LAST_LINE_WIDTH
+        used = 0
+        for index, header in enumerate(OVERVIEW_COLUMNS[:-1]):
+            cells = [len(header), *(len(row[index]) for row in rows)]
+            used += max(cells) + 2
+        return max(12, min(LAST_LINE_WIDTH * 2, self.size.width - used - 3))
 
     def _redraw_overview(self) -> None:
         self._overview_timer = None
-        if not self.is_mounted:
-            return
+        if not self.is_mounted or self._active is not None:
+            return  # hidden behind a branch tab: redrawn when shown (select(None))
         overview = self.overview
-        table = overview.query_one(DataTable)
-        table.clear()
-        for row in self.overview_rows():
-            table.add_row(*row)
+        overview.show_rows(self.overview_rows())
         summary = self.coordinator.fork_cost() if self.coordinator.handle else None
         running = sum(1 for p in self._panels.values() if p.state == "running")
         cost = (
@@ -398,5 +456,7 @@ def _replay(panel: BranchPanelWidget, rt: BranchRuntime) -> None:
             elif kind == "tool-return":
                 content = part.content if isinstance(part.content, str) else repr(part.content)
                 panel.add_tool_result(part.tool_name, content, part.tool_call_id)
+        if getattr(message, "kind", "") == "response":
+            panel.end_response()  # each response its own block, as when it streamed
     if rt.error:
         panel.set_state(rt.state, rt.error)

@@ -46,9 +46,11 @@ class ForkBadgeWidget(Static):
 
     # -- feeding numbers directly ----------------------------------------------------------
     def show_summary(self, branches: int, running: int, cost_usd: float | None) -> None:
-        """Show the badge with these numbers."""
-        self.summary_text = format_summary(branches, running, cost_usd)
-        self.update(self.summary_text)
+        """Show the badge with these numbers (no redraw when they read the same)."""
+        text = format_summary(branches, running, cost_usd)
+        if text != self.summary_text:
+            self.summary_text = text
+            self.update(text)
         self.display = True
 
     def clear(self) -> None:
@@ -80,6 +82,10 @@ class ForkBadgeWidget(Static):
 
     def _on_fork_event(self, event: Any) -> None:
         # Runs inside the coordinator's publish call: only note that something changed.
+        # Text deltas (hundreds a second with ten branches) change no figure shown here;
+        # each refresh cost a screen layout.
+        if type(event).__name__ == "BranchTextDelta":
+            return
         if not self._refresh_pending:
             self._refresh_pending = True
             self.post_message(self.CoordinatorChanged())

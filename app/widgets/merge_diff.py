@@ -168,15 +168,23 @@ def branch_id_of(report: BranchDiffReport, label: str) -> str | None:
     return None
 
 
+PLACEHOLDER_DIR = "absent"
+"""Under ``.pydantic-deep/forks/<id>/``: empty stand-ins for files missing on one side."""
+
+
 @dataclass(frozen=True)
 class DiffPaths:
     """Where the diff tool finds the parent and each branch (label -> directory).
 
-    ``parent`` may be ``None`` when there is no parent snapshot to show.
+    ``parent`` may be ``None`` when there is no parent snapshot to show. ``placeholders``
+    (set for a fork's mirror) is where :meth:`for_entry` puts an empty stand-in for the side
+    where a file does not exist (a file a branch created has no parent version; one it
+    deleted has no branch version), so a 2-way or 3-way tool always gets every side.
     """
 
     parent: Path | None
     branches: Mapping[str, Path] = field(default_factory=dict)
+    placeholders: Path | None = None
 
     @classmethod
     def for_fork(
@@ -190,7 +198,8 @@ class DiffPaths:
         branch's own view when the mirror is absent."""
         root = Path(workspace_root)
         mirror = root / ".pydantic-deep" / "forks" / fork_id
-        parent = mirror / "parent" if (mirror / "parent").is_dir() else root
+        has_mirror = (mirror / "parent").is_dir()
+        parent = mirror / "parent" if has_mirror else root
         dirnames = _mirror_dirnames(mirror)
         branches: dict[str, Path] = {}
         for label, path in branch_paths.items():
@@ -199,7 +208,11 @@ class DiffPaths:
                 branches[label] = mirrored
             elif path is not None:
                 branches[label] = Path(path)
-        return cls(parent=parent, branches=branches)
+        return cls(
+            parent=parent,
+            branches=branches,
+            placeholders=mirror / PLACEHOLDER_DIR if has_mirror else None,
+        )
 
     @classmethod
     def for_coordinator(cls, coordinator: Any) -> DiffPaths:
@@ -218,6 +231,7 @@ class DiffPaths:
             return cls(
                 parent=Path(mat.parent_dir),
                 branches={label: Path(mat.branch_dir(label)) for label in mat.labels},
+                placeholders=Path(mat.fork_dir) / PLACEHOLDER_DIR,
             )
         fallback = cls.for_fork(
             coordinator.workspace.path,
@@ -230,7 +244,13 @@ class DiffPaths:
 
     def for_entry(self, entry: PathDiff, labels: Sequence[str]) -> tuple[Path | None, list[Path]]:
         """The parent file and the branch files of one report path, for ``labels`` that
-        touched it (a file the fork created has no parent file)."""
+        touched it.
+
+        With ``placeholders`` set, a side where the file does not exist (no parent version
+        for a file the fork created, no branch version for a file a branch deleted) gets an
+        empty file of the same name under ``placeholders/<side>/`` instead of being left out
+        or pointing nowhere; without it, a created file has no parent path (old behaviour).
+        """
         parent: Path | None = None
         branches: list[Path] = []
         old_path = entry.path
@@ -241,10 +261,32 @@ class DiffPaths:
                 continue
             if change.operation == "renamed" and change.old_path:
                 old_path = change.old_path
-            branches.append(base / change.path)
-        if self.parent is not None and (entry.parent_exists or old_path != entry.path):
-            parent = self.parent / old_path
+            target = base / change.path
+            if change.operation == "deleted" or not os.path.lexists(target):
+                target = self._placeholder(f"branch-{label}", change.path, fallback=target)
+            branches.append(target)
+        if self.parent is not None:
+            if entry.parent_exists or old_path != entry.path:
+                parent = self.parent / old_path
+                if not os.path.lexists(parent):
+                    parent = self._placeholder("parent", old_path, fallback=parent)
+            elif self.placeholders is not None:
+                parent = self._placeholder("parent", entry.path, fallback=None)
         return parent, branches
+
+    def _placeholder(self, side: str, rel: str, *, fallback: Any) -> Any:
+        """An empty file ``placeholders/<side>/<rel>`` (made once), or ``fallback`` without
+        a placeholder directory or when it cannot be made."""
+        if self.placeholders is None:
+            return fallback
+        target = self.placeholders / side / rel
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                target.write_bytes(b"")
+        except OSError:
+            return fallback
+        return target
 
 
 def _mirror_dirnames(mirror: Path) -> dict[str, str]:
@@ -288,6 +330,7 @@ def launch_difftool(
 
 __all__ = [
     "AGREEMENT_STYLES",
+    "PLACEHOLDER_DIR",
     "STATE_BADGES",
     "DiffPaths",
     "LaunchOutcome",

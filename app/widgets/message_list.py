@@ -184,6 +184,12 @@ class MessageList(VerticalScroll):
     def show_history(self, messages: Iterable[Any]) -> None:
         """Replace the transcript by ``messages`` (pydantic-ai ``ModelMessage`` objects)."""
         self.clear_messages()
+        self.append_history(messages)
+
+    def append_history(self, messages: Iterable[Any]) -> None:
+        """Add ``messages`` after what is shown (a merged branch's turns), keeping every
+        notice and command output already on screen."""
+        self._assistant = None
         for message in messages:
             for part in getattr(message, "parts", []):
                 kind = getattr(part, "part_kind", "")

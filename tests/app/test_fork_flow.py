@@ -8,20 +8,23 @@ and on the files on disk after the merge.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
+import threading
 from pathlib import Path
 
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from app.modals.approval import ApprovalModal
 from app.modals.confirm import ConfirmModal
 from app.modals.fork_picker import ForkPickerModal
-from app.modals.merge_picker import MergePickerModal
+from app.modals.merge_picker import BranchColumn, MergePickerModal
 from app.modals.recover_fork import RecoverForkModal
+from app.modals.tool_output import ToolOutputModal
 from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.session import ChatSession
@@ -30,6 +33,7 @@ from app.widgets.fork_badge import ForkBadgeWidget
 from app.widgets.merge_acceptance import MergeAcceptanceModal
 from branching_core.fork import BranchSpec, list_open_forks
 from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
+from tests.app.fixtures_merge import recording_difftool
 
 
 def _chat(app: object) -> ChatScreen:
@@ -200,6 +204,14 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
         await pilot.press("y")
         await wait_for(pilot, lambda: states(app)["a"] == "terminated", what=states)
         assert states(app)["b"] == "running"
+        # Esc on a branch that is not running offers no Terminate that would do nothing
+        # (issue 13.13): it goes back to the overview.
+        area.select("a")
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmModal)
+        assert area.active_label is None and app.session.fork_active
         # Esc answered "no" changes nothing.
         await pilot.press("alt+2", "escape")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="confirm")
@@ -333,8 +345,8 @@ async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
         await ready(pilot)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
         modal = app.screen
-        assert modal.option_ids()[:2] == ["merge-0-0", "merge-0-1"]
-        await pilot.press("down", "enter")  # the second row: merge branch b
+        assert modal.option_ids()[:3] == ["reopen-0", "merge-0-0", "merge-0-1"]
+        await pilot.press("down", "down", "enter")  # the third row: merge branch b
         await wait_for(pilot, lambda: (project / "b.txt").exists(), what="the merge")
         await wait_for(pilot, lambda: not app.session.fork_active)
         assert not (project / "a.txt").exists()
@@ -409,3 +421,458 @@ async def test_quit_with_an_open_fork_keeps_it_for_the_next_start(
         "README.txt",
         "src",
     ]
+
+
+def _under(path: str, root: Path) -> bool:
+    return Path(path).resolve().is_relative_to(root.resolve())
+
+
+async def test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree(
+    project: Path, gated: GatedModel, tmp_path: Path, monkeypatch: object
+) -> None:
+    """Issue 13.6: ``/fork diff`` and the merge picker's ``o`` hand the tool paths inside
+    ``.pydantic-deep/forks/<id>/`` (parent/, branches/<label>/), each of which exists; a side
+    where the file does not exist gets an empty placeholder there."""
+    template, out = recording_difftool(tmp_path)
+    monkeypatch.setenv("FORKDECK_DIFFTOOL", template)  # type: ignore[attr-defined]
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["!echo one >> README.txt", "!echo new > new.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        mirror = project / ".pydantic-deep" / "forks" / app.session.coordinator.fork_id
+        # The parent moves on after the fork: the tool must still see the fork-time version.
+        (project / "README.txt").write_text("changed in the parent\n")
+
+        async def run_tool(line: str) -> list[str]:
+            before = len(out.read_text().splitlines()) if out.exists() else 0
+            await submit(pilot, line)
+            await wait_for(
+                pilot,
+                lambda: out.exists() and len(out.read_text().splitlines()) > before,
+                what=lambda: chat.last_notice,
+            )
+            argv = json.loads(out.read_text().splitlines()[-1])
+            for arg in argv:
+                assert _under(arg, mirror), (arg, mirror)
+                assert Path(arg).exists(), arg
+            return argv
+
+        argv = await run_tool("/fork diff README.txt")
+        assert len(argv) == 2  # only branch a touched it
+        assert Path(argv[0]).read_text() == "hello\n"
+        assert Path(argv[1]).read_text() == "hello\none\n"
+        argv = await run_tool("/fork diff new.txt")
+        assert len(argv) == 2  # a created file: an empty parent placeholder, then b's file
+        assert Path(argv[0]).read_text() == "" and Path(argv[0]).name == "new.txt"
+        assert Path(argv[1]).read_text() == "new\n"
+        argv = await run_tool("/fork diff")
+        assert sorted(Path(a).name for a in argv) == ["a", "b", "parent"]
+
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        before = len(out.read_text().splitlines())
+        await pilot.press("right", "o")
+        await wait_for(pilot, lambda: len(out.read_text().splitlines()) > before, what="o")
+        argv = json.loads(out.read_text().splitlines()[-1])
+        assert [Path(a) for a in argv] == [mirror / "parent", mirror / "branches" / "b"]
+        assert all(Path(a).is_dir() for a in argv)
+        await pilot.press("2")
+        await wait_for(pilot, lambda: not app.session.fork_active)
+    assert (project / "new.txt").read_text() == "new\n"
+    assert not (mirror / "parent").exists() and not (mirror / "absent").exists()
+
+
+async def leave_fork_open(project: Path, gated: GatedModel) -> str:
+    """A session forks two branches that write files, then "crashes" (nobody resolves it)."""
+    crashed = ChatSession(project, requested_model=gated.model)
+    await asyncio.to_thread(crashed.prepare)
+    await crashed.run_turn("the parent turn", _NullSink())
+    coordinator = await crashed.start_fork(
+        [BranchSpec("a", "!echo a > a.txt"), BranchSpec("b", "!echo b > b.txt")], None
+    )
+    await coordinator.wait()
+    await coordinator.flush()
+    assert coordinator.fork_id is not None
+    # the crash: the process is gone; its mirror watcher with it
+    if coordinator.mirror_hook is not None:
+        coordinator.mirror_hook.detach()
+    return coordinator.fork_id
+
+
+class _NullSink:
+    def on_text(self, delta: str) -> None: ...
+
+    def on_tool_call(self, tool_call_id: str, tool_name: str, args: object) -> None: ...
+
+    def on_tool_result(self, tool_call_id: str, tool_name: str, content: str, ok: bool) -> None: ...
+
+
+async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
+    project: Path, gated: GatedModel, tmp_path: Path, monkeypatch: object
+) -> None:
+    """Issue 13.7: "reopen" brings back the tabs with the recovered transcripts, the mirror
+    for the diff tool, follow-up turns on a branch, and the merge picker."""
+    fork_id = await leave_fork_open(project, gated)
+    template, out = recording_difftool(tmp_path)
+    monkeypatch.setenv("FORKDECK_DIFFTOOL", template)  # type: ignore[attr-defined]
+    app = make_app(project, gated.model, recovery=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
+        assert app.screen.option_ids()[0] == "reopen-0"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: chat.fork_area is not None, what="the reopened fork")
+        await wait_for(pilot, lambda: "reopened" in chat.last_notice, what="the notice")
+        area = chat.fork_area
+        assert area.labels == ["a", "b"] and app.session.fork_active
+        assert f"fork {fork_id} reopened" in chat.last_notice
+        rows = area.overview.text.splitlines()[1:]
+        assert [r.split()[1] for r in rows] == ["a", "b"]  # the recovered branches listed
+        area.select("b")
+        await pilot.pause()
+        panel = area.panel("b")
+        assert "> !echo b > b.txt" in panel.transcript_text  # the recovered transcript
+        assert "run_command" in panel.transcript_text or "⚙" in panel.transcript_text
+        # the diff tool gets the rebuilt mirror
+        await submit(pilot, "/fork diff b.txt")
+        await wait_for(pilot, lambda: out.exists(), what=lambda: chat.last_notice)
+        argv = json.loads(out.read_text().splitlines()[-1])
+        mirror = project / ".pydantic-deep" / "forks" / fork_id
+        assert [Path(a).read_text() for a in argv] == ["", "b\n"]
+        assert all(_under(a, mirror) for a in argv)
+        # a follow-up turn on branch b runs in b's workspace branch, with b's history
+        await submit(pilot, "write more.txt")
+        await wait_for(pilot, lambda: "more.txt" in panel.transcript_text, what="the follow-up")
+        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        assert gated.prompts_of("write more.txt")[-1] == [
+            "the parent turn",
+            "!echo b > b.txt",
+            "write more.txt",
+        ]
+        assert not (project / "more.txt").exists()
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("2")
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+    assert (project / "b.txt").read_text() == "b\n"
+    assert (project / "more.txt").read_text() == ""
+    assert not (project / "a.txt").exists()
+    assert list_open_forks(project) == []
+
+
+async def test_decide_later_then_fork_offers_the_open_fork_and_never_opens_a_second(
+    project: Path, gated: GatedModel
+) -> None:
+    fork_id = await leave_fork_open(project, gated)
+    app = make_app(project, gated.model, recovery=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
+        await pilot.press("escape")  # decide later
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        await submit(pilot, "/fork")
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="re-offer")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        try:
+            await app.session.start_fork([BranchSpec("x", "second")], None)
+        except RuntimeError as exc:
+            assert fork_id in str(exc) and "still open" in str(exc)
+        else:
+            raise AssertionError("a second fork opened over the one left open")
+        assert [m["fork_id"] for m in list_open_forks(project)] == [fork_id]
+        assert not chat.session.fork_active
+
+
+async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.9: a branch's test output is readable: click expands a result, ctrl+o shows
+    the full text, PgUp/PgDn scroll the panel while the input keeps the focus."""
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        area = await open_fork(pilot, ["!seq 1 200", "!echo short"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await pilot.press("ctrl+o")  # on the overview: nothing to show, says so
+        assert not isinstance(app.screen, ToolOutputModal)
+        area.select("a")
+        await pilot.pause()
+        panel = area.panel("a")
+        (result,) = panel.results
+        assert result.full_text.splitlines()[-1].strip() == "200"
+        assert "more lines" in result.text and "\n200" not in result.text
+        await pilot.click(result)
+        await pilot.pause()
+        assert result.expanded and "\n200" in result.text
+        scroll = panel.query_one(".transcript")
+        await pilot.pause()
+        assert scroll.max_scroll_y > 0
+        chat.input.focus()
+        scroll.scroll_end(animate=False)
+        await pilot.pause()
+        bottom = scroll.scroll_y
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert scroll.scroll_y < bottom and chat.input.has_focus
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert scroll.scroll_y == bottom
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ToolOutputModal), what="modal")
+        modal = app.screen
+        assert modal.shown.text == result.full_text
+        assert "200" in str(modal.query_one("#text").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+
+
+async def test_a_merge_appends_the_winners_turns_and_keeps_notices_and_output(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.12: nothing printed before or during the fork is wiped by the merge."""
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await submit(pilot, "the parent turn")
+        await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
+        await submit(pilot, "!echo shell-output-before")
+        await wait_for(pilot, lambda: "shell-output-before" in chat.last_notice)
+        await submit(pilot, "/tokens")
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await submit(pilot, "/cost")  # during the fork
+        cost_notice = chat.last_notice
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("1")
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+        transcript = chat.messages.transcript()
+        joined = "\n".join(transcript)
+        assert "shell-output-before" in joined
+        assert any(line.startswith("chat: ") and "in /" in line for line in transcript)
+        assert cost_notice in transcript
+        assert transcript.count("> the parent turn") == 1  # appended, not rebuilt
+        assert "> !echo a > a.txt" in transcript
+        assert transcript.index("> !echo a > a.txt") > transcript.index(cost_notice)
+        assert "1 path written" in chat.last_notice  # and the plural is right (13.21)
+
+
+async def test_merging_a_recovered_branch_whose_change_conflicts_changes_nothing(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.25: the branch's only change collides with a parent change made after the
+    fork: a clear error; the files, the chat and the fork stay as they were."""
+    crashed = ChatSession(project, requested_model=gated.model)
+    await asyncio.to_thread(crashed.prepare)
+    coordinator = await crashed.start_fork(
+        [BranchSpec("a", "!echo from-a >> README.txt"), BranchSpec("b", "!echo b > b.txt")],
+        None,
+    )
+    await coordinator.wait()
+    await coordinator.flush()
+    if coordinator.mirror_hook is not None:
+        coordinator.mirror_hook.detach()
+    (project / "README.txt").write_text("changed in the parent\n")
+
+    app = make_app(project, gated.model, recovery=True)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
+        await pilot.press("down", "enter")  # merge a, blind, from the dialog
+        await wait_for(pilot, lambda: "was not merged" in chat.last_notice, what="the error")
+        assert "README.txt changed here since the fork" in chat.last_notice
+        assert app.session.history == []
+        assert not any(line.startswith("> !echo") for line in chat.messages.transcript())
+        assert app.session.fork_active  # still open: pick another branch, or abort
+        await wait_for(pilot, lambda: chat.fork_area is not None, what="the fork view")
+        assert (project / "README.txt").read_text() == "changed in the parent\n"
+        await app.session.abort_fork()
+    assert not (project / "b.txt").exists()
+
+
+def _column_header(picker: MergePickerModal, label: str) -> str:
+    column = next(c for c in picker.query(BranchColumn) if c.label == label)
+    return str(column.query_one(".merge-column-header", Static).render())
+
+
+async def test_the_merge_picker_is_live_and_s_stops_a_running_branch_and_merges_it(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issues 13.11 and 13.10: a branch that finishes while the picker is open reads done
+    at once; ``s`` on a running one stops it and merges what it has."""
+    hold_a = gated.gate("hold-a")
+    gated.gate("hold-b")
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["hold-a then finish", "hold-b forever"])
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        picker = app.screen
+        assert "running" in _column_header(picker, "a")
+        hold_a.set()
+        await wait_for(
+            pilot, lambda: "done" in _column_header(picker, "a"), what="a done in the picker"
+        )
+        assert "running" in _column_header(picker, "b")
+        await pilot.press("right", "s")
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+        assert "merged branch b" in chat.last_notice
+    gated.release_all()
+
+
+async def test_a_judge_without_a_model_says_so_and_the_picker_shows_branch_tests(
+    project: Path,
+) -> None:
+    """Issue 13.24: with no LLM, a judge strategy says the judge needs a model (no raw
+    UnexpectedModelBehavior), and the picker shows ``test_command``'s per-branch result."""
+    config = project / ".pydantic-deep" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[review]\nmerge_strategy = "auto"\ntest_command = "test -f a.txt"\n')
+    app = make_app(project)  # no model, no key: the offline model
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        assert app.session.offline
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        notices = "\n".join(chat.messages.transcript())
+        assert "the judge needs a model" in notices
+        assert "UnexpectedModelBehavior" not in notices
+        picker = app.screen
+
+        def tests_of(label: str) -> str:
+            column = next(c for c in picker.query(BranchColumn) if c.label == label)
+            return column.tests_line or ""
+
+        await wait_for(pilot, lambda: "exit" in tests_of("a") and "exit" in tests_of("b"))
+        assert tests_of("a") == "tests ✓ `test -f a.txt` exit 0"
+        assert tests_of("b") == "tests ✗ `test -f a.txt` exit 1"
+        await pilot.press("escape")
+
+
+async def test_the_diff_report_is_built_off_the_event_loop(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 15.5: while the report is built, the event loop keeps running callbacks."""
+    from app.session import build_report
+
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        coordinator = app.session.coordinator
+        original = coordinator.diff_report
+        loop = asyncio.get_running_loop()
+        ticked: list[bool] = []
+
+        def report_while_the_loop_runs(paths: list[str] | None = None) -> object:
+            # Blocks until the event loop has run a callback: on the loop itself this
+            # could never happen (the wait would time out).
+            event = threading.Event()
+            loop.call_soon_threadsafe(event.set)
+            ticked.append(event.wait(5))
+            return original(paths)
+
+        coordinator.diff_report = report_while_the_loop_runs
+        report = await build_report(app.session)
+        assert ticked == [True]
+        assert {e.path for e in report.paths} >= {"a.txt", "b.txt"}
+        await app.session.abort_fork()
+
+
+async def test_config_approval_required_makes_branches_ask_before_running_tools(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.23: ``[fork] approval_required`` in config.toml turns tool approvals on;
+    the dialog decides, end to end, what each branch's sandbox actually ran."""
+    config = project / ".pydantic-deep" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[fork]\napproval_required = ["run_command"]\n')
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        assert app.session.config_problems == []
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval")
+        first = app.screen.label
+        assert "run_command" in screen_text_of(app) and f"echo {first} > {first}.txt" in (
+            screen_text_of(app)
+        )
+        await pilot.press("y", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval 2")
+        second = app.screen.label
+        assert second != first
+        await pilot.press("escape")  # deny all
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        coordinator = app.session.coordinator
+        views = {rt.label: Path(rt.path) for rt in coordinator.branches.values()}
+        assert (views[first] / f"{first}.txt").read_text() == f"{first}\n"
+        assert not (views[second] / f"{second}.txt").exists()
+        await app.session.abort_fork()
+
+
+def screen_text_of(app: object) -> str:
+    from tests.app.fixtures_fork import screen_text
+
+    return screen_text(app)  # type: ignore[arg-type]
+
+
+def test_a_bad_approval_required_value_is_reported(project: Path) -> None:
+    from branching_core.config import SettingsStore
+
+    config = project / ".pydantic-deep" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[fork]\napproval_required = "run_command"\n')
+    store = SettingsStore(project)
+    assert store.settings.approval_required == ()
+    assert any(p.key == "fork.approval_required" for p in store.problems)
+    config.write_text('[fork]\napproval_required = ["write_file", "*"]\n')
+    session = ChatSession(project)
+    assert session.approval_policy() is True
+
+
+async def test_a_merge_waiting_on_a_running_branch_shows_a_spinner_and_seconds(
+    project: Path, gated: GatedModel
+) -> None:
+    """Issue 13.10: a wait of seconds shows what is awaited, a spinner and the time spent;
+    it clears when the wait ends."""
+    hold = gated.gate("hold")
+    app = make_app(project, gated.model)
+    seen: list[str | None] = []
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        bar = chat.status
+        original = bar.set_busy
+
+        def record(label: str | None) -> None:
+            seen.append(label)
+            original(label)
+
+        app.session.on_busy = record
+        await open_fork(pilot, ["!echo a > a.txt", "hold b"])
+        assert seen[:2] == ["spawning 2 branches", None]
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("2")  # b is still running: the merge waits for it
+        await wait_for(pilot, lambda: "waiting for branch b to finish…" in bar.text)
+        first = bar.text
+        await wait_for(pilot, lambda: bar.text != first, what="the spinner to move")
+        assert any(frame in bar.text for frame in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏") and " s" in bar.text
+        hold.set()
+        await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
+        assert bar.busy is None and "waiting" not in bar.text
+        assert "merging branch b" in seen

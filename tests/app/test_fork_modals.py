@@ -404,7 +404,8 @@ async def test_recover_lists_open_forks_with_branch_states(tmp_path: Path) -> No
         # a branch whose process was gone is shown as recovery will see it
         assert "merge hanger  ·  ⊘ terminated" in text and "interrupted" in text
         assert "abort this fork" in text
-        assert modal.option_ids() == ["merge-0-0", "merge-0-1", "abort-0"]
+        assert modal.option_ids() == ["reopen-0", "merge-0-0", "merge-0-1", "abort-0"]
+        assert "reopen: tabs and transcripts" in text
     await close_fork(coord, gate)
 
 
@@ -414,8 +415,9 @@ async def test_recover_choices_merge_or_abort_a_real_fork(tmp_path: Path) -> Non
     fork_id = coord.fork_id
     open_forks = list_open_forks(root)
     assert await choose(open_forks, ["escape"]) is None
-    assert await choose(open_forks, ["down", "down", "enter"]) == ("abort", fork_id)
-    choice = await choose(open_forks, ["enter"])
+    assert await choose(open_forks, ["enter"]) == ("reopen", fork_id)  # the safe default
+    assert await choose(open_forks, ["down", "down", "down", "enter"]) == ("abort", fork_id)
+    choice = await choose(open_forks, ["down", "enter"])
     assert choice == ("merge", fork_id, "writer")
 
     # what the chat screen does with the choice after a restart: the old session is gone
@@ -430,5 +432,68 @@ async def test_recover_choices_merge_or_abort_a_real_fork(tmp_path: Path) -> Non
 
     # the modal also takes recovered coordinators
     coord2, gate2 = await leave_a_fork_open(tmp_path / "q")
-    assert await choose([coord2], ["down", "enter"]) == ("merge", coord2.fork_id, "hanger")
+    assert await choose([coord2], ["down", "down", "enter"]) == (
+        "merge",
+        coord2.fork_id,
+        "hanger",
+    )
     await close_fork(coord2, gate2)
+
+
+async def test_picker_adds_and_removes_rows_for_this_fork_only(tmp_path: Path) -> None:
+    """Issue 13.15: "fork into 3 this time" from a picker opened with 2 rows, without
+    rewriting config.toml (only /fork-branches writes the default count)."""
+    root = tmp_path / "p"
+    root.mkdir()
+    store = SettingsStore(root)
+    store.set_branch_count(2)
+    config = root / ".pydantic-deep" / "config.toml"
+    before = config.read_text()
+    app = PickerHost(SettingsStore(root).settings, n=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        picker = app.screen
+        assert picker.n == 3 and "Fork into 3 branches" in screen_text(app)
+        assert app.screen.focused is picker.query_one("#label-3", Input)
+        await pilot.press("ctrl+n")  # a 4th row, then remove the 2nd: rows below move up
+        await pilot.pause()
+        for slot, steer in enumerate(["one", "two", "three", "four"], start=1):
+            picker.query_one(f"#steer-{slot}", Input).value = steer
+        picker.query_one("#steer-2", Input).focus()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert picker.n == 3
+        assert values(app, "label-1", "label-2", "label-3") == ["a", "c", "d"]
+        assert values(app, "steer-1", "steer-2", "steer-3") == ["one", "three", "four"]
+        await pilot.click("#remove-row")  # the button (focused itself) drops the last row
+        await pilot.pause()
+        assert values(app, "label-1", "label-2") == ["a", "c"]
+        await pilot.click("#add-row")  # a new row gets a label no other row uses
+        await pilot.pause()
+        picker.query_one("#steer-3", Input).value = "five"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+    request = app.results[0]
+    assert [(s.label, s.steer) for s in request.specs] == [
+        ("a", "one"),
+        ("c", "three"),
+        ("b", "five"),
+    ]
+    assert config.read_text() == before  # the per-fork count is never written
+    assert SettingsStore(root).settings.fork_branch_count == 2
+
+
+async def test_picker_keeps_between_one_row_and_max_branches() -> None:
+    app = PickerHost(Settings(max_branches=2), n=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert app.screen.n == 2 and "at most 2 branches" in app.screen.error_text
+        await pilot.press("ctrl+r", "ctrl+r")
+        await pilot.pause()
+        assert app.screen.n == 1 and "at least one branch" in app.screen.error_text

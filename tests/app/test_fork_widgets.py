@@ -535,3 +535,198 @@ async def test_a_recovered_fork_is_replayed_from_its_history(tmp_path: Path) -> 
         await pilot.pause()
         assert "↳ write_file: created won.txt" in screen_text(app)
     await close_fork(coord, gate)
+
+
+async def test_switching_to_a_branch_that_streamed_while_hidden_shows_its_end(
+    tmp_path: Path,
+) -> None:
+    """Issue 13.17: a long transcript written while another tab was shown opens at its
+    newest line, not at its top; scrolling up lets go, paging to the end follows again."""
+    lines = [f"line {i}\n" for i in range(120)]
+    script = StreamScript(
+        {
+            "steer-alpha": [Turn(lines)],
+            "steer-bravo": [Turn(["short"])],
+        }
+    )
+    coord = make_coordinator(make_project(tmp_path / "p"), script)
+    await start_fork(coord, {"alpha": "steer-alpha", "bravo": "steer-bravo"})
+    app = HostApp(lambda: ForkArea(coord))
+    async with app.run_test(size=SIZE) as pilot:
+        area = app.query_one(ForkArea)
+        await coord.wait()
+        area.flush()
+        await pilot.pause()
+        area.select("alpha")
+        await pilot.pause()
+        await pilot.pause()
+        shown = [line.strip() for line in screen_text(app).splitlines()]
+        assert "line 119" in shown
+        assert "line 0" not in shown
+        panel = area.panel("alpha")
+        panel.scroll_page(-1)
+        await pilot.pause()
+        assert "line 119" not in [line.strip() for line in screen_text(app).splitlines()]
+        panel.scroll_page(100)
+        await pilot.pause()
+        assert "line 119" in [line.strip() for line in screen_text(app).splitlines()]
+    await close_fork(coord)
+
+
+def test_the_overviews_last_line_shows_the_end_of_a_long_line() -> None:
+    """Issue 13.19: a stream grows at its end; the start of a long line looked frozen."""
+    from app.widgets.fork_area import last_line
+
+    long = "word " * 40 + "NEWEST"
+    shown = last_line(f"first line\n{long}\n\n", 30)
+    assert shown.endswith("NEWEST") and shown.startswith("…") and len(shown) == 30
+    assert last_line("short\nlast one\n", 30) == "last one"
+    assert last_line("", 30) == ""
+
+
+async def test_the_overview_row_follows_the_newest_text_of_a_long_line(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+    chunks = [f"token{i} " for i in range(60)]
+    script = StreamScript({"steer-alpha": [Turn(chunks, gate=gate)]})
+    coord = make_coordinator(make_project(tmp_path / "p"), script)
+    await start_fork(coord, {"alpha": "steer-alpha"})
+    app = HostApp(lambda: ForkArea(coord))
+    async with app.run_test(size=(80, 24)) as pilot:
+        area = app.query_one(ForkArea)
+        await wait_until(pilot, lambda: "token59" in area.panel("alpha").tail_text(2000))
+        area.flush()
+        (row,) = area.overview_rows()
+        assert row[-1].endswith("token59")
+        await pilot.pause()
+        assert "token59" in screen_text(app)  # the whole row fits in 80 columns
+    await close_fork(coord, gate)
+
+
+async def test_a_steer_is_drawn_where_the_model_receives_it(tmp_path: Path) -> None:
+    """Issue 13.20: a steer sent while a response streams is drawn after that response's
+    tool call and result (it reaches the *next* request), not above them."""
+    gate = asyncio.Event()
+    script = StreamScript(
+        {
+            "steer-a": [
+                Turn(["working"], gate=gate, tool=("list_dir", {"path": "."})),
+                Turn(["ok"]),
+            ],
+        }
+    )
+    coord = make_coordinator(make_project(tmp_path / "p"), script)
+    await start_fork(coord, {"a": "steer-a"})
+    app = HostApp(lambda: ForkArea(coord))
+    async with app.run_test(size=SIZE) as pilot:
+        area = app.query_one(ForkArea)
+        panel = area.panel("a")
+        await wait_until(pilot, lambda: "working" in panel.tail_text(500))
+        coord.steer("a", "focus on speed")
+        await pilot.pause()
+        assert "1 steer queued" in panel.header_text
+        gate.set()
+        await coord.wait()
+        area.flush()
+        await wait_until(pilot, lambda: panel.state == "done")
+        kinds = [(b.kind, b.text.split(":")[0]) for b in panel.blocks]
+        assert kinds == [
+            ("prompt", "> steer-a"),
+            ("assistant", "working"),
+            ("tool", "⚙ list_dir {\"path\""),
+            ("result", "↳ list_dir"),
+            ("steer", ">> focus on speed"),
+            ("assistant", "ok"),
+        ]
+        assert any("focus on speed" in p for p in script.received["steer-a"][-1])
+        assert "queued" not in panel.header_text
+    await close_fork(coord)
+
+
+async def test_consecutive_responses_are_separate_blocks(tmp_path: Path) -> None:
+    """Issue 14.12: two model responses in a row were glued into one paragraph
+    ("...people.Yes, that's..."). Here a steer sent during the last response makes the run
+    ask once more; each response is its own block, the steer between them."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from tests.app.conftest import user_prompts
+
+    gate = asyncio.Event()
+
+    async def stream(messages: list, info: AgentInfo):  # type: ignore[no-untyped-def]
+        if any("and more" in p for p in user_prompts(messages)):
+            yield "Yes, that's the second."
+            return
+        yield "First answer for the people."
+        await gate.wait()
+
+    async def respond(messages: list, info: AgentInfo) -> ModelResponse:
+        raise AssertionError("streaming only")
+
+    model = FunctionModel(respond, stream_function=stream, model_name="two")
+    coord = ForkCoordinator(Agent(model), workspace=make_project(tmp_path / "p"), stream_text=True)
+    await start_fork(coord, {"a": "go"})
+    app = HostApp(lambda: ForkArea(coord))
+    async with app.run_test(size=SIZE) as pilot:
+        area = app.query_one(ForkArea)
+        panel = area.panel("a")
+        await wait_until(pilot, lambda: "people." in panel.tail_text(500))
+        coord.steer("a", "and more")
+        gate.set()
+        await coord.wait()
+        area.flush()
+        assert [(b.kind, b.text) for b in panel.blocks] == [
+            ("prompt", "> go"),
+            ("assistant", "First answer for the people."),
+            ("steer", ">> and more"),
+            ("assistant", "Yes, that's the second."),
+        ]
+    await close_fork(coord)
+
+
+def test_the_status_line_fits_its_width_and_keeps_the_activity() -> None:
+    """Issue 13.21: at 80 columns the status line was cut (the activity, the most useful
+    part, went first)."""
+    from app.widgets.status_bar import StatusInfo, format_status
+
+    info = StatusInfo(
+        model="anthropic:claude-sonnet-4-5",
+        backend="overlay",
+        cost_usd=0.0421,
+        input_tokens=123_456,
+        output_tokens=7_890,
+        activity="thinking… (esc stops)",
+    )
+    full = format_status(info)
+    assert full.startswith("model anthropic:claude-sonnet-4-5 │ workspace overlay")
+    assert format_status(info, 200) == full
+    for width in (78, 60, 50, 40):
+        line = format_status(info, width)
+        assert len(line) <= width, (width, line)
+        assert line.endswith("thinking… (esc stops)")
+        assert "$0.0421" in line
+    assert "123.5k↑ 7.9k↓" in format_status(info, 78)
+
+
+async def test_a_hidden_panel_buffers_and_catches_up_in_bounded_blocks() -> None:
+    """Perf: a hidden panel draws nothing; shown, its backlog lands in blocks of bounded
+    size (a paragraph with no line break is split at spaces), so no redraw re-wraps all."""
+    app = HostApp(lambda: BranchPanelWidget("alpha", steer="go", shown=False))
+    async with app.run_test(size=SIZE) as pilot:
+        panel = app.query_one(BranchPanelWidget)
+        words = [f"w{i} " for i in range(6000)]
+        for word in words:
+            panel.append_text(word)
+        await pilot.pause(0.2)
+        assert panel.flushes == 0  # hidden: no timer, no drawing
+        panel.add_tool_call("list_dir", {"path": "."})  # a block while hidden: not mounted
+        assert panel.blocks[-1].parent is None
+        panel.set_shown(True)
+        await pilot.pause()
+        sizes = [len(b.text) for b in panel.blocks if b.kind == "assistant"]
+        assert len(sizes) > 1 and max(sizes) <= 2 * BLOCK_CHARS
+        assert "".join(b.text for b in panel.blocks if b.kind == "assistant").replace(
+            " w", "w"
+        ).count("w") == len(words)
+        assert all(b.parent is not None for b in panel.blocks)
+        assert "list_dir" in screen_text(app)

@@ -13,6 +13,7 @@ from textual.widgets import Footer
 
 from app.modals.fork_picker import ForkPickerModal
 from app.widgets.fork_area import ForkArea
+from app.widgets.status_bar import StatusBar, StatusInfo
 from branching_core.config import Settings
 from branching_core.fork import ForkCoordinator
 from tests.app.fixtures_fork import (
@@ -57,14 +58,28 @@ class RunningForkApp(App[None]):
     """Hosts a ForkArea over a real coordinator whose three branches stream some fixed text
     and then block (so the picture is stable); everything is released on unmount."""
 
-    def __init__(self, root: Path, show: str | None) -> None:
+    def __init__(self, root: Path, show: str | None, *, status: bool = False) -> None:
         super().__init__()
         self.root = root
         self.show = show
+        self.status = status
         self.gate: asyncio.Event | None = None
         self.coord: ForkCoordinator | None = None
 
     def compose(self) -> ComposeResult:
+        if self.status:
+            bar = StatusBar()
+            bar.show(
+                StatusInfo(
+                    model="anthropic:claude-sonnet-4-5",
+                    backend="overlay",
+                    cost_usd=0.0421,
+                    input_tokens=123_456,
+                    output_tokens=7_890,
+                    activity="3 branches running",
+                )
+            )
+            yield bar
         yield Footer()
 
     async def start(self, pilot: Pilot[None]) -> None:
@@ -75,7 +90,7 @@ class RunningForkApp(App[None]):
         self.coord = make_coordinator(make_project(self.root), script)
         await start_fork(self.coord, {label: f"steer {label}" for label in STREAMED})
         area = ForkArea(self.coord)
-        await self.mount(area, before=self.query_one(Footer))
+        await self.mount(area, before=self.query_one(StatusBar if self.status else Footer))
         await wait_until(
             pilot,
             lambda: all(
@@ -102,3 +117,52 @@ def test_three_branches_running_panel_snapshot(snap_compare: Any, tmp_path: Path
     app = RunningForkApp(tmp_path / "project", show="alpha")
     assert snap_compare(app, terminal_size=SIZE, run_before=app.start)
     assert app.coord is not None and app.coord.is_resolved
+
+
+def _left_open(fork_id: str) -> dict[str, Any]:
+    """A manifest as ``list_open_forks`` returns it (fixed ids, costs and states)."""
+
+    def branch(label: str, state: str, cost: float, error: str | None = None) -> dict[str, Any]:
+        return {
+            "branch_id": f"{fork_id}-{label}",
+            "label": label,
+            "state": state,
+            "error": error,
+            "resolution": None,
+            "workspace_branch_id": f"ws-{label}",
+            "spec": {"label": label, "steer": f"steer {label}", "model": None},
+            "meter": {"cost_usd": cost, "cost_known": True},
+        }
+
+    return {
+        "fork_id": fork_id,
+        "depth": 1,
+        "branches": [
+            branch("alpha", "done", 0.0123),
+            branch("bravo", "running", 0.0042),
+            branch("charlie", "failed", 0.0, "RuntimeError: tests failed"),
+        ],
+    }
+
+
+class RecoveryApp(App[None]):
+    def on_mount(self) -> None:
+        from app.modals.recover_fork import RecoverForkModal
+
+        self.push_screen(RecoverForkModal([_left_open("f3a9c0de1234")]))
+
+
+def test_recovery_dialog_snapshot(snap_compare: Any) -> None:
+    """Issue 13.7: the dialog offers "reopen" first (the default), then merge/abort."""
+    assert snap_compare(RecoveryApp(), terminal_size=SIZE)
+
+
+def test_fork_view_at_80x24_snapshot(snap_compare: Any, tmp_path: Path) -> None:
+    """Issue 13.21: at 80x24 the overview's rows, its title and the status line fit (the
+    status line drops field names and compacts tokens; nothing is cut mid-word)."""
+    app = RunningForkApp(tmp_path / "project", show=None, status=True)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=app.start)
+
+
+def test_fork_picker_at_80x24_snapshot(snap_compare: Any) -> None:
+    assert snap_compare(PickerApp(), terminal_size=(80, 24))

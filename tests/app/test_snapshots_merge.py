@@ -50,3 +50,13 @@ def test_diff_explorer(snap_compare: Any) -> None:
 def test_diff_explorer_binary(snap_compare: Any) -> None:
     app = ScreenHost(lambda: DiffExplorerScreen(fixed_report(), initial_path="assets/logo.png"))
     assert snap_compare(app, terminal_size=SIZE)
+
+
+def test_merge_picker_at_80x24_with_branch_tests(snap_compare: Any) -> None:
+    """Issues 13.21 and 13.24: at 80x24 the key hint wraps instead of being cut; each
+    column shows its branch's test_command result."""
+    tests = {"alpha": "tests ✓ 12/12 passed", "beta": "tests ✗ 9/12 passed, 3 failed"}
+    app = ScreenHost(
+        lambda: MergePickerModal(fixed_report(), fixed_statuses(), branch_tests=tests)
+    )
+    assert snap_compare(app, terminal_size=(80, 24))

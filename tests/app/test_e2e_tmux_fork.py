@@ -1,0 +1,188 @@
+"""End to end through a real terminal (tmux): the fork's diff tool and crash recovery.
+
+The real ``forkdeck`` command runs in a detached tmux session on a private server socket,
+on the offline model (no network, no key); keys are sent with ``send-keys`` as a person
+types them. Checked: ``o`` in the merge picker hands the diff tool paths inside the fork's
+live mirror (issue 13.6), and a fork whose process was SIGKILLed can be reopened (tabs,
+recovered transcripts) and merged at the next start (issue 13.7).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TMUX = shutil.which("tmux")
+KEY_GAP = 0.15
+
+pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
+
+
+@dataclass
+class Terminal:
+    """One detached tmux session on a private server socket running forkdeck."""
+
+    socket: str
+    workspace: Path
+    env: dict[str, str]
+    name: str = "forkdeck"
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(
+            [TMUX or "tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        return done.stdout
+
+    def start(self) -> None:
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        command = (
+            f"cd {shlex.quote(str(self.workspace))} && env -i {exports} "
+            f"{shlex.quote(sys.executable)} -m app.entry . ; echo FORKDECK-EXIT=$?; sleep 60"
+        )
+        self.tmux("kill-session", "-t", self.name)
+        self.tmux("new-session", "-d", "-s", self.name, "-x", "160", "-y", "48", command)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", self.name)
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", self.name, "-l", text)
+        time.sleep(KEY_GAP)
+
+    def key(self, *keys: str) -> None:
+        for key in keys:
+            self.tmux("send-keys", "-t", self.name, key)
+            time.sleep(KEY_GAP)
+
+    def wait_for(self, check: Callable[[str], bool], what: str, timeout: float = 60.0) -> str:
+        """Poll the screen until ``check`` holds (the timeout only turns a hang into a failure)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            if check(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"waited for {what}; the screen shows:\n{text}")
+            time.sleep(0.2)
+
+    def app_pid(self) -> int:
+        """The pid of the forkdeck Python process (the pane's shell's child)."""
+        shell = int(self.tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip())
+        out = subprocess.run(
+            ["ps", "-o", "pid=,args=", "--ppid", str(shell)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        for line in out.splitlines():
+            pid, _, args = line.strip().partition(" ")
+            if "app.entry" in args:
+                return int(pid)
+        raise AssertionError(f"no forkdeck process under the pane's shell: {out!r}")
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "README.txt").write_text("hello\n")
+    env = {
+        "PYTHONPATH": str(REPO),
+        "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+    }
+    if "FORKDECK_STORE" in os.environ:
+        env["FORKDECK_STORE"] = os.environ["FORKDECK_STORE"]
+    term = Terminal(f"tui-fork-e2e-{uuid.uuid4().hex[:8]}", workspace, env)
+    try:
+        yield term
+    finally:
+        term.tmux("kill-server")
+
+
+def fork_two(term: Terminal, steer_a: str, steer_b: str) -> None:
+    """``/fork`` with two rows whose steers are typed into the picker; wait for both ✓."""
+    term.wait_for(lambda s: "offline (scripted, no LLM)" in s and "workspace " in s, "start-up")
+    term.type("/fork")
+    term.key("Enter")
+    term.wait_for(lambda s: "Fork into 2 branches" in s, "the fork picker")
+    term.key("Tab")
+    term.type(steer_a)
+    term.key("Tab", "Tab", "Tab", "Tab")
+    term.type(steer_b)
+    term.key("C-s")
+    term.wait_for(lambda s: "✓ a" in s and "✓ b" in s, "both branches done (✓ chips)")
+
+
+def test_o_in_the_merge_picker_hands_the_tool_the_forks_mirror(
+    terminal: Terminal, tmp_path: Path
+) -> None:
+    out = tmp_path / "difftool-argv.json"
+    script = tmp_path / "record.py"
+    script.write_text(
+        f"import json, sys\nopen({str(out)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
+    terminal.env["FORKDECK_DIFFTOOL"] = f"{sys.executable} {script} {{parent}} {{branches}}"
+    terminal.start()
+    fork_two(terminal, "!echo one >> README.txt", "!echo b > b.txt")
+    terminal.type("/merge")
+    terminal.key("Enter")
+    terminal.wait_for(lambda s: "Merge: pick the winning branch" in s, "the merge picker")
+    terminal.key("Right", "o")
+    terminal.wait_for(lambda s: out.exists(), "the diff tool to run", timeout=20)
+    argv = json.loads(out.read_text().splitlines()[-1])
+    forks = terminal.workspace / ".pydantic-deep" / "forks"
+    (fork_dir,) = list(forks.iterdir())
+    assert argv == [str(fork_dir / "parent"), str(fork_dir / "branches" / "b")]
+    assert (fork_dir / "branches" / "b" / "b.txt").read_text() == "b\n"
+    assert not (fork_dir / "parent" / "b.txt").exists()
+    terminal.key("2")
+    terminal.wait_for(lambda s: "merged branch b" in s, "the merge notice")
+    assert (terminal.workspace / "b.txt").read_text() == "b\n"
+    assert (terminal.workspace / "README.txt").read_text() == "hello\n"
+    terminal.type("/quit")
+    terminal.key("Enter")
+    terminal.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
+
+
+def test_kill_9_then_reopen_the_fork_and_merge(terminal: Terminal) -> None:
+    terminal.start()
+    fork_two(terminal, "!echo a > a.txt", "!echo b > b.txt")
+    os.kill(terminal.app_pid(), 9)  # the crash: no flush, no goodbye
+    terminal.wait_for(lambda s: "FORKDECK-EXIT=137" in s, "the process to die")
+    terminal.start()
+    terminal.wait_for(lambda s: "left open by an earlier session" in s, "the recovery dialog")
+    terminal.key("Enter")  # the first row: reopen
+    terminal.wait_for(
+        lambda s: "✓ a" in s and "✓ b" in s and "+ overview" in s, "the reopened fork's tabs"
+    )
+    terminal.wait_for(lambda s: "✓ done" in s, "the overview's rows")
+    terminal.key("Tab", "Tab")  # overview -> a -> b: b's recovered transcript
+    terminal.wait_for(lambda s: "branch b" in s and "!echo b > b.txt" in s, "b's transcript")
+    terminal.type("/merge")
+    terminal.key("Enter")
+    terminal.wait_for(lambda s: "Merge: pick the winning branch" in s, "the merge picker")
+    terminal.key("2")
+    terminal.wait_for(lambda s: "merged branch b" in s, "the merge notice")
+    assert (terminal.workspace / "b.txt").read_text() == "b\n"
+    assert not (terminal.workspace / "a.txt").exists()
+    terminal.type("/quit")
+    terminal.key("Enter")
+    terminal.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
