@@ -59,7 +59,7 @@ class LiveForkCapability(AbstractCapability[Any]):
     keep_artifacts: bool = False
     materialize: bool = False
     """Mirror every fork under ``.pydantic-deep/forks/<id>/{parent,branches}`` for diff tools
-    (``branching_core.review.materializer``); removed on merge/abort unless ``keep_artifacts``."""
+    (``branching_core.fork.mirror``); removed on merge/abort unless ``keep_artifacts``."""
     approval_required: Any = None
     options: ForkOptions | None = None
 

@@ -36,6 +36,7 @@ from branching_core.fork.checkpoints import CheckpointStore
 from branching_core.fork.history import copy_history, dumps_history
 from branching_core.fork.inspection import Inspection
 from branching_core.fork.merge import Merging
+from branching_core.fork.mirror import ForkMaterializer
 from branching_core.fork.options import DepsFactory, ForkOptions, ModelResolver
 from branching_core.fork.persistence import Persistence, list_open_forks
 from branching_core.fork.run_loop import RunLoop
@@ -118,12 +119,10 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """Every failed save of fork state (each is also logged and set on its branch)."""
         self._writer = StateWriter(self.store, self._save_failed)
         self._background: set[asyncio.Task[Any]] = set()
-        # On-disk mirror for diff tools (branching_core.review.materializer); nested
-        # coordinators inherit the setting with their options.
+        # On-disk mirror for diff tools (fork/mirror/); nested coordinators inherit the
+        # setting with their options.
         self.mirror_hook: Any = None
         if self.materialize:
-            from branching_core.review.materializer import ForkMaterializer
-
             self.mirror_hook = ForkMaterializer.attach(self, keep_artifacts=self.keep_artifacts)
 
     # -- options (read-only views of ``self.options``) --------------------------------------

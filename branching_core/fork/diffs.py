@@ -2,7 +2,7 @@
 
 Deliberately minimal: ``Branch.changes()`` (which sees tool writes *and* shell commands,
 because it reads the copy-on-write view) plus stdlib unified diffs. The full review module
-(``build_diff_report``, materializer, judge) lives in ``branching_core.review``.
+(``build_diff_report``, judge) lives in ``branching_core.review``.
 """
 
 from __future__ import annotations

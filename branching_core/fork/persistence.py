@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage
 
 from branching_core.fork.budget import BranchMeter
 from branching_core.fork.history import dumps_history, load_history
+from branching_core.fork.mirror import recover_mirrors
 from branching_core.fork.options import ForkOptions
 from branching_core.fork.retention import prune_resolved
 from branching_core.fork.runtime import (
@@ -217,8 +218,6 @@ class Persistence:
                 by_branch[rt.branch_id] = (coord, rt)
             out.append(coord)
         if base.materialize:  # rebuild or clean mirrors a killed process left
-            from branching_core.review.mirror_recovery import recover_mirrors
-
             recover_mirrors(ws, out, keep_artifacts=base.keep_artifacts)
         return out
 

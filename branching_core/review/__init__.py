@@ -25,8 +25,8 @@ _LAZY: dict[str, str] = {
     "PathDiff": "branching_core.review.types",
     "ResolveOutcome": "branching_core.review.types",
     # the live mirror for IDE diff tools
-    "ForkMaterializer": "branching_core.review.materializer",
-    "recover_mirrors": "branching_core.review.mirror_recovery",
+    "ForkMaterializer": "branching_core.fork.mirror.materializer",
+    "recover_mirrors": "branching_core.fork.mirror.recovery",
     # the diff report
     "build_diff_report": "branching_core.review.diff_report",
     # tests in every branch
