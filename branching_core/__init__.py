@@ -33,8 +33,8 @@ _LAZY: dict[str, str] = {
     "SpeculationOutcome": "branching_core.patterns",
     "SpeculationResult": "branching_core.patterns",
     # live forking of pydantic-ai runs
-    "ForkCoordinator": "branching_core.fork",
-    "LiveForkCapability": "branching_core.fork",
+    "ForkCoordinator": "branching_core.live",
+    "LiveForkCapability": "branching_core.live",
     "BranchSpec": "branching_core.fork",
     "BranchState": "branching_core.fork",
     "BranchStatus": "branching_core.fork",

@@ -39,6 +39,7 @@ from branching_core.fork.merge import Merging
 from branching_core.fork.mirror import ForkMaterializer
 from branching_core.fork.options import DepsFactory, ForkOptions, ModelResolver
 from branching_core.fork.persistence import Persistence, list_open_forks
+from branching_core.fork.review_port import NO_REVIEW, ForkReview
 from branching_core.fork.run_loop import RunLoop
 from branching_core.fork.runtime import (
     INTERRUPTED,
@@ -402,7 +403,7 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """The coordinator for forks started from inside a branch (created on first use)."""
         rt = key if isinstance(key, BranchRuntime) else self.get_branch(key)
         if rt.child is None:
-            rt.child = ForkCoordinator(
+            rt.child = type(self)(
                 self.agent,
                 self.parent_deps,
                 workspace=self.workspace,
@@ -444,20 +445,20 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
                 # caller's cancellation, which must reach the caller.
                 await asyncio.wait([rt.task])
 
-    # -- review (branching_core.review; imported lazily) ----------------------------------
+    # -- review (through ForkOptions.review: fork/review_port.py) -------------------------
+    def _review(self) -> ForkReview:
+        if self.options.review is None:
+            raise RuntimeError(NO_REVIEW)
+        return self.options.review
+
     def diff_report(self, paths: list[str] | None = None) -> Any:
         """The typed cross-branch ``BranchDiffReport`` (see ``review.build_diff_report``)."""
-        from branching_core.review.diff_report import build_diff_report
-
-        handle = self._require_handle()
-        runtimes = list(self._branches.values())
-        return build_diff_report(handle.fork_id, runtimes, paths, parent_path=self.parent_path)
+        self._require_handle()
+        return self._review().diff_report(self, paths)
 
     async def resolve(self, strategy: MergeStrategy | None = None, **kwargs: Any) -> Any:
         """Settle the fork with a judge per ``strategy`` (see ``review.resolver.resolve``)."""
-        from branching_core.review.resolver import resolve
-
-        return await resolve(self, strategy, **kwargs)
+        return await self._review().resolve(self, strategy, **kwargs)
 
 
 __all__ = [

@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from branching_core.agent.subagents.merge import landing_lock
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.checkpoints import HeldFiles
@@ -27,6 +26,7 @@ from branching_core.fork.types import (
     MergeResult,
 )
 from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.landing import landing_lock
 
 
 class Merging:

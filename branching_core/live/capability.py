@@ -26,9 +26,11 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.toolsets import CombinedToolset
 
-from branching_core.fork.coordinator import BranchRunContext, ForkCoordinator, current_branch
+from branching_core.fork import coordinator as engine
 from branching_core.fork.options import ForkOptions
-from branching_core.fork.tools import create_fork_toolset
+from branching_core.fork.runtime import BranchRunContext, current_branch
+from branching_core.live.coordinator import ForkCoordinator
+from branching_core.live.tools import create_fork_toolset
 from branching_core.workspace import Workspace
 
 
@@ -160,10 +162,10 @@ class LiveForkCapability(AbstractCapability[Any]):
             provide_workspace_tools=False,
         )
 
-    def _adopt(self, deps: Any) -> ForkCoordinator | None:
+    def _adopt(self, deps: Any) -> engine.ForkCoordinator | None:
         previous = getattr(deps, "fork_coordinator", None) if deps is not None else None
         if (
-            isinstance(previous, ForkCoordinator)
+            isinstance(previous, engine.ForkCoordinator)
             and not previous.is_resolved
             and previous not in self._claimed
         ):
