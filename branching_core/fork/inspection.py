@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from branching_core.fork.diffs import diff_report
 from branching_core.fork.model_run import budget_rule_text, history_estimated
 from branching_core.fork.types import BranchCost, BranchStatus, FileChange, ForkCostSummary
 
@@ -86,11 +84,6 @@ class Inspection:
         return out
 
     def diff(self, paths: list[str] | None = None) -> dict[str, Any]:
-        """A small cross-branch diff report (see ``branching_core.fork.diffs``)."""
-        handle = self._require_handle()
-        rows = [
-            (rt.branch_id, rt.label, Path(rt.ws_branch.path), rt.ws_branch.changes())
-            for rt in self._branches.values()
-            if rt.ws_branch is not None
-        ]
-        return diff_report(handle.fork_id, self.parent_path, rows, paths=paths)
+        """The cross-branch diff report as plain data (``BranchDiffReport.to_dict()``, built
+        by this coordinator's review service; see :meth:`diff_report`)."""
+        return self.diff_report(paths).to_dict()

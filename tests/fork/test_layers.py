@@ -61,6 +61,8 @@ async def test_fork_layer_coordinator_without_review_says_how_and_merges_nothing
     with pytest.raises(RuntimeError, match="no review service"):
         coord.diff_report()
     with pytest.raises(RuntimeError, match="no review service"):
+        coord.diff()
+    with pytest.raises(RuntimeError, match="no review service"):
         await coord.merge_or_select("auto")
     assert not (project / "a.txt").exists() and not coord.is_resolved
     result = await coord.merge_or_select("pick:a")  # everything else works without review
@@ -91,7 +93,7 @@ def test_forking_with_the_mirror_never_loads_the_review_layer(tmp_path: Path) ->
                                     command_runner=LocalCommandRunner())
             await coord.fork([BranchSpec("a", "A"), BranchSpec("b", "B")], parent_history=[])
             await coord.wait(timeout=30)
-            coord.diff()
+            coord.file_changes("a")
             await coord.merge_or_select("pick:a")
             await coord.flush()
             ForkCoordinator.recover({str(project)!r}, agent, materialize=True)
