@@ -13,6 +13,7 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
 
 from branching_core.fork import events as ev
 from branching_core.fork.options import ApprovalPolicy
+from branching_core.fork.parts import CoordinatorParts
 from branching_core.fork.runtime import (
     BranchRuntime,
 )
@@ -38,7 +39,7 @@ def with_deferred_output(output_type: Any) -> list[Any]:
     return base if DeferredToolRequests in base else [*base, DeferredToolRequests]
 
 
-class Approvals:
+class Approvals(CoordinatorParts):
     """Pausing on and answering tool approvals (mixin of ``ForkCoordinator``)."""
 
     def _await_approval(self, rt: BranchRuntime, requests: DeferredToolRequests) -> None:

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from branching_core.fork.model_run import budget_rule_text, history_estimated
+from branching_core.fork.parts import CoordinatorParts
 from branching_core.fork.types import BranchCost, BranchStatus, FileChange, ForkCostSummary
 
 
-class Inspection:
+class Inspection(CoordinatorParts):
     """Statuses, waiting, costs and changes (mixin of ``ForkCoordinator``)."""
 
     def inspect_branches(self) -> list[BranchStatus]:

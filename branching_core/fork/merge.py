@@ -17,6 +17,7 @@ from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.checkpoints import HeldFiles
 from branching_core.fork.history import dumps_history
+from branching_core.fork.parts import CoordinatorParts
 from branching_core.fork.runtime import (
     BranchRuntime,
 )
@@ -29,7 +30,7 @@ from branching_core.workspace.apply import apply_paths, changed_since
 from branching_core.workspace.landing import landing_lock
 
 
-class Merging:
+class Merging(CoordinatorParts):
     """``merge_or_select``, ``abort_fork`` and landing a branch in its parent (mixin of
     ``ForkCoordinator``)."""
 

@@ -11,7 +11,7 @@ import logging
 import os
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from pydantic_ai.messages import ModelMessage
 
@@ -19,6 +19,7 @@ from branching_core.fork.budget import BranchMeter
 from branching_core.fork.history import dumps_history, load_history
 from branching_core.fork.mirror import recover_mirrors
 from branching_core.fork.options import ForkOptions
+from branching_core.fork.parts import CoordinatorParts
 from branching_core.fork.retention import prune_resolved
 from branching_core.fork.runtime import (
     INTERRUPTED,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Persistence:
+class Persistence(CoordinatorParts):
     """Saving and recovering fork state (mixin of ``ForkCoordinator``)."""
 
     def _manifest(self) -> dict[str, Any]:
@@ -172,7 +173,7 @@ class Persistence:
         *,
         options: ForkOptions | None = None,
         **option_overrides: Any,
-    ) -> list[ForkCoordinator]:
+    ) -> list[Self]:
         """Rebuild a coordinator for every fork left open under ``workspace`` (e.g. after a crash).
 
         Branches that were running when their process died become ``terminated`` (their
@@ -187,8 +188,8 @@ class Persistence:
         store = ForkStore(ws.path)
         sweep_interrupted_forks(ws, store)
         prune_resolved(store, base.keep_resolved)
-        by_branch: dict[str, tuple[ForkCoordinator, BranchRuntime]] = {}
-        out: list[ForkCoordinator] = []
+        by_branch: dict[str, tuple[Self, BranchRuntime]] = {}
+        out: list[Self] = []
         for manifest in store.list_open():
             try:
                 parent_ws_id = manifest.get("parent_workspace_branch_id")
@@ -201,7 +202,7 @@ class Persistence:
                     depth=int(manifest.get("depth", 1)) - 1,
                     store=store,
                     parent_runtime=owner[1] if owner else None,
-                    parent_coordinator=owner[0] if owner else None,
+                    parent_coordinator=cast("ForkCoordinator", owner[0]) if owner else None,
                     options=replace(
                         base,
                         max_branches=int(manifest.get("max_branches", base.max_branches)),
@@ -213,7 +214,7 @@ class Persistence:
                 log.warning("cannot recover fork %s: %s", manifest.get("fork_id"), exc)
                 continue
             if owner is not None:
-                owner[1].child = coord
+                owner[1].child = cast("ForkCoordinator", coord)
             for rt in coord._branches.values():
                 by_branch[rt.branch_id] = (coord, rt)
             out.append(coord)

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
@@ -26,6 +26,7 @@ from branching_core.fork.model_run import (
     response_started,
     spend_reason_after,
 )
+from branching_core.fork.parts import CoordinatorParts
 from branching_core.fork.runtime import (
     _BRANCH_CTX,
     BranchRunContext,
@@ -38,7 +39,11 @@ from branching_core.fork.types import (
 log = logging.getLogger(__name__)
 
 
-class RunLoop:
+if TYPE_CHECKING:
+    from branching_core.fork.coordinator import ForkCoordinator
+
+
+class RunLoop(CoordinatorParts):
     """Starting, running and budget-checking branches (mixin of ``ForkCoordinator``)."""
 
     def _start(
@@ -107,7 +112,7 @@ class RunLoop:
         history: list[ModelMessage],
         deferred: DeferredToolResults | None = None,
     ) -> None:
-        token = _BRANCH_CTX.set(BranchRunContext(self, rt))
+        token = _BRANCH_CTX.set(BranchRunContext(cast("ForkCoordinator", self), rt))
         run: Any = None
         fid = self.fork_id or ""
         kwargs: dict[str, Any] = {}

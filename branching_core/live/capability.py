@@ -65,7 +65,7 @@ class LiveForkCapability(AbstractCapability[Any]):
     approval_required: Any = None
     options: ForkOptions | None = None
 
-    coordinator: ForkCoordinator | None = field(default=None, repr=False, compare=False)
+    coordinator: engine.ForkCoordinator | None = field(default=None, repr=False, compare=False)
     """The run's coordinator (set on the per-run copy returned by ``for_run``)."""
     _branch: BranchRunContext | None = field(default=None, repr=False, compare=False)
     _template: LiveForkCapability | None = field(default=None, repr=False, compare=False)
@@ -179,12 +179,12 @@ class LiveForkCapability(AbstractCapability[Any]):
             if self._template is not None and self.coordinator is not None and self._branch is None:
                 self._template._claimed.discard(self.coordinator)
 
-    def open_coordinators(self) -> list[ForkCoordinator]:
+    def open_coordinators(self) -> list[engine.ForkCoordinator]:
         """Coordinators of this agent's runs whose fork is still open."""
         root = self._template or self
         return [c for c in list(root._all) if c.fork_id is not None and not c.is_resolved]
 
-    def adopt(self, coordinator: ForkCoordinator) -> None:
+    def adopt(self, coordinator: engine.ForkCoordinator) -> None:
         """Register a coordinator (e.g. one from ``ForkCoordinator.recover``) here."""
         (self._template or self)._all.add(coordinator)
 
