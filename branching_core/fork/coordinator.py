@@ -11,7 +11,21 @@ Each branch is an ``asyncio`` task driving ``agent.iter()`` with
   run); the fork-wide ``aggregate_budget_usd`` is checked at the same moment.
 
 The coordinator never imports a UI; front ends poll :meth:`inspect_branches` or subscribe
-to its events (:meth:`subscribe`, :meth:`add_listener`).
+to its events (:meth:`subscribe`, :meth:`add_listener`). Nor does it import
+``branching_core.review``: the diff report and the judge come through ``ForkOptions.review``
+(``review_port.py``); ``branching_core.live.ForkCoordinator`` wires the default in.
+
+This module is the facade: construction, options, events, ``fork()``, steering, nesting,
+termination. The rest is in parts with one job each (all mixed into this class, declared
+in ``parts.py``):
+
+* ``runtime.py``      ``BranchRuntime`` (one branch's live state), ``current_branch()``
+* ``run_loop.py``     starting a branch, ``agent.iter()``, streaming, the budget check
+* ``approvals.py``    pausing on tool approvals, ``approve()``
+* ``inspection.py``   ``inspect_branches``, ``wait``, ``fork_cost``, ``file_changes``, ``diff``
+* ``merge.py``        ``merge_or_select``, ``abort_fork``, landing the winner in the parent
+* ``persistence.py``  manifest and history saves, ``recover()``, ``list_open_forks``
+* ``state_writer.py`` the coalescing background writer; ``mirror/`` the on-disk mirror
 """
 
 from __future__ import annotations
