@@ -267,7 +267,7 @@ class ChatSession:
         return self.coordinator is not None and not self.coordinator.is_resolved
 
     def new_coordinator(self) -> ForkCoordinator:
-        from branching_core.fork import ForkCoordinator
+        from branching_core.live import ForkCoordinator
 
         assert self.workspace is not None
         return ForkCoordinator(
@@ -482,7 +482,7 @@ class ChatSession:
 
     def adopt_recovered(self, fork_id: str) -> ForkCoordinator | None:
         """Rebuild the forks a crashed session left open; keep the top-level one ``fork_id``."""
-        from branching_core.fork import ForkCoordinator
+        from branching_core.live import ForkCoordinator
 
         assert self.workspace is not None
         found = ForkCoordinator.recover(

@@ -35,7 +35,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from branching_core.agent import LocalCommandRunner, SandboxCommandRunner
-from branching_core.fork import BranchSpec, ForkCoordinator
+from branching_core.fork import BranchSpec
+from branching_core.live import ForkCoordinator
 from branching_core.sandbox import sandbox_available
 from branching_core.workspace import Workspace
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from branching_core.review.materializer import ForkMaterializer
+from branching_core.fork.mirror.materializer import ForkMaterializer
 from branching_core.sandbox import run_command, sandbox_available
 from branching_core.workspace import Workspace
 

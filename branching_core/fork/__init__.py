@@ -2,15 +2,17 @@
 
 ``ForkCoordinator`` runs the branches of one fork (asyncio tasks driving ``agent.iter()``,
 each with a copied history, its own copy-on-write workspace branch, steering queue, model
-and budget) and merges the winner; ``LiveForkCapability`` gives an agent the forking tools
-and a fresh coordinator per run. Fork state is persisted under
+and budget) and merges the winner. Fork state is persisted under
 ``<workspace>/.pydantic-deep/forks/<fork_id>/`` and can be recovered after a restart.
+
+The agent-facing pieces (``LiveForkCapability``, the forking toolset, and the public
+``ForkCoordinator`` with the review service wired in) live one layer up, in
+``branching_core.live``; this package never imports ``branching_core.review``.
 """
 
 from __future__ import annotations
 
 from branching_core.fork.budget import BranchMeter, PriceFn, default_price
-from branching_core.fork.capability import LiveForkCapability
 from branching_core.fork.checkpoints import Checkpoint, CheckpointStore
 from branching_core.fork.coordinator import (
     BranchRunContext,
@@ -42,7 +44,6 @@ from branching_core.fork.history import (
 from branching_core.fork.options import ApprovalPolicy, ForkOptions
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.store import ForkStore
-from branching_core.fork.tools import create_fork_toolset
 from branching_core.fork.types import (
     BranchCost,
     BranchIsolation,
@@ -94,13 +95,11 @@ __all__ = [
     "ForkOptions",
     "ForkResolved",
     "ForkStore",
-    "LiveForkCapability",
     "MergeResult",
     "MergeStrategy",
     "PriceFn",
     "SteeringQueue",
     "copy_history",
-    "create_fork_toolset",
     "current_branch",
     "default_price",
     "dump_history",

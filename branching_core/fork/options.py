@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from branching_core.fork.budget import PriceFn
+from branching_core.fork.review_port import ForkReview
 
 ApprovalPolicy = Callable[[str, dict[str, Any]], bool] | Sequence[str] | bool
 """Which workspace tool calls need a person's approval: a predicate over (tool name, args),
@@ -41,7 +42,9 @@ class ForkOptions:
     priced; ``materialize``/``keep_artifacts`` control the on-disk mirror for diff tools;
     ``keep_resolved`` is how many resolved forks keep their manifest and histories on disk
     (``"all"``: every one; ``"settings"``: ``[fork] keep_resolved`` of the workspace's
-    config.toml, default 20; see ``fork/retention.py`` for when file copies are dropped).
+    config.toml, default 20; see ``fork/retention.py`` for when file copies are dropped);
+    ``review`` builds diff reports and runs the judge (``fork/review_port.py``; the public
+    ``ForkCoordinator`` fills it with ``branching_core.review.ReviewService``).
     """
 
     max_branches: int = 10
@@ -59,6 +62,7 @@ class ForkOptions:
     materialize: bool = False
     keep_artifacts: bool = False
     keep_resolved: int | Literal["all", "settings"] = "settings"
+    review: ForkReview | None = None
 
     @classmethod
     def build(cls, base: ForkOptions | None = None, **overrides: Any) -> ForkOptions:

@@ -1,4 +1,5 @@
-"""Deciding a winner: diff reports, the on-disk mirror, the diff-tool launcher, the judge.
+"""Deciding a winner: diff reports, the diff-tool launcher, the judge (the on-disk mirror
+is fork infrastructure, ``branching_core.fork.mirror``; its names are re-exported here).
 
 The report/judge names are imported lazily: importing this package (e.g. for the editor
 detector) does not import pydantic-ai.
@@ -25,8 +26,8 @@ _LAZY: dict[str, str] = {
     "PathDiff": "branching_core.review.types",
     "ResolveOutcome": "branching_core.review.types",
     # the live mirror for IDE diff tools
-    "ForkMaterializer": "branching_core.review.materializer",
-    "recover_mirrors": "branching_core.review.mirror_recovery",
+    "ForkMaterializer": "branching_core.fork.mirror.materializer",
+    "recover_mirrors": "branching_core.fork.mirror.recovery",
     # the diff report
     "build_diff_report": "branching_core.review.diff_report",
     # tests in every branch, and finding the command by itself
@@ -47,6 +48,8 @@ _LAZY: dict[str, str] = {
     "JUDGE_SYSTEM_PROMPT": "branching_core.review.judge",
     "resolve": "branching_core.review.resolver",
     "vote_panel": "branching_core.review.resolver",
+    # what the fork coordinator is given (ForkOptions.review)
+    "ReviewService": "branching_core.review.service",
 }
 
 __all__ = sorted(["EditorDetector", "EditorKind", *_LAZY])

@@ -164,6 +164,48 @@ class BranchDiffReport:
                 return entry
         return None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-ready data (what the ``diff_branches`` tool gives the
+        model, and ``ForkCoordinator.diff()`` returns).
+
+        Per path: its ``agreement`` and, for each branch that touched it, the ``label``,
+        ``operation`` (with ``old_path`` for a rename) and unified ``diff`` (capped like the
+        report's diffs). A branch whose diff is the same as an earlier branch's on that path
+        gets ``"same_as": <label>`` instead of a second copy, so agreeing branches do not
+        multiply what the model has to read.
+        """
+        paths = []
+        for entry in self.paths:
+            branches: dict[str, dict[str, Any]] = {}
+            seen: dict[str, str] = {}
+            for bid, change in entry.branches.items():
+                if not change.touched:
+                    continue
+                item: dict[str, Any] = {"label": change.label, "operation": change.operation}
+                if change.old_path is not None:
+                    item["old_path"] = change.old_path
+                diff = change.unified_diff_vs_parent
+                if diff in seen:
+                    item["same_as"] = seen[diff]
+                else:
+                    seen[diff] = change.label
+                    item["diff"] = diff
+                branches[bid] = item
+            paths.append({"path": entry.path, "agreement": entry.agreement, "branches": branches})
+        s = self.summary
+        return {
+            "fork_id": self.fork_id,
+            "paths": paths,
+            "summary": {
+                "total_paths_touched": s.total_paths_touched,
+                "split_paths": s.split_paths,
+                "unique_paths": s.unique_paths,
+                "unanimous_change_paths": s.unanimous_change_paths,
+                "renamed_paths": s.renamed_paths,
+                "agreement_score": s.agreement_score,
+            },
+        }
+
     def changes_of(self, key: str) -> list[BranchChange]:
         """Every touched-path change of one branch (by id or label), in path order."""
         bid = (

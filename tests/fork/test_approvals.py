@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic_ai import Agent
 
-from branching_core.fork import BranchSpec, ForkCoordinator, LiveForkCapability
+from branching_core.fork import BranchSpec
 from branching_core.fork.events import BranchApprovalRequested
+from branching_core.live import ForkCoordinator, LiveForkCapability
 
 from .helpers import Scripted, call
 

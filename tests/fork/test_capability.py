@@ -10,7 +10,7 @@ from typing import Any
 from pydantic_ai import Agent
 
 from branching_core.agent import LocalCommandRunner
-from branching_core.fork import ForkCoordinator, LiveForkCapability
+from branching_core.live import ForkCoordinator, LiveForkCapability
 from branching_core.sandbox import sandbox_available
 
 from .helpers import Scripted, call, user_prompts

@@ -23,12 +23,12 @@ from branching_core.fork import (
     BranchToolCall,
     CheckpointStore,
     ForkBranchLimitError,
-    ForkCoordinator,
     ForkDepthLimitError,
     ForkStore,
     trim_unanswered_tool_calls,
 )
 from branching_core.fork.history import load_history
+from branching_core.live import ForkCoordinator
 
 from .helpers import Scripted, call, request_text, user_prompts
 

@@ -14,7 +14,8 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from branching_core.fork import BranchSpec, ForkCoordinator
+from branching_core.fork import BranchSpec
+from branching_core.live import ForkCoordinator
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, Step, call, request_text
 from tests.support.project_fixtures import project, runner, ws

@@ -16,29 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from branching_core.errors import ConflictError
 from branching_core.workspace.apply import apply_paths, changed_since
-
-_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def landing_lock(parent: Any) -> asyncio.Lock:
-    """The one lock for landing anything (a sub-agent's branch, a fork's winner) into
-    ``parent`` (a ``Workspace`` or ``Branch``): keyed by its path, per event loop."""
-    locks = _LOCKS.setdefault(asyncio.get_running_loop(), {})
-    key = os.path.abspath(parent.path)  # not realpath: /proc/<pid>/root views are magic links
-    lock = locks.get(key)
-    if lock is None:
-        lock = locks[key] = asyncio.Lock()
-    return lock
+from branching_core.workspace.landing import landing_lock
 
 
 @dataclass

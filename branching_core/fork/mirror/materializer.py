@@ -14,7 +14,7 @@ runs) and through anything those start. All of them end up in one place on the h
 filesystem: the overlay backend's upper directory, or the branch directory itself for the
 copy and reflink backends. One ``watchfiles`` watcher per fork (a thread, one inotify
 instance for all of the fork's branches) reports those writes; each batch is re-diffed
-path by path (see :mod:`branching_core.review.mirror_sync`), so the mirror follows every
+path by path (see :mod:`branching_core.fork.mirror.sync`), so the mirror follows every
 writer within the watcher's step (tens of milliseconds) plus the copy time.
 
 The workspace hides ``.pydantic-deep`` from every branch (overlay whiteout, copy ignore
@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING, Any
 
 from branching_core.errors import BranchingError
 from branching_core.fork import events as ev
+from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant
 from branching_core.fork.store import ForkStore
 from branching_core.fork.types import FINAL_STATES
-from branching_core.review.mirror_sync import MirroredBranch, MirrorTree, relevant
 
 if TYPE_CHECKING:
     from branching_core.fork.coordinator import ForkCoordinator

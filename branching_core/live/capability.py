@@ -26,9 +26,11 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.toolsets import CombinedToolset
 
-from branching_core.fork.coordinator import BranchRunContext, ForkCoordinator, current_branch
+from branching_core.fork import coordinator as engine
 from branching_core.fork.options import ForkOptions
-from branching_core.fork.tools import create_fork_toolset
+from branching_core.fork.runtime import BranchRunContext, current_branch
+from branching_core.live.coordinator import ForkCoordinator
+from branching_core.live.tools import create_fork_toolset
 from branching_core.workspace import Workspace
 
 
@@ -59,11 +61,11 @@ class LiveForkCapability(AbstractCapability[Any]):
     keep_artifacts: bool = False
     materialize: bool = False
     """Mirror every fork under ``.pydantic-deep/forks/<id>/{parent,branches}`` for diff tools
-    (``branching_core.review.materializer``); removed on merge/abort unless ``keep_artifacts``."""
+    (``branching_core.fork.mirror``); removed on merge/abort unless ``keep_artifacts``."""
     approval_required: Any = None
     options: ForkOptions | None = None
 
-    coordinator: ForkCoordinator | None = field(default=None, repr=False, compare=False)
+    coordinator: engine.ForkCoordinator | None = field(default=None, repr=False, compare=False)
     """The run's coordinator (set on the per-run copy returned by ``for_run``)."""
     _branch: BranchRunContext | None = field(default=None, repr=False, compare=False)
     _template: LiveForkCapability | None = field(default=None, repr=False, compare=False)
@@ -160,10 +162,10 @@ class LiveForkCapability(AbstractCapability[Any]):
             provide_workspace_tools=False,
         )
 
-    def _adopt(self, deps: Any) -> ForkCoordinator | None:
+    def _adopt(self, deps: Any) -> engine.ForkCoordinator | None:
         previous = getattr(deps, "fork_coordinator", None) if deps is not None else None
         if (
-            isinstance(previous, ForkCoordinator)
+            isinstance(previous, engine.ForkCoordinator)
             and not previous.is_resolved
             and previous not in self._claimed
         ):
@@ -177,12 +179,12 @@ class LiveForkCapability(AbstractCapability[Any]):
             if self._template is not None and self.coordinator is not None and self._branch is None:
                 self._template._claimed.discard(self.coordinator)
 
-    def open_coordinators(self) -> list[ForkCoordinator]:
+    def open_coordinators(self) -> list[engine.ForkCoordinator]:
         """Coordinators of this agent's runs whose fork is still open."""
         root = self._template or self
         return [c for c in list(root._all) if c.fork_id is not None and not c.is_resolved]
 
-    def adopt(self, coordinator: ForkCoordinator) -> None:
+    def adopt(self, coordinator: engine.ForkCoordinator) -> None:
         """Register a coordinator (e.g. one from ``ForkCoordinator.recover``) here."""
         (self._template or self)._all.add(coordinator)
 

@@ -204,7 +204,11 @@ def create_fork_toolset(
             fork_id: The fork to compare (defaults to the active fork).
             paths: Optional list of paths to restrict the report to.
         """
-        return active(fork_id).diff(paths)
+        coord = active(fork_id)
+        try:  # the review layer's report: the same one the TUI and the judge read
+            return coord.diff_report(paths).to_dict()
+        except (ValueError, RuntimeError) as exc:  # a bad path filter; no review service
+            raise ToolFailed(str(exc)) from None
 
     @toolset.tool_plain
     def fork_cost(fork_id: str | None = None) -> dict[str, Any]:

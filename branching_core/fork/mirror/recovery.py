@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from branching_core.fork.store import ForkStore
-from branching_core.review.materializer import (
+from branching_core.fork.mirror.materializer import (
     LOCK_FILE,
     MIRROR_FILE,
     ForkMaterializer,
     _try_lock,
     remove_mirror,
 )
+from branching_core.fork.store import ForkStore
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,11 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-from branching_core.fork import BranchSpec, ForkCoordinator, LiveForkCapability
+from branching_core.fork import BranchSpec
+from branching_core.fork.mirror.materializer import ForkMaterializer, MirrorError
+from branching_core.fork.mirror.recovery import recover_mirrors
+from branching_core.live import ForkCoordinator, LiveForkCapability
 from branching_core.review.editor import EditorDetector
-from branching_core.review.materializer import ForkMaterializer, MirrorError
-from branching_core.review.mirror_recovery import recover_mirrors
 from branching_core.sandbox import run_command
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, call
@@ -358,7 +359,8 @@ CHILD = textwrap.dedent(
     import asyncio, sys, time
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelRequest, UserPromptPart
-    from branching_core.fork import BranchSpec, ForkCoordinator, LiveForkCapability
+    from branching_core.fork import BranchSpec
+    from branching_core.live import ForkCoordinator, LiveForkCapability
     from branching_core.workspace import Workspace
     from tests.fork.helpers import Scripted, call
 

@@ -1,0 +1,275 @@
+"""Resolving a fork: aborting it, or picking a winner: the winner's workspace branch lands in the
+parent (one landing lock per parent, shared with sub-agent landings), losers are
+discarded, the ``post-fork`` checkpoint is recorded.
+
+A mixin of :class:`~branching_core.fork.coordinator.ForkCoordinator`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from branching_core.errors import ConflictError
+from branching_core.fork import events as ev
+from branching_core.fork.checkpoints import HeldFiles
+from branching_core.fork.history import dumps_history
+from branching_core.fork.parts import CoordinatorParts
+from branching_core.fork.runtime import (
+    BranchRuntime,
+)
+from branching_core.fork.types import (
+    FlushError,
+    FlushReport,
+    MergeResult,
+)
+from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.landing import landing_lock
+
+
+class Merging(CoordinatorParts):
+    """``merge_or_select``, ``abort_fork`` and landing a branch in its parent (mixin of
+    ``ForkCoordinator``)."""
+
+    async def _discard(self, rt: BranchRuntime) -> None:
+        await self.terminate_branch(rt.branch_id)
+        if rt.child is not None and not rt.child.is_resolved:
+            await rt.child.abort_fork()
+        if rt.ws_branch is not None:
+            if rt.ws_branch.is_open:
+                await asyncio.to_thread(rt.ws_branch.abort)
+            rt.ws_branch = None
+        rt.resolution = "discarded"
+
+    async def abort_fork(self) -> list[str]:
+        """Discard every branch (tasks cancelled, workspace branches aborted); returns their ids."""
+        async with self._lock:
+            if self._handle is None or self._resolved:
+                return []
+            ids = []
+            for rt in self._branches.values():
+                await self._discard(rt)
+                ids.append(rt.branch_id)
+            self._resolved = True
+            self._resolution = "abort"
+            self._resolved_at = time.time()
+            await self._writer.flush()
+            await self._persist_durable()
+            self._prune_later()
+            self._publish(
+                ev.ForkResolved(fork_id=self._handle.fork_id, action="abort", discarded=tuple(ids))
+            )
+            return ids
+
+    async def merge_or_select(self, action: str, **judge_options: Any) -> MergeResult:
+        """``"pick:<label or id>"`` merges that branch; ``"abort"`` discards them all;
+        ``"auto"`` lets the judge pick and merges its pick (``judge_options`` go to
+        :meth:`resolve`, e.g. ``judges=[...]``, ``test_command=...``); a judge that cannot
+        name a branch raises ``RuntimeError`` and nothing is merged.
+
+        The winner (awaited if still running) is committed into the parent: conflicting paths
+        (changed in the parent since the fork) are reported and left alone, the rest applied.
+        Losers are cancelled and their workspace branches aborted. A budget-stopped or
+        terminated winner merges its files and its partial history.
+        """
+        handle = self._require_handle()
+        action = action.strip()
+        if action == "abort":
+            ids = await self.abort_fork()
+            return MergeResult(
+                fork_id=handle.fork_id,
+                action="abort",
+                discarded_branch_ids=ids,
+                pre_fork_checkpoint_id=handle.parent_checkpoint_id,
+            )
+        if action == "auto":
+            outcome = await self.resolve(
+                replace(handle.merge_strategy, kind="auto"), **judge_options
+            )
+            if outcome.committed and outcome.merge_result is not None:
+                return outcome.merge_result
+            raise RuntimeError(
+                f"the judge did not pick a branch ({outcome.fallback_reason or 'no verdict'}): "
+                "use 'pick:<label>' or 'abort'"
+            )
+        if action == "combine":  # per path / per hunk from several branches (fork.combine)
+            from branching_core.fork.combine import merge_combined
+
+            return await merge_combined(self, **judge_options)
+        if not action.startswith("pick:"):
+            raise ValueError(
+                f"unknown action {action!r}: use 'pick:<label or id>', 'combine', 'auto' or "
+                "'abort'"
+            )
+        async with self._lock:
+            if self._resolved:
+                raise RuntimeError(
+                    f"fork {handle.fork_id} is already resolved ({self._resolution})"
+                )
+            winner = self.get_branch(action[5:].strip())
+            if winner.ws_branch is None:
+                raise RuntimeError(f"branch {winner.label} has no workspace branch left to merge")
+            if winner.task is not None and not winner.task.done():
+                if winner.task is asyncio.current_task():
+                    raise RuntimeError("a branch cannot merge itself")
+                await asyncio.wait([winner.task])
+            if winner.child is not None and not winner.child.is_resolved:
+                await winner.child.abort_fork()
+            discarded = []
+            for rt in self._branches.values():
+                if rt is not winner:
+                    await self._discard(rt)
+                    discarded.append(rt.branch_id)
+            report = await self._apply(winner)
+            history = winner.partial_history or list(winner.seed_history)
+            history_json = dumps_history(history)
+            post_id = await asyncio.to_thread(
+                self.checkpoints.save,
+                handle.fork_id,
+                "post-fork",
+                history_json,
+                parent_workspace_branch_id=self._parent_ws_id(),
+            )
+            winner.resolution = "merged"
+            winner.ws_branch = None
+            self._resolved = True
+            self._resolution = f"pick:{winner.branch_id}"
+            self._post_checkpoint = post_id
+            self._resolved_at = time.time()
+            await self._writer.flush()
+            await self._persist_durable()
+            self._prune_later()
+            self._publish(
+                ev.ForkResolved(
+                    fork_id=handle.fork_id,
+                    action=self._resolution,
+                    winner_branch_id=winner.branch_id,
+                    discarded=tuple(discarded),
+                )
+            )
+            return MergeResult(
+                fork_id=handle.fork_id,
+                action=action,
+                winner_branch_id=winner.branch_id,
+                winner_label=winner.label,
+                winner_state=winner.state,
+                applied_paths=report.applied_paths,
+                applied_changes=report.applied_changes,
+                deleted_paths=report.deleted_paths,
+                conflicts=report.conflicts,
+                errors=report.errors,
+                history_after_merge=history,
+                discarded_branch_ids=discarded,
+                partial=winner.state != "done",
+                pre_fork_checkpoint_id=handle.parent_checkpoint_id,
+                post_fork_checkpoint_id=post_id,
+            )
+
+    def _parent_ws_id(self) -> str | None:
+        return None if self.parent_node is self.workspace else getattr(self.parent_node, "id", None)
+
+    async def _apply(self, rt: BranchRuntime) -> FlushReport:
+        """Commit ``rt``'s workspace branch into the parent; fall back to per-path on conflict."""
+        # One lock per parent path for every landing (forks of one parent, sub-agents):
+        # the stale check and the commit of two landings never interleave.
+        async with landing_lock(self.parent_node):
+            return await self._apply_locked(rt)
+
+    async def _apply_locked(self, rt: BranchRuntime) -> FlushReport:
+        # Everything that touches files (listing the changes, holding the pre-merge files,
+        # the commit, the per-path fallback) runs in one worker thread, and the copies of
+        # the replaced files are made after the commit (see CheckpointStore.hold_files): the
+        # event loop (a TUI) never waits on the size of the branch or of its files.
+        fork_id = self._require_handle().fork_id
+        parent_dir = self.parent_path
+        report, touched, held = await asyncio.to_thread(
+            self._apply_blocking, rt.ws_branch, fork_id, parent_dir
+        )
+        self._record_post_fork(fork_id, parent_dir, touched, held)
+        return report
+
+    def _apply_blocking(
+        self, branch: Any, fork_id: str, parent_dir: Path
+    ) -> tuple[FlushReport, list[str], HeldFiles]:
+        branch_dir = Path(branch.path)
+        changes = branch.changes()
+        touched = changes.all_paths
+        is_dir = {
+            p
+            for p in (*changes.created, *changes.modified)
+            if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
+        }
+        held = self.checkpoints.hold_files(fork_id, "fork", parent_dir, touched)
+        try:
+            report = self._commit_or_apply(branch, branch_dir, parent_dir, changes, is_dir)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                held.finish()  # what the parent held before is still worth keeping
+            raise
+        return report, touched, held
+
+    def _commit_or_apply(
+        self, branch: Any, branch_dir: Path, parent_dir: Path, changes: Any, is_dir: set[str]
+    ) -> FlushReport:
+        report = FlushReport()
+        if branch.is_stale:
+            # Another fork of the same parent committed first (the workspace's first-winner
+            # rule would abort this branch on commit): apply path by path instead, with the
+            # same conflict rule, so the winner's work is never thrown away.
+            conflicts = changed_since(changes, parent_dir, branch.created_ns)
+            report.conflicts = conflicts
+            self._apply_paths(branch_dir, parent_dir, changes, set(conflicts), is_dir, report)
+            branch.abort()
+        else:
+            try:
+                branch.commit()
+                report.applied_paths = sorted(
+                    p for p in {*changes.created, *changes.modified} if p not in is_dir
+                )
+                report.deleted_paths = list(changes.deleted)
+            except ConflictError as exc:
+                if exc.stale:
+                    report.errors.append(FlushError("*", str(exc)))
+                else:
+                    report.conflicts = sorted(exc.paths)
+                    self._apply_paths(
+                        branch_dir, parent_dir, changes, set(exc.paths), is_dir, report
+                    )
+                    if branch.is_open:
+                        branch.abort()
+        report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
+        return report
+
+    def _record_post_fork(
+        self, fork_id: str, parent_dir: Path, touched: list[str], held: HeldFiles
+    ) -> None:
+        """Finish the pre-merge record (copy the held files) and record the merged files for
+        ``post-fork:<id>``, in a worker thread (``flush()`` waits for both)."""
+        record = self.checkpoints.record_files
+
+        def work() -> None:
+            try:
+                held.finish()
+            finally:
+                record(fork_id, "post-fork", parent_dir, touched)
+
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(work))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    @staticmethod
+    def _apply_paths(
+        src_root: Path,
+        dst_root: Path,
+        changes: Any,
+        conflicts: set[str],
+        is_dir: set[str],
+        report: FlushReport,
+    ) -> None:
+        done = apply_paths(src_root, dst_root, changes, skip=conflicts, is_dir=is_dir)
+        report.applied_paths.extend(done.applied)
+        report.deleted_paths.extend(done.deleted)
+        report.errors.extend(FlushError(rel, msg) for rel, msg in done.errors)

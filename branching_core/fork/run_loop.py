@@ -1,0 +1,324 @@
+"""How one fork branch runs: ``agent.iter()`` with the branch's history, model, tools and
+steering queue; every model response priced and checked against the budgets before its
+tool calls run; events published as the run goes.
+
+A mixin of :class:`~branching_core.fork.coordinator.ForkCoordinator` (it works on the
+coordinator's branches, events and persistence)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+
+from branching_core.agent.model_errors import describe_error
+from branching_core.agent.spend import SPEND
+from branching_core.fork import events as ev
+from branching_core.fork.approvals import with_deferred_output
+from branching_core.fork.budget import aggregate_over
+from branching_core.fork.model_run import (
+    branch_spend,
+    response_started,
+    spend_reason_after,
+)
+from branching_core.fork.parts import CoordinatorParts
+from branching_core.fork.runtime import (
+    _BRANCH_CTX,
+    BranchRunContext,
+    BranchRuntime,
+)
+from branching_core.fork.types import (
+    BranchState,
+)
+
+log = logging.getLogger(__name__)
+
+
+if TYPE_CHECKING:
+    from branching_core.fork.coordinator import ForkCoordinator
+
+
+class RunLoop(CoordinatorParts):
+    """Starting, running and budget-checking branches (mixin of ``ForkCoordinator``)."""
+
+    def _start(
+        self,
+        rt: BranchRuntime,
+        prompt: str | None,
+        history: list[ModelMessage],
+        deferred: DeferredToolResults | None = None,
+    ) -> asyncio.Task[None]:
+        rt.state = "running"
+        rt.error = None
+        rt.pending_approvals = []
+        rt.started_at = time.time()
+        rt.finished_at = None
+        rt._done = asyncio.Event()
+        rt.task = asyncio.create_task(
+            self._run_branch(rt, prompt, history, deferred),
+            name=f"fork-{self.fork_id}-{rt.label}",
+        )
+        self._publish(
+            ev.BranchStateChanged(
+                fork_id=self.fork_id or "", branch_id=rt.branch_id, label=rt.label, state="running"
+            )
+        )
+        return rt.task
+
+    def model_for(self, rt: BranchRuntime) -> Any:
+        """The model a branch runs with: its spec's model, else the parent run's."""
+        if rt.spec.model:
+            if self.model_resolver is not None:
+                return self.model_resolver(rt.spec.model)
+            from branching_core.fork.model_run import resolve_branch_model
+
+            return resolve_branch_model(rt.spec.model, self.default_model)
+        return self.default_model
+
+    def _run_kwargs(self, rt: BranchRuntime, history: list[ModelMessage]) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"message_history": history}
+        deps = self.deps_factory(self.parent_deps, rt) if self.deps_factory else self.parent_deps
+        if deps is not None:
+            kwargs["deps"] = deps
+        model = self.model_for(rt)
+        if model is not None:
+            kwargs["model"] = model
+        if rt.spec.extra_instructions:
+            kwargs["instructions"] = rt.spec.extra_instructions
+        if self.provide_workspace_tools:
+            from branching_core.agent import create_workspace_toolset
+
+            toolset: Any = create_workspace_toolset(rt.path, command_runner=self.command_runner)
+            if self.approval_required is not None:
+                needs = self.approval_required
+                toolset = toolset.approval_required(
+                    lambda _ctx, tool_def, args: needs(tool_def.name, args)
+                )
+            kwargs["toolsets"] = [toolset]
+        kwargs["output_type"] = with_deferred_output(self.agent.output_type)
+        if self.usage_limits is not None:
+            kwargs["usage_limits"] = self.usage_limits
+        return kwargs
+
+    async def _run_branch(
+        self,
+        rt: BranchRuntime,
+        prompt: str | None,
+        history: list[ModelMessage],
+        deferred: DeferredToolResults | None = None,
+    ) -> None:
+        token = _BRANCH_CTX.set(BranchRunContext(cast("ForkCoordinator", self), rt))
+        run: Any = None
+        fid = self.fork_id or ""
+        kwargs: dict[str, Any] = {}
+        try:
+            # Inside the try: a model that cannot be resolved fails the branch with the reason.
+            kwargs = self._run_kwargs(rt, history)
+            if deferred is not None:
+                kwargs["deferred_tool_results"] = deferred
+            SPEND.set(
+                branch_spend(
+                    rt, kwargs.get("model") or self.agent.model, self._cut, self._publish, fid
+                )
+            )
+            async with self.agent.iter(prompt, **kwargs) as run:
+                rt.queue.attach(run)
+                async for node in run:
+                    rt.history = list(run.all_messages())
+                    if Agent.is_call_tools_node(node):
+                        response: ModelResponse = node.model_response
+                        stop = self._account(rt, response)
+                        for part in response.parts:
+                            if isinstance(part, TextPart) and part.content and not self.stream_text:
+                                self._publish(
+                                    ev.BranchTextDelta(
+                                        fork_id=fid,
+                                        branch_id=rt.branch_id,
+                                        label=rt.label,
+                                        text=part.content,
+                                    )
+                                )
+                        self._save_history(rt)
+                        if stop:
+                            return
+                        async with node.stream(run.ctx) as stream:
+                            async for event in stream:
+                                self._on_tool_event(rt, event)
+                    elif self.stream_text and Agent.is_model_request_node(node):
+                        self._publish(response_started(fid, rt, node))
+                        async with node.stream(run.ctx) as stream:
+                            async for event in stream:
+                                self._on_stream_event(rt, event)
+                result = run.result
+            assert result is not None
+            rt.history = list(result.all_messages())
+            if isinstance(result.output, DeferredToolRequests):
+                self._await_approval(rt, result.output)
+            else:
+                rt.output = result.output if isinstance(result.output, str) else repr(result.output)
+                if rt.state == "running":
+                    self._set_state(rt, "done", persist=False)
+        except asyncio.CancelledError:
+            if run is not None:
+                rt.history = list(run.all_messages())
+            if rt.state == "running":
+                self._set_state(rt, "terminated", persist=False)
+        except Exception as exc:
+            if run is not None:
+                rt.history = list(run.all_messages())
+            rt.error = describe_error(exc, kwargs.get("model"), rt.history)
+            if rt.state == "running":
+                self._set_state(rt, "failed", persist=False)
+        finally:
+            left = rt.queue.detach(rt.history)  # steers no request carried
+            _BRANCH_CTX.reset(token)
+            rt.finished_at = time.time()
+            self._save_history(rt)  # each save on its own: one failing never skips the other
+            self._persist_or_report(rt)
+            if rt._done is not None:
+                rt._done.set()
+            if left and rt.state != "awaiting_approval":  # (a resumed run gets them at once)
+                asyncio.get_running_loop().call_soon(self._deliver_left_steers, rt)
+
+    def _deliver_left_steers(self, rt: BranchRuntime) -> None:
+        """Send the steers a finished run never carried as the branch's next turn, or, when
+        the branch cannot go on, report them undelivered (:class:`BranchSteerUndelivered`)."""
+        if rt.task is not None and not rt.task.done():
+            return  # a new run started meanwhile: it was handed them when it attached
+        messages = rt.queue.take_held()
+        if not messages:
+            return
+        if rt.state == "done" and rt.ws_branch is not None and not self._lock.locked():
+            rt.turns += 1
+            history = rt.partial_history or list(rt.seed_history)
+            self._start(rt, "\n\n".join(messages), history)
+            rt.queue.delivered.extend(messages)
+            return
+        reason = (
+            "the fork is being resolved"
+            if self._lock.locked() or rt.ws_branch is None
+            else f"the branch is {rt.state}"
+        )
+        log.warning("steer to %s not delivered: %s", rt.label, reason)
+        self._publish(
+            ev.BranchSteerUndelivered(
+                fork_id=self.fork_id or "",
+                branch_id=rt.branch_id,
+                label=rt.label,
+                messages=tuple(messages),
+                reason=reason,
+            )
+        )
+
+    def _on_tool_event(self, rt: BranchRuntime, event: Any) -> None:
+        kind = getattr(event, "event_kind", "")
+        part = getattr(event, "part", None)
+        fid = self.fork_id or ""
+        if kind == "function_tool_call" and part is not None:
+            rt.tool_calls += 1
+            self._publish(
+                ev.BranchToolCall(
+                    fork_id=fid,
+                    branch_id=rt.branch_id,
+                    label=rt.label,
+                    tool_name=part.tool_name,
+                    args=part.args,
+                    tool_call_id=part.tool_call_id,
+                )
+            )
+        elif kind == "function_tool_result" and part is not None:
+            content = getattr(part, "content", "")
+            self._publish(
+                ev.BranchToolResult(
+                    fork_id=fid,
+                    branch_id=rt.branch_id,
+                    label=rt.label,
+                    tool_name=getattr(part, "tool_name", ""),
+                    content=content if isinstance(content, str) else repr(content),
+                    tool_call_id=getattr(part, "tool_call_id", ""),
+                )
+            )
+
+    def _cut(self, rt: BranchRuntime, reason: str) -> None:
+        """A budget or token cap was crossed mid-stream: the branch stops with that reason."""
+        if rt.state == "running":
+            rt.error = reason
+            self._set_state(rt, "budget_exhausted")
+
+    def _on_stream_event(self, rt: BranchRuntime, event: Any) -> None:
+        text = None
+        if getattr(event, "event_kind", "") == "part_start" and isinstance(event.part, TextPart):
+            text = event.part.content
+        elif getattr(event, "event_kind", "") == "part_delta":
+            text = getattr(event.delta, "content_delta", None)
+        if text:
+            self._publish(
+                ev.BranchTextDelta(
+                    fork_id=self.fork_id or "", branch_id=rt.branch_id, label=rt.label, text=text
+                )
+            )
+
+    def _set_state(self, rt: BranchRuntime, state: BranchState, *, persist: bool = True) -> None:
+        rt.state = state
+        self._publish(
+            ev.BranchStateChanged(
+                fork_id=self.fork_id or "",
+                branch_id=rt.branch_id,
+                label=rt.label,
+                state=state,
+                error=rt.error,
+            )
+        )
+        if persist:
+            self._persist_or_report(rt)
+
+    # -- budgets ---------------------------------------------------------------------------
+    def _account(self, rt: BranchRuntime, response: ModelResponse) -> bool:
+        """Price one response; True when this branch must stop now."""
+        rt.meter.add(response, self.price_fn)
+        self._publish(
+            ev.BranchCostUpdated(
+                fork_id=self.fork_id or "",
+                branch_id=rt.branch_id,
+                label=rt.label,
+                cumulative_usd=rt.meter.cumulative_usd,
+            )
+        )
+        if rt.state != "running":
+            return True
+        cap = self._handle.aggregate_budget_usd if self._handle else None
+        has_cap = rt.spec.budget_usd is not None or cap is not None
+        if has_cap and rt.meter.price_error and self.options.on_unknown_price == "stop":
+            rt.error = f"cost unknown, so the budget cannot be checked: {rt.meter.price_error}"
+            self._set_state(rt, "budget_unknown")
+            return True
+        if rt.meter.over(rt.spec.budget_usd):
+            rt.error = f"budget ${rt.spec.budget_usd:g} exhausted (spent ${rt.meter.cost_usd:.6f})"
+            self._set_state(rt, "budget_exhausted")
+            return True
+        if (reason := spend_reason_after(rt.meter, response)) is not None:
+            rt.error = reason  # a token cap (unpriced model) or a user price crossed
+            self._set_state(rt, "budget_exhausted")
+            return True
+        if aggregate_over([r.meter for r in self._branches.values()], cap):
+            total = sum(r.meter.cost_usd for r in self._branches.values())
+            for other in self._branches.values():
+                if other.state != "running":
+                    continue
+                other.error = f"aggregate budget ${cap:g} exhausted (fork spent ${total:.6f})"
+                self._set_state(other, "aggregate_budget_exhausted")
+                if other is not rt and other.task is not None and not other.task.done():
+                    other.task.cancel()
+            return True
+        return False
+
+    def capture_partial_history(self, branch_id: str, messages: Sequence[ModelMessage]) -> None:
+        """Record a branch's latest message snapshot (ignored for unknown branches)."""
+        rt = self._branches.get(branch_id)
+        if rt is not None:
+            rt.history = list(messages)
