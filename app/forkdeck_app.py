@@ -133,6 +133,11 @@ class ForkdeckApp(App[None]):
         chat.messages.show_history(history)
         chat.notice(f"resumed the last chat ({len(history)} messages)")
 
+    async def on_unmount(self) -> None:
+        """However the app ends (quit, a test's Pilot leaving, an error), the running
+        branches and the mirror's watcher stop with it; the fork stays on disk."""
+        await self.session.aclose()
+
     async def action_quit(self) -> None:
         """ctrl+q and /quit: ask first while branches run (default No), then stop them.
 

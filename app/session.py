@@ -520,6 +520,11 @@ class ChatSession:
             if status.state == "running":
                 await coordinator.terminate_branch(status.branch_id)
         await coordinator.flush()
+        # The mirror's watcher thread stops with the session; the mirror itself stays on
+        # disk (recovery rebuilds it), like the fork.
+        hook = getattr(coordinator, "mirror_hook", None)
+        if hook is not None:
+            hook.detach()
 
 
 def offline_greeting() -> str:

@@ -338,6 +338,7 @@ async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
     )
     await coordinator.wait()
     await coordinator.flush()  # the "crash": nobody merges or aborts
+    await crashed.aclose()  # ... and the session is gone (its mirror watcher with it)
     assert not (project / "a.txt").exists()
 
     app = make_app(project, gated.model, recovery=True)
