@@ -380,8 +380,16 @@ CHILD = textwrap.dedent(
         await coord.fork([BranchSpec("a", "A"), BranchSpec("b", "B")],
                          parent_history=[ModelRequest(parts=[UserPromptPart("parent")])])
         mat = coord.mirror_hook.materializer
-        readme = mat.branch_path("b", "README.txt")
-        while not (readme.exists() and mat.branch_path("a", "src/app.py").exists()):
+        want = {("a", "src/app.py"): "VALUE = 'a'\\n", ("a", "README.txt"): "hello\\n",
+                ("b", "README.txt"): "sed-b\\n", ("b", "src/app.py"): "VALUE = 1\\n"}
+
+        def mirrored(label, rel, text):
+            path = mat.branch_path(label, rel)
+            return path.exists() and path.read_text() == text
+
+        # READY only once every captured path is mirrored in both branch directories (the
+        # sibling's paths are filled in by a later sync than the branch's own write)
+        while not all(mirrored(label, rel, text) for (label, rel), text in want.items()):
             await asyncio.sleep(0.01)
         await coord.flush()
         print("READY", coord.fork_id, flush=True)
