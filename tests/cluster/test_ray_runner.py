@@ -53,11 +53,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                env_vars={"FORKDECK_RAY_CACHE": str(caches[1])})
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
+    _wait_until_both_nodes_schedule()
     try:
         yield {"cluster": c, "base": base, "caches": caches}
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+def _wait_until_both_nodes_schedule(timeout: float = 60.0) -> None:
+    """Registered is not yet schedulable: until the worker's raylet has reported its CPU,
+    SPREAD places every task on the head. Wait (bounded) until a task has run on each."""
+
+    @ray.remote(num_cpus=1)
+    def where() -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    deadline = time.monotonic() + timeout
+    seen: set[str] = set()
+    while len(seen) < 2 and time.monotonic() < deadline:
+        seen |= set(ray.get([where.options(scheduling_strategy="SPREAD").remote()
+                             for _ in range(4)]))
+        if len(seen) < 2:
+            time.sleep(0.2)
+    assert len(seen) == 2, f"the two-node cluster never scheduled on both nodes: {seen}"
 
 
 @pytest.fixture
