@@ -877,7 +877,7 @@ def test_offline_example_runs_without_an_api_key(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "parent says: 3 of 4 packages analysed." in done.stdout
-    assert "timed out after 1s and was cancelled" in done.stdout
+    assert "timed out after 5s and was cancelled" in done.stdout
     assert sorted(p.name for p in (target / "reports").iterdir()) == [
         "httpx.md",
         "requests.md",
