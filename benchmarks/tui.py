@@ -22,6 +22,7 @@ frame < 500 ms.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pty
 import shutil
@@ -128,6 +129,10 @@ class Pane:
 
     def close(self) -> None:
         self.tmux("kill-server")
+        # tmux leaves its socket file behind after kill-server
+        base = os.environ.get("TMUX_TMPDIR") or "/tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(base, f"tmux-{os.getuid()}", self.socket))
 
 
 def echo_latencies(pane: Pane, presses: int, prefix: str = "") -> list[float]:

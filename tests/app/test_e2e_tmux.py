@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tmux import kill_server
+
 REPO = Path(__file__).resolve().parents[2]
 TMUX = shutil.which("tmux")
 KEY_GAP = 0.15
@@ -92,7 +94,7 @@ def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, Path]]:
     try:
         yield term, workspace
     finally:
-        term.tmux("kill-server")
+        kill_server(term.socket)
 
 
 def test_fork_two_offline_branches_merge_one_and_quit(terminal: tuple[Terminal, Path]) -> None:

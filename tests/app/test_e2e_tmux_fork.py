@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.tmux import kill_server
+
 REPO = Path(__file__).resolve().parents[2]
 TMUX = shutil.which("tmux")
 KEY_GAP = 0.15
@@ -114,7 +116,7 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
     try:
         yield term
     finally:
-        term.tmux("kill-server")
+        kill_server(term.socket)
 
 
 def fork_two(term: Terminal, steer_a: str, steer_b: str) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from tests.app.test_e2e_tmux import REPO, Terminal
 from tests.support.openai_server import Reply, ScriptedServer
+from tests.support.tmux import kill_server
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -82,7 +83,7 @@ def test_tui_chats_and_forks_on_a_local_server(
         term.key("Enter")
         term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
     finally:
-        term.tmux("kill-server")
+        kill_server(term.socket)
 
 
 def test_tui_without_a_key_starts_offline_and_says_why(tmp_path: Path) -> None:
@@ -98,4 +99,4 @@ def test_tui_without_a_key_starts_offline_and_says_why(tmp_path: Path) -> None:
         term.key("Enter")
         term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
     finally:
-        term.tmux("kill-server")
+        kill_server(term.socket)
