@@ -30,6 +30,7 @@ _CAPABILITY_SKIP_MARKERS: dict[str, tuple[str, ...]] = {
     "cgroups": ("cgroup",),
     "tmux": ("tmux",),
     "unprivileged": ("uid 65534", "setpriv"),
+    "ray": ("ray extra is not installed",),
 }
 
 
