@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from branching_core.atomicio import atomic_write
 from branching_core.state_dir import ensure_gitignore
 
 PROJECT_STATE_DIR = ".pydantic-deep"
@@ -30,23 +31,7 @@ MANIFEST_VERSION = 1
 
 def _atomic_write(path: Path, payload: bytes, *, durable: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if durable:
-        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    atomic_write(path, payload, durable=durable)
 
 
 class ForkStore:

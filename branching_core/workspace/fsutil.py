@@ -11,6 +11,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from branching_core.atomicio import atomic_write
+
 OVERLAY_XATTR_PREFIXES = ("user.overlay.", "trusted.overlay.")
 PROJECT_STATE_DIR = ".pydantic-deep"
 
@@ -25,25 +27,7 @@ def fsync_dir(path: Path) -> None:
 
 def write_json_atomic(path: Path, data: Any, *, durable: bool = False) -> None:
     """Write JSON so readers see the old or the new file, never a torn one."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    payload = json.dumps(data, sort_keys=True).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        try:
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view) :]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    if durable:
-        fsync_dir(path.parent)
+    atomic_write(path, json.dumps(data, sort_keys=True).encode(), durable=durable)
 
 
 def read_json(path: Path) -> Any:

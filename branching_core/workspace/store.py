@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from branching_core.atomicio import atomic_write, is_atomic_temp
 from branching_core.workspace.fsutil import read_json, rmtree, write_json_atomic
 
 ROOT_ID = "root"
@@ -207,10 +208,7 @@ class Store:
             return 0
 
     def set_generation(self, parent_id: str, value: int) -> None:
-        path = self.root / "gen" / parent_id
-        tmp = path.with_name(f".{parent_id}.tmp")
-        tmp.write_text(str(value))
-        os.replace(tmp, path)
+        atomic_write(self.root / "gen" / parent_id, str(value).encode())
 
     def drop_generation(self, parent_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -262,7 +260,9 @@ class Store:
             if not directory.exists():
                 continue
             for entry in directory.iterdir():
-                if entry.name.startswith(".") and ".tmp" in entry.name:
+                if is_atomic_temp(entry.name) or (
+                    entry.name.startswith(".") and ".tmp" in entry.name  # older releases
+                ):
                     with contextlib.suppress(FileNotFoundError):
                         entry.unlink()
 

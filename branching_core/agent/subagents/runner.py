@@ -47,6 +47,7 @@ from branching_core.agent.subagents.transcript import (
     SubAgentToolResult,
     render_transcript,
 )
+from branching_core.atomicio import atomic_write
 
 SUMMARY_INSTRUCTIONS = (
     "You summarise the work of a sub-agent for the agent that delegated it. In a few "
@@ -432,10 +433,8 @@ class SubAgentRunner:
             return
         with contextlib.suppress(OSError, TypeError, ValueError):
             directory.mkdir(parents=True, exist_ok=True)
-            target = directory / f"{self.run.run_id}.json"
-            tmp = target.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(self.run.to_json(), indent=1, default=str))
-            tmp.replace(target)
+            payload = json.dumps(self.run.to_json(), indent=1, default=str).encode()
+            atomic_write(directory / f"{self.run.run_id}.json", payload)
 
 
 __all__ = [

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from branching_core.atomicio import atomic_write
 from branching_core.errors import BranchingError
 from branching_core.fork import events as ev
 from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant
@@ -237,10 +238,8 @@ class ForkMaterializer:
             ],
             "updated_at": time.time(),
         }
-        path = self.fork_dir / MIRROR_FILE
-        tmp = path.with_name(f".{MIRROR_FILE}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(info, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        payload = json.dumps(info, indent=1, sort_keys=True).encode()
+        atomic_write(self.fork_dir / MIRROR_FILE, payload)
 
     def claim(self) -> None:
         """Take ``mirror.lock`` (a restarted process can tell a live mirror from an orphan)."""
