@@ -431,7 +431,7 @@ class ForkArea(Vertical):
         overview.query_one(".title", Static).update(
             f"{len(self._labels)} branches · {running} running · {cost}"
             + (f" of ${cap:g}" if cap is not None else "")
-            + "  (Tab: next tab · alt+1-9: branch · Esc: abort fork)"
+            + "  (Tab: next tab · F1-F9: branch · Esc: abort fork)"
         )
 
 
