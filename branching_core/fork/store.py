@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.atomicio import atomic_write
-from branching_core.state_dir import ensure_gitignore
+from branching_core.errors import WorkspaceError
+from branching_core.state_dir import ensure_gitignore, escape_target
 
 PROJECT_STATE_DIR = ".pydantic-deep"
 MANIFEST_VERSION = 1
@@ -51,17 +52,29 @@ class ForkStore:
         return self.fork_dir(fork_id) / "history" / f"{name}.json"
 
     # -- writing -------------------------------------------------------------------------
+    def _inside(self, path: Path) -> Path:
+        """``path`` when it stays in the workspace; a repository that ships ``.pydantic-deep``
+        (or ``forks/``) as a symlink leading elsewhere gets a refusal, never a write there."""
+        leads_to = escape_target(self.root, path)
+        if leads_to is not None:
+            raise WorkspaceError(
+                f"refusing to write fork state through a link that leaves the workspace: "
+                f"{path} leads to {leads_to}"
+            )
+        return path
+
     def write_manifest(self, manifest: dict[str, Any], *, durable: bool = False) -> None:
         manifest = {**manifest, "version": MANIFEST_VERSION}
         payload = json.dumps(manifest, sort_keys=True, indent=1).encode()
-        _atomic_write(self.manifest_path(manifest["fork_id"]), payload, durable=durable)
+        path = self._inside(self.manifest_path(manifest["fork_id"]))
+        _atomic_write(path, payload, durable=durable)
         ensure_gitignore(self.root)  # forks/ never shows up in the user's git status
 
     def write_history(
         self, fork_id: str, name: str, payload: bytes, *, durable: bool = False
     ) -> None:
         """``payload`` is pydantic-ai's JSON of a message list (``ModelMessagesTypeAdapter``)."""
-        _atomic_write(self.history_path(fork_id, name), payload, durable=durable)
+        _atomic_write(self._inside(self.history_path(fork_id, name)), payload, durable=durable)
 
     # -- reading -------------------------------------------------------------------------
     def read_manifest(self, fork_id: str) -> dict[str, Any] | None:
