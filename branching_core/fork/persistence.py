@@ -7,6 +7,7 @@ A mixin of :class:`~branching_core.fork.coordinator.ForkCoordinator`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from dataclasses import asdict, replace
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 
 from pydantic_ai.messages import ModelMessage
 
+from branching_core.atomicio import is_atomic_temp
 from branching_core.fork.budget import BranchMeter
 from branching_core.fork.history import dumps_history, load_history
 from branching_core.fork.mirror import recover_mirrors
@@ -239,6 +241,8 @@ class Persistence(CoordinatorParts):
                     ws_branch = self.workspace.open_branch(data["workspace_branch_id"])
                 except Exception as exc:
                     self.recovery_errors.append(f"{data['label']}: workspace branch lost ({exc})")
+                else:
+                    _drop_torn_writes(ws_branch)
             raw = self.store.read_history(fork_id, data["branch_id"])
             rt = BranchRuntime(
                 branch_id=data["branch_id"],
@@ -294,3 +298,19 @@ def list_open_forks(workspace: Workspace | str | os.PathLike[str]) -> list[dict[
             log.warning("cannot sweep interrupted forks: %s", exc)
         return store.list_open()
     return ForkStore(Path(workspace)).list_open()
+
+
+def _drop_torn_writes(ws_branch: Any) -> list[str]:
+    """Remove what a process killed inside an atomic write left in a recovered branch.
+
+    ``write_file`` writes a temp file and renames it over the target; a kill between the
+    two leaves the temp file (never a torn target), which a merge would otherwise land in
+    the user's project. Only paths the branch created are looked at, so the cost is that
+    of the branch's own changes, not of the tree."""
+    dropped = []
+    for rel in ws_branch.changes().created:
+        if is_atomic_temp(os.path.basename(rel)):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                os.unlink(Path(ws_branch.path) / rel)
+                dropped.append(rel)
+    return dropped

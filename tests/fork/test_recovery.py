@@ -163,3 +163,24 @@ def test_a_starting_app_listing_open_forks_sweeps_a_killed_fork(project: Path) -
     assert [b for b in ws.list_branches() if b.durable], "the kill left no branch to sweep"
     assert list_open_forks(ws) == []
     assert [b for b in ws.list_branches() if b.durable] == []
+
+
+# A write_file killed between its temp file and the rename leaves atomicio's temp file in
+# the branch (here made by the branch's shell with the same name shape); recovery drops it,
+# so merging the recovered branch never lands it in the project (issue 12 item 12).
+CHILD_TORN = CHILD.replace(
+    'command="echo sh > a-shell.txt"',
+    'command="echo sh > a-shell.txt; printf torn > .fdtmp-0123456789ab"',
+)
+
+
+def test_a_torn_write_left_by_a_killed_process_is_not_merged(project: Path) -> None:
+    fork_id = run_until_ready_then_kill(CHILD_TORN, str(project))
+    [coord] = ForkCoordinator.recover(project, Agent(Scripted({}).model))
+    assert coord.fork_id == fork_id
+    assert not (coord.get_branch("a").path / ".fdtmp-0123456789ab").exists()
+    result = asyncio.run(coord.merge_or_select("pick:a"))
+    assert sorted(result.applied_paths) == ["a-shell.txt", "a.txt"]
+    assert sorted(p.name for p in project.iterdir() if p.name != ".pydantic-deep") == [
+        "README.txt", "a-shell.txt", "a.txt", "src"
+    ]
