@@ -208,7 +208,7 @@ class ChatSession:
         """``[model]``/``[fork.prices]`` settings with ``--base-url``/``--price`` applied."""
         from branching_core.agent.model_config import ModelConfig
 
-        return ModelConfig.from_settings(self.settings).with_overrides(
+        return ModelConfig.from_settings(self.settings, env=self.env).with_overrides(
             base_url=self.base_url, price=self.price
         )
 

@@ -38,6 +38,8 @@ File format (every key is optional; an absent key means its default)::
     base_url = "http://localhost:8080/v1"     # OpenAI-compatible server for every name
     openai_base_url = "http://localhost:8000/v1"   # where openai:NAME goes
     ollama_base_url = "http://localhost:11434/v1"  # where ollama:NAME goes
+    api_key_env = "VLLM_API_KEY"              # env variable holding the server's key
+                                              # (default FORKDECK_API_KEY)
     max_tokens = 4096                 # per request
     request_timeout = 300             # seconds for a whole request
     first_token_timeout = 120         # seconds until the first token
@@ -142,6 +144,7 @@ class Settings:
     openai_base_url: str | None = None
     ollama_base_url: str | None = None
     model_base_url: str | None = None
+    api_key_env: str | None = None
     max_tokens: int | None = None
     request_timeout: float | None = None
     first_token_timeout: float | None = None
@@ -278,6 +281,13 @@ def _model_name(value: object) -> str:
     )
 
 
+def _env_var_name(value: object) -> str:
+    """The *name* of an environment variable (the key itself never goes into the file)."""
+    if not isinstance(value, str) or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value) is None:
+        raise _Invalid(f"must name an environment variable (like VLLM_API_KEY), got {_show(value)}")
+    return value
+
+
 def _base_url(value: object) -> str:
     text = _text(value).strip()
     parts = urlsplit(text)
@@ -341,6 +351,7 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("openai_base_url", "model.openai_base_url", _base_url, True),
     _Field("ollama_base_url", "model.ollama_base_url", _base_url, True),
     _Field("model_base_url", "model.base_url", _base_url, True),
+    _Field("api_key_env", "model.api_key_env", _env_var_name, True),
     _Field("max_tokens", "model.max_tokens", _int_in(1, 10_000_000), True),
     _Field("request_timeout", "model.request_timeout", _positive, True),
     _Field("first_token_timeout", "model.first_token_timeout", _positive, True),

@@ -13,6 +13,7 @@ attribute names) by :meth:`ModelConfig.from_settings`; CLI flags override with
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,6 +69,9 @@ class ModelConfig:
     ollama_base_url: str | None = None
     """``[model] ollama_base_url``: where ``ollama:NAME`` goes (its OpenAI-compatible ``/v1``)."""
     api_key: str | None = None
+    """The key sent to OpenAI-compatible servers (vLLM ``--api-key``, a gateway): read from
+    the environment variable ``[model] api_key_env`` names, else ``FORKDECK_API_KEY``; the key
+    itself never goes into ``config.toml``, which is meant to be committed."""
     max_tokens: int | None = DEFAULT_MAX_TOKENS
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT_S
     first_token_timeout: float | None = DEFAULT_FIRST_TOKEN_TIMEOUT_S
@@ -87,8 +91,9 @@ class ModelConfig:
         return self.base_url or self.openai_base_url
 
     @classmethod
-    def from_settings(cls, settings: Any) -> ModelConfig:
-        """From ``Settings`` (or a mapping / object with the same names); absent keys: defaults."""
+    def from_settings(cls, settings: Any, env: Mapping[str, str] | None = None) -> ModelConfig:
+        """From ``Settings`` (or a mapping / object with the same names); absent keys: defaults.
+        ``env`` (default ``os.environ``) holds the server's API key (see ``api_key``)."""
 
         def get(name: str, default: Any = None) -> Any:
             if settings is None:
@@ -113,7 +118,7 @@ class ModelConfig:
             base_url=get("model_base_url") or get("base_url"),
             openai_base_url=get("openai_base_url"),
             ollama_base_url=get("ollama_base_url"),
-            api_key=get("api_key"),
+            api_key=get("api_key") or _env_key(get("api_key_env"), env),
             max_tokens=get("max_tokens", DEFAULT_MAX_TOKENS),
             request_timeout=get("request_timeout", DEFAULT_REQUEST_TIMEOUT_S),
             first_token_timeout=get("first_token_timeout", DEFAULT_FIRST_TOKEN_TIMEOUT_S),
@@ -165,3 +170,12 @@ __all__ = [
     "ModelConfig",
     "Price",
 ]
+
+
+API_KEY_ENV = "FORKDECK_API_KEY"
+
+
+def _env_key(name: str | None, env: Mapping[str, str] | None) -> str | None:
+    """The API key from the environment: the variable ``name``, else ``FORKDECK_API_KEY``."""
+    environ = os.environ if env is None else env
+    return environ.get(name or API_KEY_ENV) or None

@@ -156,3 +156,30 @@ def test_connect_model_names_the_missing_key() -> None:
 def test_server_push_queue_is_used(server: ScriptedServer) -> None:
     server.push(Reply.text("x"))
     assert server.queue and server.queue[0].chunks == ["x"]
+
+
+# -- a server that wants a key (vLLM --api-key, a gateway) --------------------------------------
+@pytest.mark.parametrize(
+    ("config", "env"),
+    [
+        ('api_key_env = "VLLM_API_KEY"\n', {"VLLM_API_KEY": "sk-local-123"}),
+        ("", {"FORKDECK_API_KEY": "sk-local-123"}),
+    ],
+)
+async def test_server_key_comes_from_the_environment(
+    root: Path, server: ScriptedServer, config: str, env: dict[str, str]
+) -> None:
+    write_config(root, f'[model]\nbase_url = "{server.url}"\ndefault = "scripted-model"\n{config}')
+    session = await prepared(root, env=env)
+    assert not is_offline(session.model), session.notices
+    output, _ = await turn(session, "hi")
+    assert output == "Hello from the server."
+    assert server.authorizations[-1] == "Bearer sk-local-123"
+    assert "sk-local-123" not in (root / ".pydantic-deep" / "config.toml").read_text()
+
+
+def test_api_key_env_must_name_a_variable(root: Path) -> None:
+    write_config(root, '[model]\napi_key_env = "sk-this-is-a-key"\n')
+    loaded = load_settings(root)
+    assert loaded.settings.api_key_env is None
+    assert any("model.api_key_env" in str(problem) for problem in loaded.problems)

@@ -100,6 +100,7 @@ class ScriptedServer:
         self.interrupt = interrupt
         self.default = default or Reply.text("Hello", " from", " the server.")
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []  # each POST's Authorization header
         self.queue: list[Reply] = []
         self.handler: Callable[[dict[str, Any]], Reply] | None = None
         self.max_in_flight = 0
@@ -177,6 +178,8 @@ class ScriptedServer:
                     self._json(404, {"error": {"message": f"no route {self.path}"}})
 
             def do_POST(self) -> None:
+                with server._lock:
+                    server.authorizations.append(self.headers.get("Authorization"))
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b"{}"
                 try:
