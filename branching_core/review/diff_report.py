@@ -261,9 +261,10 @@ def build_diff_report(
         for rt in runtimes
         if getattr(rt, "ws_branch", None) is not None and getattr(rt.ws_branch, "is_open", True)
     ]
-    if parent_path is None:
-        parent_path = live[0].ws_branch.parent.path if live else "."
-    parent_dir = os.fspath(parent_path)
+    if parent_path is not None:
+        parent_dir = os.fspath(parent_path)
+    else:
+        parent_dir = os.fspath(live[0].ws_branch.parent.path) if live else "."
     labels = {rt.branch_id: rt.label for rt in live}
 
     parent_cache: dict[str, _Blob | None] = {}
