@@ -124,7 +124,7 @@ class CommandBranch(_spawn.SpawnedProcessView):
             raise
         main = _command_main(self.argv, dict(os.environ if env is None else env))
         try:
-            self._b = _spawn.spawn(
+            self._branch = _spawn.spawn(
                 plan, cgroups, main, close_fds=True, on_output=on_output,
                 capture_fds=capture, pass_fds=passed, max_output=max_output,
             )
