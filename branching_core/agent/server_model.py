@@ -134,7 +134,7 @@ class ServerModel(WrapperModel):
         if self.config.request_timeout and "timeout" not in merged:
             merged["timeout"] = float(self.config.request_timeout)
         merged.setdefault("max_retries", 1)
-        return ModelSettings(**merged)  # type: ignore[typeddict-item]
+        return ModelSettings(**merged)
 
     def _fd_slot(self) -> asyncio.Semaphore | None:
         return _limiter(self.server, self.config.max_concurrent_requests)
@@ -307,7 +307,7 @@ class _ServedStream(StreamedResponse):
         return self._current.timestamp
 
     @property
-    def usage(self) -> Any:  # type: ignore[override]
+    def usage(self) -> Any:
         usage = self._current.usage
         if self._finished and usage_unmeasured(usage):
             return estimate_usage(self._messages, self._current.get())

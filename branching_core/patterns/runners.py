@@ -73,11 +73,11 @@ class LocalSession:
 
     def start(self, job: Any, branch: Any, mode: str, limits: Any) -> Handle:
         if job.start is not None:
-            return job.start(branch)  # type: ignore[no-any-return]
+            return job.start(branch)
         assert job.fn is not None
         launch = getattr(job.fn, "launch", None)
         if launch is not None:  # a command candidate (the CLI's): it runs itself
-            return launch(branch)  # type: ignore[no-any-return]
+            return launch(branch)
         if mode == "sandbox":
             return SandboxHandle(job.fn, branch.path, limits)
         if mode == "fork":
