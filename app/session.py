@@ -330,7 +330,7 @@ class ChatSession:
             )
         coordinator = self.new_coordinator()
         strategy = MergeStrategy(
-            kind=self.settings.merge_strategy,  # type: ignore[arg-type]
+            kind=self.settings.merge_strategy,
             confidence_threshold=self.settings.confidence_threshold,
         )
         with self.busy(f"spawning {len(specs)} branch{'es' if len(specs) != 1 else ''}"):
