@@ -11,6 +11,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from app.session import ChatSession
     from branching_core.fork import MergeResult
 
@@ -43,7 +45,7 @@ def test_line(result: Any) -> str:
     return line + (f", {bad} failed" if bad else "")
 
 
-def merge_summary(result: MergeResult) -> tuple[str, str]:
+def merge_summary(result: MergeResult) -> tuple[str, SeverityLevel]:
     """The notice after a merge and its severity: what landed, what did not, and whether
     the branch's conversation became the chat's."""
     written = len(result.applied_paths)

@@ -24,6 +24,8 @@ from app.merge_support import MergeConflict, build_report, merge_summary, test_l
 from branching_core.config import ConfigProblem, Settings, SettingsStore
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from branching_core.fork import BranchSpec, ForkCoordinator, MergeResult
     from branching_core.workspace import Workspace
 
@@ -92,7 +94,7 @@ class StartupNotice:
     """Something the user must read at start: ``severity`` follows Textual's notify."""
 
     message: str
-    severity: str = "information"
+    severity: SeverityLevel = "information"
 
 
 @dataclass
@@ -330,7 +332,7 @@ class ChatSession:
             )
         coordinator = self.new_coordinator()
         strategy = MergeStrategy(
-            kind=self.settings.merge_strategy,  # type: ignore[arg-type]
+            kind=self.settings.merge_strategy,
             confidence_threshold=self.settings.confidence_threshold,
         )
         with self.busy(f"spawning {len(specs)} branch{'es' if len(specs) != 1 else ''}"):

@@ -15,7 +15,10 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
 
 SHELL_TIMEOUT_S = 60.0
 SHELL_OUTPUT_LIMIT = 4000
@@ -47,7 +50,7 @@ def branch_target(coordinator: Any, label: str) -> ShellTarget:
 
 async def run_shell_command(
     target: ShellTarget, command: str, on_line: Callable[[str], None] | None = None
-) -> tuple[str, str]:
+) -> tuple[str, SeverityLevel]:
     """Run ``command``; returns ``(text, severity)`` for the notice that reports it.
 
     ``on_line`` gets each output line as it arrives (the fork view's log strip shows them

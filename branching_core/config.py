@@ -98,7 +98,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import tomli_w
@@ -112,7 +112,8 @@ CONFIG_DIR = STATE_DIR
 CONFIG_FILE = "config.toml"
 
 BACKENDS = ("auto", "overlay", "reflink", "copy")
-MERGE_STRATEGIES = ("manual", "auto", "auto_with_fallback", "vote")
+MergeStrategyName = Literal["manual", "auto", "auto_with_fallback", "vote"]
+MERGE_STRATEGIES: tuple[MergeStrategyName, ...] = get_args(MergeStrategyName)
 #: Model names accepted without a ``provider:`` prefix (pydantic-ai's built-in test model
 #: and forkdeck's offline stub); everything else must name its provider.
 BARE_MODEL_NAMES = frozenset({"offline", "test"})
@@ -155,7 +156,7 @@ class Settings:
     keep_artifacts: bool = False
     test_command: str | None = None
     test_timeout_s: float = 60.0
-    merge_strategy: str = "manual"
+    merge_strategy: MergeStrategyName = "manual"
     confidence_threshold: float = 0.8
     auto_tune_threshold: bool = False
     difftool: str | None = None
@@ -992,6 +993,7 @@ __all__ = [
     "MERGE_STRATEGIES",
     "BudgetKind",
     "ConfigProblem",
+    "MergeStrategyName",
     "SaveResult",
     "Settings",
     "SettingsLoad",

@@ -91,7 +91,7 @@ class ApprovalRow(Static):
         modal = self.screen
         if isinstance(modal, ApprovalModal):
             modal.cursor = self.index
-            modal.action_toggle()
+            modal.action_toggle_decision()
 
 
 class ApprovalModal(ModalScreen[dict[str, bool]]):
@@ -103,7 +103,7 @@ class ApprovalModal(ModalScreen[dict[str, bool]]):
         Binding("down,j", "move(1)", "Down", show=False),
         Binding("y", "decide(True)", "Approve"),
         Binding("n", "decide(False)", "Deny"),
-        Binding("space", "toggle", "Toggle"),
+        Binding("space", "toggle_decision", "Toggle"),
         Binding("a", "approve_all", "Approve all"),
         Binding("enter", "submit", "Submit"),
         Binding("escape", "deny_all", "Deny all"),
@@ -168,7 +168,7 @@ class ApprovalModal(ModalScreen[dict[str, bool]]):
             if self.cursor < len(rows) - 1:
                 self.action_move(1)
 
-    def action_toggle(self) -> None:
+    def action_toggle_decision(self) -> None:
         rows = self.rows
         if rows:
             row = rows[self.cursor]

@@ -45,8 +45,12 @@ class ConfirmModal(ModalScreen[bool]):
         self.yes_label = yes_label
         self.no_label = no_label
         self.default = default
-        if default:
-            self.AUTO_FOCUS = "#yes"
+
+    def on_mount(self) -> None:
+        # AUTO_FOCUS is a class-wide setting; a per-instance default focuses here instead
+        # (the screen's auto-focus then sees a focused widget and leaves it alone).
+        if self.default:
+            self.set_focus(self.query_one("#yes", Button))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):

@@ -26,6 +26,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer
 
@@ -204,7 +205,7 @@ class ChatScreen(Screen[None]):
         )
 
     def notice(
-        self, text: str, severity: str = "information", *, toast: bool | None = None
+        self, text: str, severity: SeverityLevel = "information", *, toast: bool | None = None
     ) -> None:
         """Say something in the transcript (and as a toast, by default for warnings and errors).
 
@@ -219,7 +220,7 @@ class ChatScreen(Screen[None]):
         if toast is None:
             toast = severity in ("warning", "error")
         if toast:
-            self.notify(text.splitlines()[0], severity=severity, markup=False)  # type: ignore[arg-type]
+            self.notify(text.splitlines()[0], severity=severity, markup=False)
 
     @contextlib.contextmanager
     def busy(self, what: str) -> Iterator[None]:
@@ -511,14 +512,15 @@ class ChatScreen(Screen[None]):
         if self.shell_task is not None and not self.shell_task.done():
             self.notice("a !command is running: wait for it, or esc to stop it", "warning")
             return
-        label = self.fork_area.active_label if self.fork_area is not None else None
-        if label is not None and self.session.coordinator is not None:
+        area = self.fork_area
+        label = area.active_label if area is not None else None
+        if area is not None and label is not None and self.session.coordinator is not None:
             try:
                 target = branch_target(self.session.coordinator, label)
             except ValueError as exc:
                 self.notice(str(exc), "error")
                 return
-            self.fork_area.panel(label).add_note(f"$ {command}")  # type: ignore[union-attr]
+            area.panel(label).add_note(f"$ {command}")
         else:
             target = ShellTarget(self.session.root)
         self.messages.add_user(f"!{command}")
@@ -632,9 +634,10 @@ class ChatScreen(Screen[None]):
 
     def cmd_copy(self, command: Slash) -> None:
         """The chat's last answer; on a branch tab, that branch's whole transcript."""
-        label = self.fork_area.active_label if self.fork_area is not None else None
-        if label is not None:
-            panel = self.fork_area.panel(label)  # type: ignore[union-attr]
+        area = self.fork_area
+        label = area.active_label if area is not None else None
+        if area is not None and label is not None:
+            panel = area.panel(label)
             text, what = panel.transcript_text + panel.pending_text, f"branch {label}'s transcript"
         else:
             text, what = self.messages.last_assistant_text(), "the last answer"
@@ -935,8 +938,9 @@ class ChatScreen(Screen[None]):
             return
         paths = self._diff_paths()
         difftool = self.session.settings.difftool
-        if paths is not None:
-            labels = [s.label for s in self.session.coordinator.inspect_branches()]  # type: ignore[union-attr]
+        coordinator = self.session.coordinator
+        if paths is not None and coordinator is not None:  # a mirror exists only for a fork
+            labels = [s.label for s in coordinator.inspect_branches()]
             if path is not None:
                 entry = next(e for e in report.paths if e.path == path and e.touched_by)
                 parent, branch_files = paths.for_entry(entry, labels)

@@ -84,7 +84,7 @@ class ChatInput(TextArea):
         self.move_cursor(self.document.end)
 
     # -- keys, in arrival order -------------------------------------------------------------
-    def check_consume_key(self, key: str, character: str | None) -> bool:
+    def check_consume_key(self, key: str, character: str | None = None) -> bool:
         # Textual drops bindings of ancestors for keys the focused widget would consume.
         if key in self.passthrough_keys:
             return False

@@ -84,8 +84,8 @@ class StatusBar(Static):
 
     DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__("", markup=False, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__("", markup=False, id=id, classes=classes)
         self.info: StatusInfo | None = None
         self.busy: str | None = None
         self._busy_since = 0.0

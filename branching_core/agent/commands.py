@@ -307,12 +307,9 @@ class SandboxCommandRunner:
         timeout: float,
         on_output: OutputCallback | None,
     ) -> CommandOutcome:
-        from branching_core import sandbox  # lazy: the agent layer must load without it
+        # lazy: the agent layer must load without the sandbox layer
+        from branching_core.sandbox import run_command_async
 
-        run_async = getattr(sandbox, "run_command_async", None)
-        run_sync = getattr(sandbox, "run_command", None)
-        if run_async is None and run_sync is None:
-            raise ImportError("branching_core.sandbox provides no run_command")
         loop = asyncio.get_running_loop()
         forward = _LoopForwarder(loop, on_output) if on_output is not None else None
         kwargs: dict[str, Any] = {
@@ -323,11 +320,8 @@ class SandboxCommandRunner:
             "max_output": self.capture_chars,
             "expose_secrets": self.expose_secrets,
         }
-        if run_async is not None:
-            # preferred: cancelling the awaiting task (a terminated branch) kills the sandbox
-            result = await run_async(command, cwd, **kwargs)
-        else:
-            result = await asyncio.to_thread(run_sync, command, cwd, **kwargs)
+        # cancelling the awaiting task (a terminated branch) kills the sandbox
+        result = await run_command_async(command, cwd, **kwargs)
         return CommandOutcome(
             exit_code=result.exit_code,
             stdout=result.stdout,

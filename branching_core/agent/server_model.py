@@ -134,7 +134,7 @@ class ServerModel(WrapperModel):
         if self.config.request_timeout and "timeout" not in merged:
             merged["timeout"] = float(self.config.request_timeout)
         merged.setdefault("max_retries", 1)
-        return ModelSettings(**merged)  # type: ignore[typeddict-item]
+        return ModelSettings(**merged)
 
     def _fd_slot(self) -> asyncio.Semaphore | None:
         return _limiter(self.server, self.config.max_concurrent_requests)
@@ -270,24 +270,26 @@ class _Clock:
         return "request_timeout" if self.first_seen else "first_token_timeout"
 
 
-@dataclass
+@dataclass(kw_only=True)  # keyword-only: the required fields may follow the base's defaults
 class _ServedStream(StreamedResponse):
     """The stream handed to the agent: forwards one attempt's events, retries a cut stream once,
     enforces the deadlines and the branch budget, estimates missing usage."""
 
-    _owner: ServerModel = field(default=None, repr=False)  # type: ignore[assignment]
+    _owner: ServerModel = field(repr=False)
     _messages: list[ModelMessage] = field(default_factory=list, repr=False)
     _open: Any = None
     _attempt_stack: AsyncExitStack | None = None
-    _current: StreamedResponse = field(default=None, repr=False)  # type: ignore[assignment]
-    _clock: _Clock = field(default=None, repr=False)  # type: ignore[assignment]
+    _current: StreamedResponse = field(repr=False)
+    _clock: _Clock = field(repr=False)
     _output_chars: int = 0
     _prior_attempts: int = 0
     _input_tokens: int | None = None
     _cut_notified: bool = False
 
+    # A property over the base's cached_property: the parts manager is the live attempt's,
+    # and a retry replaces the attempt, so it must not be cached here.
     @property
-    def _parts_manager(self) -> Any:  # type: ignore[override]
+    def _parts_manager(self) -> Any:  # type: ignore[override]  # see the comment above
         return self._current._parts_manager
 
     @property
@@ -307,7 +309,7 @@ class _ServedStream(StreamedResponse):
         return self._current.timestamp
 
     @property
-    def usage(self) -> Any:  # type: ignore[override]
+    def usage(self) -> Any:
         usage = self._current.usage
         if self._finished and usage_unmeasured(usage):
             return estimate_usage(self._messages, self._current.get())

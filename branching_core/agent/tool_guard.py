@@ -17,7 +17,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic_ai import ToolFailed
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
@@ -68,7 +68,7 @@ def guard_tool(func: F) -> F:
                 raise _failure(name, exc) from None
             return printable(result) if isinstance(result, str) else result
 
-        return async_wrapper  # type: ignore[return-value]
+        return cast(F, async_wrapper)  # functools.wraps keeps func's signature
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -82,7 +82,7 @@ def guard_tool(func: F) -> F:
             raise _failure(name, exc) from None
         return printable(result) if isinstance(result, str) else result
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps keeps func's signature
 
 
 __all__ = ["guard_tool", "printable"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from branching_core.cli import models, patterns, run, status
 from branching_core.cli._common import UsageError, add_common, error
@@ -19,7 +20,7 @@ from branching_core.errors import BranchingError
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
 
 

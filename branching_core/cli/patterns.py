@@ -64,10 +64,10 @@ def _execute(args: argparse.Namespace, pattern: Any, ws: Any,
              labels: dict[int, str]) -> SpeculationOutcome:
     live = sys.stderr.isatty() and not args.json
     if not live:
-        return pattern(ws)  # type: ignore[no-any-return]
+        return pattern(ws)
     with LiveView(labels) as view:
         pattern.progress = view.update
-        return pattern(ws)  # type: ignore[no-any-return]
+        return pattern(ws)
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:

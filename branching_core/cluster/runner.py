@@ -24,7 +24,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 from branching_core.cluster import delta as delta_mod
 from branching_core.cluster._ray import import_ray
@@ -33,6 +33,24 @@ from branching_core.cluster.snapshot import Snapshot, pack, take
 from branching_core.cluster.task import ShippedSnapshot, TaskReport, run_candidate, sweep_node
 from branching_core.errors import BranchingError, ConflictError
 from branching_core.patterns._proc import CandidateTimeout
+
+
+class _TaskEvent(Protocol):
+    """The two fields of Ray's ``TaskState`` read here.
+
+    Why not ``TaskState`` itself: Ray declares it with pydantic's ``dataclass(init=<expr>)``,
+    whose overloads make type checkers see a bare ``PydanticDataclass`` with no fields.
+    """
+
+    start_time_ms: int | None
+    node_id: str | None
+
+
+def _task_events(found: object) -> list[_TaskEvent]:
+    """``get_task``'s answer (one state, a list of attempts, or None) as a list."""
+    states = found if isinstance(found, list) else [found]
+    return [cast(_TaskEvent, s) for s in states if s is not None]
+
 
 LOCATE_WITHIN = 3.0
 
@@ -179,8 +197,7 @@ class RemoteHandle:
             found = get_task(self.ref.task_id().hex(), timeout=2)
         except Exception:
             return None
-        states = found if isinstance(found, list) else [found]
-        starts = [s.start_time_ms for s in states if s is not None and s.start_time_ms]
+        starts = [s.start_time_ms for s in _task_events(found) if s.start_time_ms]
         return time.time() - max(starts) / 1000 if starts else None
 
     def _node_from_state_api(self) -> str | None:
@@ -198,8 +215,7 @@ class RemoteHandle:
                 found = get_task(self.ref.task_id().hex(), timeout=2)
             except Exception:
                 return None
-            states = found if isinstance(found, list) else [found]
-            nodes = [s.node_id for s in states if s is not None and s.node_id]
+            nodes = [s.node_id for s in _task_events(found) if s.node_id]
             if nodes or time.monotonic() > end:
                 return nodes[-1] if nodes else None
             time.sleep(0.1)

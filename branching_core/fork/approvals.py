@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
+from pydantic_ai.tools import DeferredToolApprovalResult
 
 from branching_core.fork import events as ev
 from branching_core.fork.options import ApprovalPolicy
@@ -83,7 +84,7 @@ class Approvals(CoordinatorParts):
         unknown = set(decisions) - {c.tool_call_id for c in rt.pending_approvals}
         if unknown:
             raise ValueError(f"no pending tool call with id {sorted(unknown)[0]!r}")
-        answers: dict[str, bool | ToolDenied] = {}
+        answers: dict[str, bool | DeferredToolApprovalResult] = {}
         for call in rt.pending_approvals:
             answer = decisions.get(call.tool_call_id, False)
             if answer is True:

@@ -16,6 +16,7 @@ running it with no cap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic_ai.messages import ModelResponse
 
@@ -67,14 +68,15 @@ class BranchMeter:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object] | None) -> BranchMeter:
+    def from_json(cls, data: dict[str, Any] | None) -> BranchMeter:
+        """From the JSON the manifest holds (missing or null fields read as zero)."""
         data = data or {}
         return cls(
-            cost_usd=float(data.get("cost_usd", 0.0) or 0.0),  # type: ignore[arg-type]
+            cost_usd=float(data.get("cost_usd", 0.0) or 0.0),
             cost_known=bool(data.get("cost_known", True)),
-            requests=int(data.get("requests", 0) or 0),  # type: ignore[call-overload]
-            input_tokens=int(data.get("input_tokens", 0) or 0),  # type: ignore[call-overload]
-            output_tokens=int(data.get("output_tokens", 0) or 0),  # type: ignore[call-overload]
+            requests=int(data.get("requests", 0) or 0),
+            input_tokens=int(data.get("input_tokens", 0) or 0),
+            output_tokens=int(data.get("output_tokens", 0) or 0),
             price_error=str(data["price_error"]) if data.get("price_error") else None,
         )
 

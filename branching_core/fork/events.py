@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from branching_core.fork.types import BranchState
+
 
 @dataclass(frozen=True)
 class ForkEvent:
@@ -24,7 +26,7 @@ class ForkCreated(ForkEvent):
 class BranchStateChanged(ForkEvent):
     branch_id: str = ""
     label: str = ""
-    state: str = ""
+    state: BranchState = "running"
     error: str | None = None
 
 

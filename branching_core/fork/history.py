@@ -13,7 +13,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    UserPromptPart,
+)
 
 from branching_core.agent.history import trim_unanswered_tool_calls
 
@@ -45,7 +50,7 @@ def prompts_in(messages: Sequence[ModelMessage]) -> list[str]:
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
-                if getattr(part, "part_kind", None) == "user-prompt":
+                if isinstance(part, UserPromptPart):
                     content = part.content
                     texts.append(
                         content if isinstance(content, str) else json.dumps(content, default=str)

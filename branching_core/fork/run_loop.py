@@ -93,6 +93,10 @@ class RunLoop(CoordinatorParts):
         if self.provide_workspace_tools:
             from branching_core.agent import create_workspace_toolset
 
+            if rt.path is None:
+                # a recovered branch whose workspace branch was lost: it has nothing to edit
+                raise RuntimeError(f"branch {rt.label} has no workspace (lost on recovery)")
+
             toolset: Any = create_workspace_toolset(rt.path, command_runner=self.command_runner)
             if self.approval_required is not None:
                 needs = self.approval_required

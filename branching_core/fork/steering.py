@@ -22,14 +22,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+
 log = logging.getLogger(__name__)
 
 
 def _user_texts(messages: Sequence[Any]) -> Counter[str]:
     texts: Counter[str] = Counter()
     for message in messages:
-        for part in getattr(message, "parts", ()):
-            if getattr(part, "part_kind", "") == "user-prompt" and isinstance(part.content, str):
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
                 texts[part.content] += 1
     return texts
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import RunContext, ToolFailed
 from pydantic_ai.toolsets import FunctionToolset
 
@@ -24,6 +24,7 @@ from branching_core.fork.types import (
     BranchStatus,
     ForkBranchLimitError,
     ForkDepthLimitError,
+    IsolationMode,
     MergeStrategy,
 )
 
@@ -45,6 +46,26 @@ class BranchSpecArg(BaseModel):
     model: str | None = Field(default=None, description="Optional model for this branch.")
     budget_usd: float | None = Field(default=None, description="Optional spending cap in USD.")
     extra_instructions: str | None = Field(default=None, description="Optional extra instructions.")
+
+
+class IsolationArg(BaseModel):
+    """``BranchIsolation`` overrides as the model may send them.
+
+    Why a model of its own: the Literal values reach the tool's JSON schema, and a bad value
+    is a validation error the model is asked to retry, not a ``str`` passed on unchecked.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    history: Literal["copy"] = "copy"
+    backend: IsolationMode = "copy"
+    memory: IsolationMode = "copy"
+    todos: IsolationMode = "copy"
+    message_queue: IsolationMode = "isolated"
+    team_bus: IsolationMode = "shared"
+
+    def to_isolation(self) -> BranchIsolation:
+        return BranchIsolation(**self.model_dump(exclude_unset=True))
 
 
 def _status_dict(status: BranchStatus) -> dict[str, Any]:
@@ -95,7 +116,7 @@ def create_fork_toolset(
         ctx: RunContext[Any],
         specs: list[BranchSpecArg],
         aggregate_budget_usd: float | None = None,
-        isolation: dict[str, str] | None = None,
+        isolation: IsolationArg | None = None,
         strategy: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Fork this run into parallel branches, each going on from here in its own workspace copy.
@@ -112,7 +133,7 @@ def create_fork_toolset(
             handle = await coord.fork(
                 [BranchSpec(**s.model_dump()) for s in specs],
                 parent_history=list(ctx.messages),
-                isolation=BranchIsolation(**isolation) if isolation else None,
+                isolation=isolation.to_isolation() if isolation is not None else None,
                 strategy=MergeStrategy(**strategy) if strategy else None,
                 aggregate_budget_usd=aggregate_budget_usd,
             )

@@ -279,7 +279,7 @@ class Runner:
         return "thread"
 
     def _start(self, att: Attempt, race: bool) -> Handle:
-        return self.session.start(att.job, att.branch, self._mode(race), self.limits)  # type: ignore[no-any-return]
+        return self.session.start(att.job, att.branch, self._mode(race), self.limits)
 
     def _budget(self, att: Attempt) -> float | None:
         limits = []

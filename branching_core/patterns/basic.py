@@ -117,7 +117,7 @@ def _bind(task: Any, wrapper: Callable[..., Any], *args: Any) -> Callable[[Path]
     (``bind_candidate``), so they become its environment instead of Python arguments."""
     binder = getattr(task, "bind_candidate", None)
     if binder is not None:
-        return binder(*args)  # type: ignore[no-any-return]
+        return binder(*args)
     return partial(wrapper, task, *args)
 
 

@@ -28,18 +28,23 @@ class RunSession(Protocol):
 
     def branch(self, owner: Any, name: str) -> Any:
         """A new branch named ``name`` under ``owner`` (the parent or a kept branch)."""
+        ...
 
     def branch_many(self, parent: Any, names: Sequence[str]) -> list[Any] | None:
         """All of ``names`` at once under ``parent``, or ``None`` to make them one by one."""
+        ...
 
     def start(self, job: Any, branch: Any, mode: str, limits: Any) -> Handle:
         """Start ``job`` (a ``_runner.Job``) in ``branch``; ``mode`` is thread/fork/sandbox."""
+        ...
 
     def evaluate(self, evaluate: Evaluate, branch: Any) -> float:
         """The pattern's ``evaluate`` applied to a finished candidate's tree."""
+        ...
 
     def close(self) -> None:
         """Release what the session holds (nothing of ours may keep running)."""
+        ...
 
 
 @runtime_checkable
@@ -52,6 +57,7 @@ class Runner(Protocol):
     ) -> RunSession:
         """``timeout`` per candidate, ``deadline`` (monotonic) for the whole call, and the
         pattern's ``evaluate``, for runners that must score where the tree is."""
+        ...
 
 
 class LocalSession:
@@ -67,11 +73,11 @@ class LocalSession:
 
     def start(self, job: Any, branch: Any, mode: str, limits: Any) -> Handle:
         if job.start is not None:
-            return job.start(branch)  # type: ignore[no-any-return]
+            return job.start(branch)
         assert job.fn is not None
         launch = getattr(job.fn, "launch", None)
         if launch is not None:  # a command candidate (the CLI's): it runs itself
-            return launch(branch)  # type: ignore[no-any-return]
+            return launch(branch)
         if mode == "sandbox":
             return SandboxHandle(job.fn, branch.path, limits)
         if mode == "fork":

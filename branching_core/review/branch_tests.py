@@ -42,7 +42,7 @@ from branching_core.review.runner_output import (
     parse_jest_json,
     parse_junit_counts,
 )
-from branching_core.review.types import BranchTestResult
+from branching_core.review.types import BranchTestResult, TestSource
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,9 @@ def parse_junit(data: bytes) -> RunnerCounts | None:
     return parse_junit_counts(data)
 
 
-def parse_counts(junit: bytes, json_report: bytes, stdout: str) -> tuple[RunnerCounts, str] | None:
+def parse_counts(
+    junit: bytes, json_report: bytes, stdout: str
+) -> tuple[RunnerCounts, TestSource] | None:
     """The first runner output that parses, and its ``source`` name (order: module doc)."""
     counts = parse_junit_counts(junit)
     if counts is not None:
@@ -141,7 +143,7 @@ def result_from(
         counts, source = parsed
         return BranchTestResult(
             **base,
-            source=source,  # type: ignore[arg-type]
+            source=source,
             passed=counts.passed,
             failed=counts.failures,
             errors=counts.errors,

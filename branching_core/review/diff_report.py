@@ -61,6 +61,12 @@ class _Blob:
         return None if self.is_binary else self.data.decode("utf-8", "replace")
 
 
+def _lines(blob: _Blob | None) -> list[str]:
+    """A text blob's lines for difflib (an absent file has none; binaries never get here)."""
+    text = blob.text() if blob is not None else None
+    return text.splitlines(keepends=True) if text is not None else []
+
+
 def _read_blob(path: str) -> _Blob | None:
     """The file at ``path`` (a symlink counts as its target string), or ``None`` if absent.
 
@@ -133,8 +139,7 @@ def render_diff(
         return f"{header}{before}{placeholder(new)}", 0
     if old is not None and new is not None and old.sha256 == new.sha256:
         return header, 0
-    a = old.text().splitlines(keepends=True) if old is not None else []  # type: ignore[union-attr]
-    b = new.text().splitlines(keepends=True) if new is not None else []  # type: ignore[union-attr]
+    a, b = _lines(old), _lines(new)
     lines = list(
         difflib.unified_diff(
             a,
@@ -261,9 +266,10 @@ def build_diff_report(
         for rt in runtimes
         if getattr(rt, "ws_branch", None) is not None and getattr(rt.ws_branch, "is_open", True)
     ]
-    if parent_path is None:
-        parent_path = live[0].ws_branch.parent.path if live else "."
-    parent_dir = os.fspath(parent_path)
+    if parent_path is not None:
+        parent_dir = os.fspath(parent_path)
+    else:
+        parent_dir = os.fspath(live[0].ws_branch.parent.path) if live else "."
     labels = {rt.branch_id: rt.label for rt in live}
 
     parent_cache: dict[str, _Blob | None] = {}

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from select import POLLHUP, POLLIN
 from select import poll as select_poll
+from typing import NoReturn
 
 from branching_core.errors import ForkError, NamespaceError, ResourceLimitError
 from branching_core.sandbox import _syscalls as sc
@@ -113,7 +114,7 @@ def parse_record(data: bytes) -> tuple[bytes, list[bytes]]:
     return tag, parts
 
 
-def _setup_failure(fd: int, kind: str, message: str) -> None:
+def _setup_failure(fd: int, kind: str, message: str) -> NoReturn:
     with contextlib.suppress(OSError):
         write_record(fd, TAG_SETUP, kind.encode(), message.encode("utf-8", "replace"))
     os._exit(125)
@@ -131,7 +132,7 @@ def _keeper(
     lifeline_r: int,
     close_fds: bool,
     child_main: ChildMain,
-) -> None:
+) -> NoReturn:
     """Body of the keeper process; never returns."""
     try:
         os.setsid()  # out of the caller's terminal job: a ^C is the caller's to decide
@@ -218,7 +219,7 @@ def _close_all_but(keep: set[int]) -> None:
     os.closerange(prev, 1 << 20)
 
 
-def _init(plan: SandboxPlan, result_w: int, lifeline_r: int, child_main: ChildMain) -> None:
+def _init(plan: SandboxPlan, result_w: int, lifeline_r: int, child_main: ChildMain) -> NoReturn:
     """Body of the pid-namespace init; never returns."""
     try:
         sc.prctl(sc.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -408,10 +409,16 @@ class SpawnedBranch:
 class SpawnedProcessView:
     """What every sandboxed branch exposes about its process, whatever it runs.
 
-    Subclasses provide ``_b``, the ``SpawnedBranch`` they drive.
+    Subclasses set ``_branch`` to the ``SpawnedBranch`` they drive when they start it.
     """
 
-    _b: SpawnedBranch
+    _branch: SpawnedBranch | None = None
+
+    @property
+    def _b(self) -> SpawnedBranch:
+        if self._branch is None:
+            raise RuntimeError(f"{type(self).__name__} has not been started")
+        return self._branch
 
     @property
     def pid(self) -> int:

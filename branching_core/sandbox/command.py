@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 from branching_core.sandbox import _spawn
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
@@ -124,7 +125,7 @@ class CommandBranch(_spawn.SpawnedProcessView):
             raise
         main = _command_main(self.argv, dict(os.environ if env is None else env))
         try:
-            self._b = _spawn.spawn(
+            self._branch = _spawn.spawn(
                 plan, cgroups, main, close_fds=True, on_output=on_output,
                 capture_fds=capture, pass_fds=passed, max_output=max_output,
             )
@@ -235,18 +236,19 @@ def run_command(
 async def run_command_async(
     command: str | Sequence[str],
     workspace: str | os.PathLike[str],
-    **kwargs: object,
+    *,
+    timeout: float | None = None,
+    **kwargs: Any,
 ) -> CommandResult:
     """``run_command`` for asyncio callers; cancelling the task kills the sandbox.
 
     Forking happens in the event loop's thread (the child is isolated right away);
     only the waiting runs in a worker thread, so a cancelled task aborts the tree.
     """
-    timeout = kwargs.pop("timeout", None)
-    branch = CommandBranch(command, workspace, **kwargs)  # type: ignore[arg-type]
+    branch = CommandBranch(command, workspace, **kwargs)
     try:
         try:
-            code = await asyncio.to_thread(branch.wait, timeout)  # type: ignore[arg-type]
+            code = await asyncio.to_thread(branch.wait, timeout)
         except TimeoutError:
             code = branch.exit_code if branch.exit_code is not None else -signal.SIGKILL
     except BaseException:

@@ -111,11 +111,6 @@ class BranchContext(_spawn.SpawnedProcessView):
             raise
 
     @property
-    def _b(self) -> _spawn.SpawnedBranch:
-        assert self._branch is not None
-        return self._branch
-
-    @property
     def exit_code(self) -> int | None:
         """The exit status once finished: a negative number is the killing signal."""
         if not self._b.done.is_set():

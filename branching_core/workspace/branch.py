@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Self
 
 from branching_core.errors import (
     AbortError,
@@ -172,7 +172,7 @@ class Branch(_Node):
     @classmethod
     def _create(
         cls, parent: _Node, name: str, on_success: OnSuccess, on_error: OnError, *, durable: bool
-    ) -> Branch:
+    ) -> Self:
         return cls._create_many(parent, [name], on_success, on_error, durable=durable)[0]
 
     @classmethod
@@ -184,7 +184,7 @@ class Branch(_Node):
         on_error: OnError,
         *,
         durable: bool,
-    ) -> list[Branch]:
+    ) -> list[Self]:
         ws = parent.workspace
         store = ws._store
         ids = [store.new_branch_id() for _ in names]

@@ -12,7 +12,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from branching_core.workspace.fsutil import lstat_or_none
 
@@ -39,8 +39,8 @@ class Op:
         return {k: v for k, v in self.__dict__.items() if v is not None and v is not False}
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> Op:
-        return cls(**data)  # type: ignore[arg-type]
+    def from_json(cls, data: dict[str, Any]) -> Op:
+        return cls(**data)
 
 
 def ordered(ops: Iterable[Op]) -> list[Op]:

@@ -28,8 +28,8 @@ class MountHelper:
         try:
             self._proc = subprocess.Popen(
                 [python, "-I", "-S", "-c", _HELPER_SOURCE],
-                stdin=child_sock,
-                stdout=child_sock,
+                stdin=child_sock.fileno(),
+                stdout=child_sock.fileno(),
                 stderr=subprocess.DEVNULL,
                 close_fds=True,
                 start_new_session=True,  # terminal signals must not kill our views
@@ -44,7 +44,11 @@ class MountHelper:
         if not hello.get("ok"):
             self.close()
             raise MountError(f"cannot create a private mount namespace: {hello.get('error')}")
-        self.pid = int(hello["pid"])
+        pid = hello.get("pid")
+        if not isinstance(pid, int):
+            self.close()
+            raise MountError(f"the mount helper sent no pid: {hello!r}")
+        self.pid = pid
         self.root = Path(f"/proc/{self.pid}/root")
 
     def _read_reply(self) -> dict[str, object]:

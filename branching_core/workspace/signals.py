@@ -17,9 +17,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
 
 DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# what signal.signal returns: a callable, SIG_DFL/SIG_IGN, or None (set outside Python)
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 @contextlib.contextmanager
@@ -33,7 +38,7 @@ def deferred_signals() -> Iterator[None]:
     def record(signum: int, _frame: object) -> None:
         received.append(signum)
 
-    previous: dict[int, signal.Handlers | object] = {}
+    previous: dict[int, _Handler] = {}
     try:
         for signum in DEFERRED:
             try:
@@ -43,7 +48,7 @@ def deferred_signals() -> Iterator[None]:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)  # type: ignore[arg-type]
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
         for signum in dict.fromkeys(received):
             signal.raise_signal(signum)
 

@@ -272,6 +272,22 @@ async def test_confirm_keys_and_buttons() -> None:
     assert app.results == [True, False, False, False, True, False]
 
 
+async def test_confirm_default_yes_focuses_yes() -> None:
+    app = HostApp()
+    async with app.run_test(size=SIZE) as pilot:
+        app.open_modal(ConfirmModal("keep going?", default=True))
+        await pilot.pause()
+        assert app.screen.focused is not None and app.screen.focused.id == "yes"
+        await pilot.press("enter")
+        await pilot.pause()
+        app.open_modal(ConfirmModal("abort?"))
+        await pilot.pause()
+        assert app.screen.focused is not None and app.screen.focused.id == "no"
+        await pilot.press("enter")
+        await pilot.pause()
+    assert app.results == [True, False]
+
+
 # -- ApprovalModal -------------------------------------------------------------------------------
 
 CALLS = [

@@ -173,3 +173,28 @@ async def test_shell_command_in_one_branch_is_invisible_to_sibling_and_parent(
     assert seen_by_parent == [False]
     assert (project / "shell.txt").read_text() == "made-by-shell\n"
     assert not (project / "README.txt").exists()
+
+
+async def test_fork_run_isolation_values_are_checked_at_the_tool_boundary(
+    project: Path, runner
+) -> None:
+    s = Scripted(
+        {
+            "ROOT": [
+                call("fork_run", specs=[{"label": "a", "steer": "A"}], isolation={"backend": "x"}),
+                *parent_script("a", "A"),
+            ],
+            "A": [call("write_file", path="a.txt", content="a")],
+        }
+    )
+    cap = LiveForkCapability(workspace=project, command_runner=runner)
+    await Agent(s.model, capabilities=[cap]).run("ROOT", deps=Deps())
+    answer = [
+        str(p.content)
+        for m in s.requests_for("ROOT")[1]
+        for p in m.parts
+        if p.part_kind in ("tool-return", "retry-prompt")
+    ]
+    # the model is told which value is wrong (before: "x" was passed on unchecked)
+    assert answer and "literal_error" in answer[0] and "backend" in answer[0]
+    assert (project / "a.txt").read_text() == "a"  # the corrected call forked and landed

@@ -34,7 +34,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.usage import UsageLimits
 
 from branching_core.agent.pricing import PriceFn, default_price, price_response
-from branching_core.agent.subagents.definition import MergeMode, SubAgent
+from branching_core.agent.subagents.definition import SubAgent
 from branching_core.agent.subagents.history import inherited_history, input_prompt
 from branching_core.agent.subagents.merge import abort_quietly, land
 from branching_core.agent.subagents.render import branch_result_xml, summary_text
@@ -386,7 +386,7 @@ class SubAgentRunner:
                 return
             run.committed = True
             run.landed_by = landing.method
-        merge: MergeMode = run.merge  # type: ignore[assignment]
+        merge = run.merge
         if merge == "summarize" or not isinstance(output, BaseModel):
             run.summary = await self._summarize(model)
             run.result_text = summary_text(run.summary, output)

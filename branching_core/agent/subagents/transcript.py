@@ -32,6 +32,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RunUsage
 
+from branching_core.agent.subagents.definition import MergeMode
+
 log = logging.getLogger(__name__)
 
 RunState = Literal[
@@ -68,7 +70,7 @@ class SubAgentRun:
     """The definition's instance name (``branch(name=...)``)."""
     arguments: dict[str, Any]
     """The validated input, as JSON-ready data."""
-    merge: str
+    merge: MergeMode
     """The merge mode actually used (``end_result`` falls back to ``summarize``)."""
     depth: int = 1
     parent_run_id: str | None = None

@@ -87,8 +87,10 @@ class CopyBackend(Backend):
         )
 
     def collect(self, layout: BranchLayout, parent: ParentView) -> list[Op]:
-        manifest: dict[str, Entry] = layout.extra.get("manifest") or read_json(  # type: ignore[assignment]
-            layout.store_dir / "manifest.json"
+        cached = layout.extra.get("manifest")
+        manifest: dict[str, Entry] = (
+            cached if isinstance(cached, dict) and cached
+            else read_json(layout.store_dir / "manifest.json")
         )
         assert layout.view is not None
         ops: list[Op] = []
