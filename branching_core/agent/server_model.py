@@ -335,7 +335,7 @@ class _ServedStream(StreamedResponse):
 
     def _check_budget(self, text: str) -> None:
         spend = SPEND.get()
-        if spend is None or spend.rule.budget_usd is None:
+        if spend is None or (spend.rule.budget_usd is None and spend.fork_check is None):
             return
         self._output_chars += len(text)
         rule = spend.rule
@@ -344,10 +344,14 @@ class _ServedStream(StreamedResponse):
             self._input_tokens = estimate_input_tokens(self._messages)
         in_tokens = self._input_tokens
         out_tokens = (self._output_chars + 3) // 4
-        running_cost = None
-        if cost is not None:
-            running_cost = cost + running_price(rule, self.model_name, in_tokens, out_tokens)
-        reason = rule.check(cost_usd=running_cost, tokens=tokens + in_tokens + out_tokens)
+        reason = None
+        if rule.budget_usd is not None:
+            running_cost = None
+            if cost is not None:
+                running_cost = cost + running_price(rule, self.model_name, in_tokens, out_tokens)
+            reason = rule.check(cost_usd=running_cost, tokens=tokens + in_tokens + out_tokens)
+        if reason is None and spend.fork_check is not None:
+            reason = spend.fork_check(in_tokens + out_tokens)
         if reason is not None:
             if not self._cut_notified:
                 self._cut_notified = True

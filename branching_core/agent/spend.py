@@ -220,6 +220,9 @@ class SpendContext:
     on_cut: Callable[[str], None]
     on_restart: Callable[[], None] | None = None
     """Called when a cut stream is asked again (its partial text is void)."""
+    fork_check: Callable[[int], str | None] | None = None
+    """A fork-wide cap, given the tokens of the response streaming now: the reason to cut,
+    or None (an aggregate budget over several branches, checked mid-stream too)."""
 
 
 SPEND: ContextVar[SpendContext | None] = ContextVar("forkdeck_spend", default=None)

@@ -81,11 +81,4 @@ class BranchMeter:
         )
 
 
-def aggregate_over(meters: list[BranchMeter], cap: float | None) -> bool:
-    """True once the sum of the known branch costs has crossed the fork-wide ``cap``."""
-    if cap is None:
-        return False
-    return sum(m.cost_usd for m in meters) > cap
-
-
-__all__ = ["BranchMeter", "PriceFn", "aggregate_over", "default_price", "price_response"]
+__all__ = ["BranchMeter", "PriceFn", "default_price", "price_response"]

@@ -53,6 +53,7 @@ class _BranchSpend(SpendContext):
 
     priced_usd: float = 0.0
     branch_id: str = ""
+    price_rule: BudgetRule | None = None  # how this model is priced, whatever the budget
 
 
 def branch_spend(
@@ -61,6 +62,7 @@ def branch_spend(
     cut: Callable[[Any, str], None],
     publish: Callable[[Any], None] | None = None,
     fork_id: str = "",
+    fork_check: Callable[[Any, int], str | None] | None = None,
 ) -> SpendContext:
     """The spend context of branch ``rt`` running ``model`` (set in the branch task's context).
 
@@ -75,6 +77,12 @@ def branch_spend(
     context = _BranchSpend(rule=rule, spent=lambda: (0.0, 0), on_cut=lambda r: cut(rt, r))
     context.priced_usd = 0.0
     context.branch_id = rt.branch_id
+    # How the model is priced, independent of a per-branch budget: a fork-wide budget is
+    # checked with the same user price or token cap (aggregate_spend_reason).
+    context.price_rule = budget_rule(1.0, name, config)
+    rt.spend = context
+    if fork_check is not None:
+        context.fork_check = lambda streaming_tokens: fork_check(rt, streaming_tokens)
     if publish is not None:
         context.on_restart = lambda: publish(response_restarted(fork_id, rt))
 
@@ -92,13 +100,53 @@ def spend_reason_after(meter: Any, response: ModelResponse) -> str | None:
     if context is None:
         return None
     rule = context.rule
-    if rule.price is not None and isinstance(context, _BranchSpend):
+    priced = context.price_rule if isinstance(context, _BranchSpend) else None
+    price = rule.price or (priced.price if priced is not None else None)
+    if price is not None and isinstance(context, _BranchSpend):
         usage = response.usage
-        context.priced_usd += rule.price.cost(
+        context.priced_usd += price.cost(
             int(usage.input_tokens or 0), int(usage.output_tokens or 0)
         )
     cost, tokens = context.spent()
     return rule.check(cost_usd=cost, tokens=tokens)
+
+
+def aggregate_spend_reason(
+    runtimes: Any, cap: float | None, streaming: tuple[Any, int] | None = None
+) -> str | None:
+    """Why a fork-wide budget ``cap`` is exhausted, or None.
+
+    Each branch counts in the currency its model is priced in: the listed price (the meter),
+    the user's price (``[fork.prices]`` / ``--price``), or, for a model with no price at all,
+    its tokens against the token cap; so an unpriced model is never "no budget".
+    ``streaming`` = (branch, tokens of its response streaming now), for the mid-stream check."""
+    if cap is None:
+        return None
+    usd, tokens, token_cap = 0.0, 0, None
+    for rt in runtimes:
+        context = getattr(rt, "spend", None)
+        rule = getattr(context, "price_rule", None)
+        kind = rule.kind if rule is not None else "known_price"
+        if kind == "user_price" and context is not None:
+            usd += context.priced_usd
+        elif kind == "token_cap" and rule is not None and not (
+            rt.meter.cost_known and rt.meter.requests
+        ):
+            # no price anywhere (nothing priced yet, or price_fn did not price it either)
+            tokens += int(rt.meter.input_tokens) + int(rt.meter.output_tokens)
+            if streaming is not None and streaming[0] is rt:
+                tokens += streaming[1]
+            token_cap = rule.token_cap
+        else:
+            usd += rt.meter.cost_usd
+    if usd > cap:
+        return f"aggregate budget ${cap:g} exhausted (fork spent ${usd:.6f})"
+    if token_cap is not None and tokens > token_cap:
+        return (
+            f"aggregate budget ${cap:g}: token cap {token_cap} crossed ({tokens} tokens; "
+            "no known price for the model)"
+        )
+    return None
 
 
 def budget_description(budget_usd: float | None, model: Any, config: ModelConfig | None) -> str:
@@ -149,6 +197,7 @@ def response_restarted(fork_id: str, rt: Any) -> ev.BranchResponseRestarted:
 
 
 __all__ = [
+    "aggregate_spend_reason",
     "branch_spend",
     "budget_description",
     "budget_rule_text",

@@ -20,8 +20,8 @@ from branching_core.agent.model_errors import describe_error
 from branching_core.agent.spend import SPEND
 from branching_core.fork import events as ev
 from branching_core.fork.approvals import with_deferred_output
-from branching_core.fork.budget import aggregate_over
 from branching_core.fork.model_run import (
+    aggregate_spend_reason,
     branch_spend,
     response_started,
     spend_reason_after,
@@ -127,7 +127,12 @@ class RunLoop(CoordinatorParts):
                 kwargs["deferred_tool_results"] = deferred
             SPEND.set(
                 branch_spend(
-                    rt, kwargs.get("model") or self.agent.model, self._cut, self._publish, fid
+                    rt,
+                    kwargs.get("model") or self.agent.model,
+                    self._cut,
+                    self._publish,
+                    fid,
+                    fork_check=self._fork_spend_check,
                 )
             )
             async with self.agent.iter(prompt, **kwargs) as run:
@@ -248,6 +253,24 @@ class RunLoop(CoordinatorParts):
                 )
             )
 
+    def _fork_spend_check(self, rt: BranchRuntime, streaming_tokens: int) -> str | None:
+        """Mid-stream: has the fork-wide budget been crossed (counting the response ``rt`` is
+        streaming)? Then every running branch stops with that reason, and so does this stream."""
+        cap = self._handle.aggregate_budget_usd if self._handle else None
+        reason = aggregate_spend_reason(self._branches.values(), cap, (rt, streaming_tokens))
+        if reason is not None:
+            self._stop_all_over_aggregate(rt, reason)
+        return reason
+
+    def _stop_all_over_aggregate(self, rt: BranchRuntime, reason: str) -> None:
+        for other in self._branches.values():
+            if other.state != "running":
+                continue
+            other.error = reason
+            self._set_state(other, "aggregate_budget_exhausted")
+            if other is not rt and other.task is not None and not other.task.done():
+                other.task.cancel()
+
     def _cut(self, rt: BranchRuntime, reason: str) -> None:
         """A budget or token cap was crossed mid-stream: the branch stops with that reason."""
         if rt.state == "running":
@@ -309,15 +332,8 @@ class RunLoop(CoordinatorParts):
             rt.error = reason  # a token cap (unpriced model) or a user price crossed
             self._set_state(rt, "budget_exhausted")
             return True
-        if aggregate_over([r.meter for r in self._branches.values()], cap):
-            total = sum(r.meter.cost_usd for r in self._branches.values())
-            for other in self._branches.values():
-                if other.state != "running":
-                    continue
-                other.error = f"aggregate budget ${cap:g} exhausted (fork spent ${total:.6f})"
-                self._set_state(other, "aggregate_budget_exhausted")
-                if other is not rt and other.task is not None and not other.task.done():
-                    other.task.cancel()
+        if (reason := aggregate_spend_reason(self._branches.values(), cap)) is not None:
+            self._stop_all_over_aggregate(rt, reason)
             return True
         return False
 

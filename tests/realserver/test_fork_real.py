@@ -279,3 +279,19 @@ async def test_stream_cut_before_its_first_chunk_is_retried(
     assert status.state == "done", status.error
     assert status.output == "Second try." and len(server.chat_requests) == 2
     await coord.abort_fork()
+
+
+async def test_unpriced_model_aggregate_budget_falls_back_to_the_token_cap(
+    root: Path, server: ScriptedServer
+) -> None:
+    # Only a fork-wide budget, on a model with no price: the branches' tokens count against
+    # the token cap instead of the budget silently never firing (issue 14 item 7).
+    server.push(Reply.endless(delay=0.005), Reply.endless(delay=0.005))
+    coord, _ = coordinator(root, server_config(server, token_cap=300))
+    specs = [BranchSpec("a", "hi"), BranchSpec("b", "hi")]
+    await coord.fork(specs, parent_history=[], aggregate_budget_usd=1e-9)
+    statuses = await coord.wait(timeout=30)
+    errors = [s.error for s in statuses]
+    assert {s.state for s in statuses} == {"aggregate_budget_exhausted"}, errors
+    assert all("token cap 300" in (s.error or "") for s in statuses)
+    await coord.abort_fork()
