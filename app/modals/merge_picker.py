@@ -30,6 +30,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import HorizontalScroll, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -120,9 +121,15 @@ class BranchColumn(Vertical):
     def set_changes(self, changes: Sequence[BranchChange]) -> None:
         """Show the branch's changes as they are now (re-read after it finished)."""
         self.changes = list(changes)
-        if self.is_mounted:
-            self.query_one(".merge-column-meta", Static).update(self._meta())
-            self.query_one(".merge-column-diff-text", Static).update(diff_head(self.changes))
+        if not self.is_mounted:
+            return
+        try:
+            meta = self.query_one(".merge-column-meta", Static)
+            diff = self.query_one(".merge-column-diff-text", Static)
+        except NoMatches:  # the picker is closing (a pick or `s` won the race): nothing to show
+            return
+        meta.update(self._meta())
+        diff.update(diff_head(self.changes))
 
     def on_click(self, event: events.Click) -> None:
         screen = self.screen

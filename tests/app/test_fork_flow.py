@@ -530,8 +530,10 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
         area = chat.fork_area
         assert area.labels == ["a", "b"] and app.session.fork_active
         assert f"fork {fork_id} reopened" in chat.last_notice
+        # the recovered branches are listed (drawn on the overview's first refresh)
+        await wait_for(pilot, lambda: len(area.overview.text.splitlines()) >= 3, what="rows")
         rows = area.overview.text.splitlines()[1:]
-        assert [r.split()[1] for r in rows] == ["a", "b"]  # the recovered branches listed
+        assert [r.split()[1] for r in rows] == ["a", "b"]
         area.select("b")
         await pilot.pause()
         panel = area.panel("b")
