@@ -252,8 +252,23 @@ class OverlayBackend(Backend):
                 copied_up = stat.S_ISREG(st.st_mode) and any(
                     has_xattr(source, name) for name in ORIGIN_XATTRS
                 )
+                # A regular file without an origin xattr was created by the branch: it was
+                # not in the parent when the branch wrote it, so its absence from the parent
+                # now is no third-party delete (siblings adding files to one directory must
+                # not conflict). A copied-up one may have been renamed: unknown (None).
+                # (Top-level names are judged exactly against the names recorded at branch
+                # creation, so they stay None here.)
+                new_file = stat.S_ISREG(st.st_mode) and not copied_up and "/" in rel
+                existed = False if new_file else None
                 ops.append(
-                    Op("put", rel, source=str(source), copied_up=copied_up, strip_xattrs=True)
+                    Op(
+                        "put",
+                        rel,
+                        source=str(source),
+                        copied_up=copied_up,
+                        existed=existed,
+                        strip_xattrs=True,
+                    )
                 )
 
     def freeze(self, layout: BranchLayout) -> None:
