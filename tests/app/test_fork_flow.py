@@ -352,8 +352,12 @@ async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
         await wait_for(pilot, lambda: not app.session.fork_active)
         assert not (project / "a.txt").exists()
         assert gated.prompts_of("!echo b")[0] == ["!echo b > b.txt"]
-        transcript = "\n".join(_chat(app).messages.transcript())
-        assert "> !echo b > b.txt" in transcript
+        # the merged branch's turns are appended to the chat once the merge has landed
+        await wait_for(
+            pilot,
+            lambda: "> !echo b > b.txt" in "\n".join(_chat(app).messages.transcript()),
+            what="the merged turns in the chat",
+        )
 
 
 async def test_a_branch_waiting_for_approval_runs_the_tool_only_when_approved(
