@@ -101,17 +101,14 @@ def test_tool_writes_and_sandboxed_sed_are_mirrored_with_fork_time_parent(projec
         eventually(lambda: read(util_b) == "def f():\n    return 42\n", "sed -i mirrored")
         eventually(lambda: read(app_a) == "VALUE = 2\n", "tool write mirrored")
         assert mat.branch_dir("approach b").name == "approach-b"
-        # parent/ holds the fork-time version of exactly the touched paths
-        assert files_under(mat.parent_dir) == {
-            "src/app.py": "VALUE = 1\n",
-            "src/util.py": "def f():\n    return 1\n",
-        }
+        # parent/ holds the fork-time version of exactly the touched paths (a sibling's
+        # paths are filled in by a later sync than the branch's own write: wait for them)
+        parent_want = {"src/app.py": "VALUE = 1\n", "src/util.py": "def f():\n    return 1\n"}
+        eventually(lambda: files_under(mat.parent_dir) == parent_want, "parent/ filled")
         # a path only the sibling changed holds the parent's bytes, so a directory diff of
         # parent/ against branches/approach_a/ shows approach_a's changes and nothing else
-        assert files_under(mat.branch_dir("approach_a")) == {
-            "src/app.py": "VALUE = 2\n",
-            "src/util.py": "def f():\n    return 1\n",
-        }
+        a_want = {"src/app.py": "VALUE = 2\n", "src/util.py": "def f():\n    return 1\n"}
+        eventually(lambda: files_under(mat.branch_dir("approach_a")) == a_want, "a filled")
         assert mat.touched_paths() == ["src/app.py", "src/util.py"]
         # the parent itself is untouched and the mirror is invisible to every branch
         assert (project / "src" / "util.py").read_text() == "def f():\n    return 1\n"
