@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from branching_core.atomicio import atomic_write
 from branching_core.errors import BranchingError
 from branching_core.fork import events as ev
+from branching_core.fork.mirror.edits import EditBatch, apply_user_edits, take_conflicts
 from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant
 from branching_core.fork.store import ForkStore
 from branching_core.fork.types import FINAL_STATES
@@ -168,6 +169,10 @@ class ForkMaterializer:
         self._lock_fd: int | None = None
         self._watch: _Watch | None = None
         self.closed = False
+        self.on_edits: Callable[[EditBatch], None] | None = None
+        """Called (on the watcher thread) with each batch of the user's edits in a
+        branch's mirror directory, and the conflicts and refusals they led to."""
+        self._refused_seen: dict[str, set[tuple[str, str]]] = {}
 
     # -- layout (seed names) ----------------------------------------------------------------
     @property
@@ -285,22 +290,59 @@ class ForkMaterializer:
 
     def _sync_batch(self, changes: set[tuple[Any, str]]) -> None:
         by_branch: dict[str, set[str]] = {}
+        by_mirror: dict[str, set[str]] = {}
         for _change, raw in changes:
-            hit = self._locate(raw)
+            hit = self._locate_mirror(raw) or self._locate(raw)
             if hit is not None:
-                by_branch.setdefault(hit[0].dirname, set()).add(hit[1])
+                into = by_mirror if hit[2] else by_branch
+                into.setdefault(hit[0].dirname, set()).add(hit[1])
+        batches: dict[str, EditBatch] = {}
+        # The user's edits first: a branch write in the same batch then meets them as a
+        # conflict instead of overwriting them.
+        for dirname, rels in by_mirror.items():
+            b = self._branches[dirname]
+            with _branch_held(b.branch) as is_open:
+                if is_open:
+                    seen = self._refused_seen.setdefault(dirname, set())
+                    batches[dirname] = apply_user_edits(self.tree, b, rels, seen)
         for dirname, rels in by_branch.items():
             b = self._branches[dirname]
             with _branch_held(b.branch) as is_open:
                 if is_open:
                     self.tree.sync(b, rels)
+        self._report(batches)
 
-    def _locate(self, raw: str) -> tuple[MirroredBranch, str] | None:
+    def _report(self, batches: dict[str, EditBatch]) -> None:
+        """Hand each branch's batch (plus conflicts its syncs found) to ``on_edits``."""
+        names = {d: b.label for d, b in self._branches.items()}
+        for dirname, conflicts in take_conflicts(self.tree, names).items():
+            batch = batches.setdefault(dirname, EditBatch(names[dirname], dirname))
+            batch.conflicts.extend(conflicts)
+        callback = self.on_edits
+        for batch in batches.values():
+            if batch and callback is not None:
+                try:
+                    callback(batch)
+                except Exception:  # a broken listener must not stop the watcher
+                    log.exception("fork %s: reporting the user's edits failed", self.fork_id)
+
+    def _locate_mirror(self, raw: str) -> tuple[MirroredBranch, str, bool] | None:
+        """``branches/<dir>/<rel>`` of a mirrored branch (a user's or our own write)."""
+        prefix = str(self.branches_dir) + os.sep
+        if not raw.startswith(prefix):
+            return None
+        dirname, _, rel = raw[len(prefix) :].partition(os.sep)
+        b = self._branches.get(dirname)
+        if b is None or not relevant(rel):
+            return None
+        return (b, rel, True)
+
+    def _locate(self, raw: str) -> tuple[MirroredBranch, str, bool] | None:
         for b in self._branches.values():
             layer = str(b.layer)
             if raw.startswith(layer + os.sep):
                 rel = raw[len(layer) + 1 :]
-                return (b, rel) if relevant(rel) else None
+                return (b, rel, False) if relevant(rel) else None
         return None
 
     # -- watcher ------------------------------------------------------------------------------
@@ -334,6 +376,8 @@ class ForkMaterializer:
         import watchfiles
 
         layers = [str(b.layer) for b in self._branches.values() if b.layer.is_dir()]
+        if layers:
+            layers.append(str(self.branches_dir))  # the user's edits in the mirror
         for force_polling in (False, True):
             try:
                 self._watch_loop(watchfiles, layers, watch, force_polling=force_polling)
@@ -369,8 +413,10 @@ class ForkMaterializer:
         first = True
         for changes in batches:
             if first:
-                # The watch is live from here on: whatever happened before is reconciled.
+                # The watch is live from here on: whatever happened before is reconciled,
+                # and from then on a mirror entry the mirror did not write is the user's.
                 self.rebuild()
+                self.tree.stamps.live = True
                 watch.ready.set()
                 first = False
             if changes:

@@ -46,10 +46,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from branching_core.fork.mirror.stamps import (
+    PARENT,
+    Fingerprint,
+    Stamp,
+    StampBook,
+    digest,
+    fingerprint,
+    stash,
+)
+
 log = logging.getLogger(__name__)
 
 PROJECT_STATE_DIR = ".pydantic-deep"
 TMP_MARK = ".mirror-tmp-"
+CONFLICTS_DIR = "conflicts"
+"""``<fork dir>/conflicts/<dir>/<rel>``: the user's version of a path both sides changed."""
 _CHUNK = 1 << 16
 
 
@@ -152,6 +164,11 @@ class MirrorTree:
         self._touched: dict[str, set[str]] = {}  # rel -> dirnames of branches touching it
         self._dirnames: set[str] = set()  # every mirrored branch, changed or not
         self._dirty: set[str] = set()  # paths whose untouched-branch copies need settling
+        self.stamps = StampBook(self.branches_dir, parent_root)
+        self.conflicts_dir = fork_dir / CONFLICTS_DIR
+        self.pending_conflicts: list[tuple[str, str, Path | None]] = []
+        """(dirname, rel, where the user's version was kept) found while syncing; drained
+        by the edit watcher, which reports them."""
         self.parent_dir.mkdir(parents=True, exist_ok=True)
         self.branches_dir.mkdir(parents=True, exist_ok=True)
         # A mirror rebuilt after a restart keeps the fork-time copies it already has.
@@ -220,14 +237,19 @@ class MirrorTree:
                 target = root / rel
                 if source_st is not None:
                     if _same_file(source, source_st, target):
+                        self.stamps.adopt(dirname, rel, PARENT)
+                        continue
+                    if self._yield_to_user(dirname, rel, None):
                         continue
                     self._ensure_dir(root, target.parent)
                     if _kind(_lstat(target)) == "d":
                         _remove(target)
                     with contextlib.suppress(FileNotFoundError):
-                        _copy_atomic(source, target, source_st)
+                        self._put(dirname, rel, source, source_st, PARENT)
                 elif _lstat(target) is not None and _kind(_lstat(target)) != "d":
-                    _remove(target)
+                    if self._yield_to_user(dirname, rel, None):
+                        continue
+                    self._drop(dirname, rel, PARENT)
                     _prune_empty(root, target.parent)
 
     # -- touched bookkeeping -----------------------------------------------------------------
@@ -288,7 +310,8 @@ class MirrorTree:
             else:
                 self._drop_capture(rel)
             if _kind(_lstat(target)) != "d":
-                _remove(target)
+                self._yield_to_user(b.dirname, rel, source)  # a conflict keeps the user's
+                self._drop(b.dirname, rel, "d")
                 self._ensure_dir(self.branch_root(b.dirname), target)
                 changed += 1
             layer_dir = b.layer / rel
@@ -297,8 +320,10 @@ class MirrorTree:
                 changed += self._sync_one(b, f"{rel}/{child}")
             return changed
         if kind == "-":  # gone from the branch (or never there)
-            removed = int(_lstat(target) is not None)
-            _remove(target)
+            removed = 0
+            if not self._yield_to_user_under(b, rel):
+                removed = int(_lstat(target) is not None)
+                self._drop(b.dirname, rel, "-")
             self._untouch_under(b.dirname, rel)
             if base in ("f", "l"):
                 self._touch(b.dirname, rel)
@@ -314,8 +339,10 @@ class MirrorTree:
         # a file or a symlink in the branch
         assert st is not None
         if base in ("f", "l") and _same_file(source, st, self.parent_dir / rel):
-            removed = int(_lstat(target) is not None)
-            _remove(target)
+            removed = 0
+            if not self._yield_to_user(b.dirname, rel, source):
+                removed = int(_lstat(target) is not None)
+                self._drop(b.dirname, rel, PARENT)
             self._untouch(b.dirname, rel)
             _prune_empty(self.branch_root(b.dirname), target.parent)
             return removed
@@ -326,13 +353,19 @@ class MirrorTree:
                     self._touch(b.dirname, sub)
         existing = _lstat(target)
         if existing is not None and _kind(existing) == kind and _same_file(source, st, target):
+            self.stamps.adopt(b.dirname, rel, "same")
+            self._touch(b.dirname, rel)
+            return 0
+        if self._yield_to_user(b.dirname, rel, source):
             self._touch(b.dirname, rel)
             return 0
         self._ensure_dir(self.branch_root(b.dirname), target.parent)
         if existing is not None and stat.S_ISDIR(existing.st_mode):
+            self._yield_to_user_under(b, rel)
             _remove(target)
+            self.stamps.removed_under(b.dirname, rel)
         try:
-            _copy_atomic(source, target, st)
+            self._put(b.dirname, rel, source, st, "same")
         except FileNotFoundError:  # deleted while we copied: the next event syncs it again
             return 0
         self._touch(b.dirname, rel)
@@ -356,6 +389,55 @@ class MirrorTree:
                 self._drop_capture(rel)
             self._settle()
 
+    # -- the mirror's own writes in branches/ (told apart from the user's) -------------------
+    def _put(
+        self, dirname: str, rel: str, source: Path, st: os.stat_result | None, view: str | None
+    ) -> None:
+        """Copy ``source`` to ``branches/<dirname>/<rel>`` and stamp it as the mirror's."""
+        mirror, fp = _copy_atomic(source, self.branch_root(dirname) / rel, st, stamp=True)
+        self.stamps.record(dirname, rel, Stamp(mirror, mirror if view == "same" else view, fp))
+
+    def _drop(self, dirname: str, rel: str, view: str | None) -> None:
+        """Remove ``branches/<dirname>/<rel>`` (file or directory) as the mirror."""
+        _remove(self.branch_root(dirname) / rel)
+        self.stamps.removed_under(dirname, rel)
+        self.stamps.record(dirname, rel, Stamp("-", view))
+
+    def _yield_to_user(self, dirname: str, rel: str, view: Path | None) -> bool:
+        """Called before the mirror overwrites or removes its copy of ``rel``.
+
+        True when it must leave the copy alone: only the user changed it, and their edit is
+        on its way into the branch (``view`` None: the branch does not touch the path).
+        When the branch changed the path too since the last sync, that is a conflict: the
+        user's version is kept under ``conflicts/`` and reported, and the branch's version
+        may be mirrored (False). Never a silent overwrite.
+        """
+        if not self.stamps.user_changed(dirname, rel):
+            return False
+        if view is None:
+            return True
+        now = digest(view)
+        if now == self.stamps.base_view(dirname, rel):
+            return True
+        entry = self.branch_root(dirname) / rel
+        if digest(entry) == now:  # both made the very same change
+            return False
+        self.pending_conflicts.append(
+            (dirname, rel, stash(entry, self.conflicts_dir, dirname, rel))
+        )
+        return False
+
+    def _yield_to_user_under(self, b: MirroredBranch, rel: str) -> bool:
+        """:meth:`_yield_to_user` for a path that may be a directory in the mirror."""
+        target = self.branch_root(b.dirname) / rel
+        if _kind(_lstat(target)) != "d":
+            return self._yield_to_user(b.dirname, rel, b.view / rel)
+        keep = False
+        for child in walk_files(target):
+            sub = f"{rel}/{child}"
+            keep = self._yield_to_user(b.dirname, sub, b.view / sub) or keep
+        return keep
+
     # -- helpers -------------------------------------------------------------------------------
     @staticmethod
     def _ensure_dir(root: Path, directory: Path) -> None:
@@ -375,14 +457,21 @@ class MirrorTree:
             current.mkdir(exist_ok=True)
 
 
-def _copy_atomic(source: Path, target: Path, st: os.stat_result | None) -> None:
+def _copy_atomic(
+    source: Path, target: Path, st: os.stat_result | None, *, stamp: bool = False
+) -> tuple[str, Fingerprint | None]:
+    """Copy via a temporary file + rename; with ``stamp``, the digest and fingerprint of
+    what was written (taken from the temporary file: a rename keeps both, and no one else
+    writes it, so a user's write racing ours is never taken for ours)."""
     tmp = target.with_name(f"{TMP_MARK}{target.name}-{threading.get_ident()}")
     _remove(tmp)
     if st is not None and stat.S_ISLNK(st.st_mode):
         os.symlink(os.readlink(source), tmp)
     else:
         shutil.copy2(source, tmp, follow_symlinks=False)
+    written = (digest(tmp), fingerprint(_lstat(tmp))) if stamp else ("", None)
     os.replace(tmp, target)
+    return written
 
 
 def _prune_empty(root: Path, directory: Path) -> None:
