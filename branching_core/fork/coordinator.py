@@ -376,6 +376,19 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
                 self._start(rt, rt.spec.steer, seed)
             return self._handle
 
+    # -- the user's edits in the mirror (fork/mirror/edits.py) ------------------------------
+    def user_edits(self) -> dict[str, list[str]]:
+        """label -> the paths the user edited in that branch's mirror directory (applied to
+        the branch, or kept aside as a conflict): what a front end marks "edited by you".
+        Empty without a mirror (``materialize=False``)."""
+        hook = self.mirror_hook
+        return hook.edits.edited_paths() if hook is not None else {}
+
+    def edit_conflicts(self) -> dict[str, list[Any]]:
+        """label -> ``EditConflict`` (path, where the user's version is kept) per branch."""
+        hook = self.mirror_hook
+        return dict(hook.edits.conflicts()) if hook is not None else {}
+
     # -- steering ----------------------------------------------------------------------------
     def steer(self, key: str, message: str) -> bool:
         """Send ``message`` to the branch with this label or id: it becomes part of that

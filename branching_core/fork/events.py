@@ -75,6 +75,42 @@ class BranchSteerUndelivered(ForkEvent):
 
 
 @dataclass(frozen=True)
+class BranchUserEdited(ForkEvent):
+    """The user edited files in the branch's mirror directory (an IDE open on
+    ``.pydantic-deep/forks/<id>/branches/<label>/``): they are in the branch's workspace
+    now, and its model gets ``note`` at its next request."""
+
+    branch_id: str = ""
+    label: str = ""
+    paths: tuple[str, ...] = ()
+    summaries: tuple[str, ...] = ()
+    """One line per path: ``x.py (modified, +3 -1)``."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BranchEditConflict(ForkEvent):
+    """A path the user edited in the mirror that the branch had changed too since the last
+    sync. Nothing was overwritten: the branch keeps its version, the user's is kept at
+    ``kept_as`` (``None`` when the user's edit was a deletion)."""
+
+    branch_id: str = ""
+    label: str = ""
+    path: str = ""
+    kept_as: str | None = None
+
+
+@dataclass(frozen=True)
+class BranchEditRefused(ForkEvent):
+    """A user's change in the mirror that is not applied (a symlink, a path through one)."""
+
+    branch_id: str = ""
+    label: str = ""
+    path: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class BranchCostUpdated(ForkEvent):
     branch_id: str = ""
     label: str = ""
@@ -131,6 +167,8 @@ __all__ = [
     "ApprovalCall",
     "BranchApprovalRequested",
     "BranchCostUpdated",
+    "BranchEditConflict",
+    "BranchEditRefused",
     "BranchResponseRestarted",
     "BranchResponseStarted",
     "BranchStateChanged",
@@ -138,6 +176,7 @@ __all__ = [
     "BranchTextDelta",
     "BranchToolCall",
     "BranchToolResult",
+    "BranchUserEdited",
     "ForkCreated",
     "ForkEvent",
     "ForkResolved",

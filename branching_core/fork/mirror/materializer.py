@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from branching_core.atomicio import atomic_write
 from branching_core.errors import BranchingError
 from branching_core.fork import events as ev
+from branching_core.fork.mirror.edit_relay import EditRelay
 from branching_core.fork.mirror.edits import EditBatch, apply_user_edits, take_conflicts
 from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant
 from branching_core.fork.store import ForkStore
@@ -533,12 +534,17 @@ class MirrorHook:
     debounce_ms: int = DEFAULT_DEBOUNCE_MS
     materializer: ForkMaterializer | None = None
     _remove: Callable[[], None] | None = field(default=None, repr=False)
+    edits: EditRelay = field(init=False, repr=False)
+    """The user's edits in the mirror: relayed to the branches, remembered per branch."""
 
     def __post_init__(self) -> None:
         self._remove = self.coordinator.add_listener(self._on_event)
+        self.edits = EditRelay(self.coordinator)
 
     def _on_event(self, event: ev.ForkEvent) -> None:
         if isinstance(event, ev.ForkCreated):
+            self.edits.capture_loop()
+            self.edits.reset()
             self.resume()
         elif isinstance(event, ev.ForkResolved):
             mat = self.materializer
@@ -571,6 +577,8 @@ class MirrorHook:
             step_ms=self.step_ms,
             debounce_ms=self.debounce_ms,
         )
+        mat.on_edits = self.edits.receiver(mat.fork_id)
+        self.edits.capture_loop()
         try:
             mat.start(wait=wait)
         except MirrorError as exc:
