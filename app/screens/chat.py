@@ -49,6 +49,7 @@ from app.commands import (
 from app.session import ChatSession, build_report, merge_summary
 from app.shell_command import ShellTarget, branch_target, run_shell_command
 from app.widgets.chat_input import ChatInput
+from app.widgets.edit_notices import EDIT_EVENTS, edit_notice
 from app.widgets.fork_log import ForkLog
 from app.widgets.message_list import MessageList
 from app.widgets.status_bar import StatusBar, StatusInfo
@@ -744,6 +745,10 @@ class ChatScreen(Screen[None]):
         watched = ("BranchCostUpdated", "BranchStateChanged")
         if type(event).__name__ in watched and self.is_attached:
             self.refresh_status()
+        elif type(event).__name__ in EDIT_EVENTS and self.is_attached:
+            line = edit_notice(event)  # the user's own edits in a branch's mirror (17.2)
+            if line is not None:
+                self.notice(*line)
 
     def steer(self, command: Steer) -> None:
         coordinator = self.session.coordinator

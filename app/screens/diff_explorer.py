@@ -34,6 +34,10 @@ from app.widgets.merge_diff import (
 from branching_core.errors import BranchingError
 from branching_core.review.types import BranchDiffReport, PathDiff
 
+EDITED_BY_YOU = "edited by you"
+"""Marks a path the user changed in a branch's mirror directory (their IDE)."""
+EDITED_STYLE = "bold magenta"
+
 
 class DiffExplorerScreen(Screen[None]):
     """Tree of touched paths on the left, per-branch unified diffs of the selection on the right.
@@ -113,11 +117,17 @@ class DiffExplorerScreen(Screen[None]):
 
     def _leaf_label(self, entry: PathDiff, name: str) -> Text:
         label = Text(name)
+        if self._edited_by_you(entry.path):  # first: never the part a narrow pane cuts off
+            label.append(f"  {EDITED_BY_YOU}", style=EDITED_STYLE)
         label.append(f"  {entry.agreement}", style=AGREEMENT_STYLES.get(entry.agreement, ""))
         touched = self._touched(entry)
         if touched:
             label.append(f"  {','.join(touched)}", style="dim")
         return label
+
+    def _edited_by_you(self, path: str) -> tuple[str, ...]:
+        """Branches whose mirror copy of ``path`` the user edited in their IDE (17.2)."""
+        return self.diff_paths.user_edited.get(path, ()) if self.diff_paths else ()
 
     def on_mount(self) -> None:
         tree = self.query_one("#diff-tree", Tree)
@@ -151,6 +161,8 @@ class DiffExplorerScreen(Screen[None]):
         self.selected_path = path
         touched = self._touched(entry)
         title = Text(path, style="bold")
+        if edited := self._edited_by_you(path):
+            title.append(f"  {EDITED_BY_YOU} in {', '.join(edited)}", style=EDITED_STYLE)
         title.append(f"  {entry.agreement}", style=AGREEMENT_STYLES.get(entry.agreement, ""))
         title.append(f"  touched by {', '.join(touched) or 'no branch'}", style="dim")
         self.query_one("#diff-path-title", Static).update(title)
@@ -169,7 +181,10 @@ class DiffExplorerScreen(Screen[None]):
             action = change.operation
             if change.operation == "renamed" and change.old_path:
                 action = f"renamed from {change.old_path}"
-            body.append(f" {action}\n", style="bold")
+            body.append(f" {action}", style="bold")
+            if label in self._edited_by_you(entry.path):
+                body.append(f"  {EDITED_BY_YOU}", style=EDITED_STYLE)
+            body.append("\n")
             diff = change.unified_diff_vs_parent
             if diff:
                 body.append_text(colorize_diff(diff))

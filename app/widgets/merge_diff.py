@@ -185,6 +185,8 @@ class DiffPaths:
     parent: Path | None
     branches: Mapping[str, Path] = field(default_factory=dict)
     placeholders: Path | None = None
+    user_edited: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """path -> the branches whose mirror copy of it the user edited (issue 17.2)."""
 
     @classmethod
     def for_fork(
@@ -232,6 +234,7 @@ class DiffPaths:
                 parent=Path(mat.parent_dir),
                 branches={label: Path(mat.branch_dir(label)) for label in mat.labels},
                 placeholders=Path(mat.fork_dir) / PLACEHOLDER_DIR,
+                user_edited=edited_by_you(coordinator),
             )
         fallback = cls.for_fork(
             coordinator.workspace.path,
@@ -287,6 +290,16 @@ class DiffPaths:
         except OSError:
             return fallback
         return target
+
+
+def edited_by_you(coordinator: Any) -> dict[str, tuple[str, ...]]:
+    """path -> labels of the branches the user edited that path in (their mirror copy)."""
+    user_edits = getattr(coordinator, "user_edits", None)
+    by_path: dict[str, list[str]] = {}
+    for label, paths in (user_edits() if callable(user_edits) else {}).items():
+        for path in paths:
+            by_path.setdefault(path, []).append(label)
+    return {path: tuple(labels) for path, labels in by_path.items()}
 
 
 def _mirror_dirnames(mirror: Path) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 from app.modals.merge_picker import MergePickerModal
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.widgets.merge_acceptance import MergeAcceptanceModal
+from app.widgets.merge_diff import DiffPaths
 from tests.app.fixtures_merge import ScreenHost, fixed_outcome, fixed_report, fixed_statuses
 
 SIZE = (120, 36)
@@ -44,6 +45,15 @@ def test_merge_acceptance(snap_compare: Any) -> None:
 
 def test_diff_explorer(snap_compare: Any) -> None:
     app = ScreenHost(lambda: DiffExplorerScreen(fixed_report(), initial_path="src/app.py"))
+    assert snap_compare(app, terminal_size=SIZE)
+
+
+def test_diff_explorer_edited_by_you(snap_compare: Any) -> None:
+    """17.2: a path the user edited in branch alpha's mirror directory is marked."""
+    paths = DiffPaths(parent=None, user_edited={"src/app.py": ("alpha",)})
+    app = ScreenHost(
+        lambda: DiffExplorerScreen(fixed_report(), paths=paths, initial_path="src/app.py")
+    )
     assert snap_compare(app, terminal_size=SIZE)
 
 

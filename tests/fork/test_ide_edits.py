@@ -64,9 +64,9 @@ def _collect(coord: ForkCoordinator) -> list[ForkEvent]:
 class _Mirror:
     """A started materializer over fresh overlay branches, batches collected."""
 
-    def __init__(self, project: Path, *labels: str) -> None:
-        ws = Workspace(project)
-        assert ws.fstype == "overlay"
+    def __init__(self, project: Path, *labels: str, backend: str = "overlay") -> None:
+        ws = Workspace(project, backend=backend)
+        assert ws.fstype == backend
         self.branches = {label: ws.branch(label, durable=True) for label in labels}
         self.mat = ForkMaterializer(project, "f-ide")
         for label, branch in self.branches.items():
@@ -154,13 +154,16 @@ async def test_the_mirrors_own_sync_writes_are_never_user_edits(project: Path) -
     mat = coord.mirror_hook.materializer
     assert mat is not None
     await aeventually(
-        lambda: files_under(mat.branch_dir("a"))
-        == {"README.txt": "hi\n", "new/deep/file.txt": "x\n"},
+        lambda: (
+            files_under(mat.branch_dir("a")) == {"README.txt": "hi\n", "new/deep/file.txt": "x\n"}
+        ),
         "branch a mirrored",
     )
     await aeventually(
-        lambda: files_under(mat.branch_dir("b"))
-        == {"README.txt": "hello\n", "src/util.py": "b\n", "d/e": ""},
+        lambda: (
+            files_under(mat.branch_dir("b"))
+            == {"README.txt": "hello\n", "src/util.py": "b\n", "d/e": ""}
+        ),
         "branch b mirrored",
     )
     # A barrier: the watcher handles batches in order, so once this user edit is reported
@@ -203,8 +206,9 @@ async def test_the_watcher_stops_after_merge_and_abort(project: Path, action: st
 # -- the materializer: deletes, conflicts, path safety ---------------------------------------
 
 
-def test_a_delete_in_the_mirror_deletes_in_the_branch(project: Path) -> None:
-    m = _Mirror(project, "a", "b")
+@pytest.mark.parametrize("backend", ["overlay", "copy"])
+def test_a_delete_in_the_mirror_deletes_in_the_branch(project: Path, backend: str) -> None:
+    m = _Mirror(project, "a", "b", backend=backend)
     try:
         m.view("a", "src/app.py").write_text("VALUE = 'a'\n")
         m.view("b", "src/app.py").write_text("VALUE = 'b'\n")
