@@ -14,7 +14,14 @@ every branch (``Branch.changes()``) and re-copy every changed file. The seed's
 materializer is not measured: it mirrors its own write tool only, so a ``sed -i`` is never
 mirrored at all (missed = all).
 
+Then the other direction (issue 17.2, "edit a branch in your IDE"): ``--ide-edits`` edits
+(default 50) written into a branch's mirror directory, as an editor saves (every other one
+a file the branch had written, the rest new files), each timed until the branch's view
+holds it. The baseline, interleaved in the same run under the same load: the branch's own
+write of that file until the mirror holds it (the direction above). Target: p50 < 300 ms.
+
     /work/venv/bin/python benchmarks/mirror.py [--branches 10] [--writes 20] [--shell 3]
+        [--ide-edits 50] [--ide-only]
 """
 
 from __future__ import annotations
@@ -134,6 +141,46 @@ def run_writers(
     return tool, sh, missed["tool"], missed["shell"]
 
 
+def run_ide_edits(ws: Workspace, root: Path, edits: int) -> tuple[list[float], list[float], int]:
+    """(mirror -> view latencies, view -> mirror latencies, misses), interleaved."""
+    branches = {"ide": ws.branch("ide", durable=True), "other": ws.branch("other", durable=True)}
+    mat = ForkMaterializer(root, "bench-ide")
+    for label, br in branches.items():
+        mat.add_branch(label, br)
+    mat.start()
+    view = Path(branches["ide"].path)
+    to_view: list[float] = []
+    to_mirror: list[float] = []
+    missed = 0
+    try:
+        for n in range(edits):
+            rel = f"pkg/mod_{n % 5}.py" if n % 2 else f"new/ide_{n}.py"
+            if n % 2:  # the branch writes the file first (the baseline direction)
+                content = f"VALUE = 'branch {n}'\n"
+                (view / rel).write_text(content)
+                got = wait_for(mat.branch_path("ide", rel), content, time.monotonic())
+                if got is None:
+                    missed += 1
+                else:
+                    to_mirror.append(got)
+            edit = f"VALUE = 'editor {n}'\n"
+            target = mat.branch_path("ide", rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            started = time.monotonic()
+            target.write_text(edit)  # what an editor's save does
+            got = wait_for(view / rel, edit, started)
+            if got is None:
+                missed += 1
+            else:
+                to_view.append(got)
+            time.sleep(0.03)
+    finally:
+        mat.close()
+        for br in branches.values():
+            br.abort()
+    return to_view, to_mirror, missed
+
+
 def fmt(values: list[float]) -> tuple[str, str, str]:
     if not values:
         return ("-", "-", "-")
@@ -160,6 +207,8 @@ def main() -> None:
     parser.add_argument("--shell", type=int, default=3, help="sandboxed sed -i per branch")
     parser.add_argument("--files", type=int, default=2000, help="files in the workspace")
     parser.add_argument("--backend", default="auto")
+    parser.add_argument("--ide-edits", type=int, default=50, help="edits made in the mirror")
+    parser.add_argument("--ide-only", action="store_true", help="only the mirror -> branch run")
     args = parser.parse_args()
     ok, why = sandbox_available()
     if not ok:
@@ -171,6 +220,27 @@ def main() -> None:
         root = tmp / "project"
         make_project(root, args.files)
         ws = Workspace(root, backend=args.backend)
+        if args.ide_edits:
+            to_view, to_mirror, ide_missed = run_ide_edits(ws, root, args.ide_edits)
+            print(
+                f"\nIDE edits in a branch's mirror ({args.ide_edits} edits, backend {ws.fstype}, "
+                f"{args.files} files in the workspace)\n"
+            )
+            print("| direction | edits | p50 | p95 | max |")
+            print("|---|---|---|---|---|")
+            print(f"| mirror -> branch view (user's edit) | {len(to_view)} | {' | '.join(fmt(to_view))} |")
+            print(
+                f"| branch view -> mirror (baseline) | {len(to_mirror)} | {' | '.join(fmt(to_mirror))} |"
+            )
+            ide_p50 = statistics.median(to_view) * 1000 if to_view else float("nan")
+            base_p50 = statistics.median(to_mirror) * 1000 if to_mirror else float("nan")
+            print(
+                f"missed: {ide_missed}; target p50 < 300 ms: "
+                f"{'met' if ide_p50 < 300 else 'NOT met'} ({ide_p50:.0f} ms); "
+                f"ide / baseline p50 ratio: {ide_p50 / base_p50:.2f}x"
+            )
+        if args.ide_only:
+            return
         rows = []
 
         # ours: one watchfiles watcher over the 10 branches' stores
