@@ -2,8 +2,8 @@
 
 The app runs under Textual's Pilot on a throwaway workspace with the ``copy`` backend and
 the offline model (steers are offline scripts, so the branches really run shell commands
-and write files). Pictures: chat idle, the fork picker, three branches running, the merge
-picker.
+and write files). Pictures: chat idle, the fork picker, three branches running, the
+notices of the user's own edits in a branch's mirror, the merge picker.
 
     /work/venv/bin/python scripts/screenshots.py [--out screenshots]
 """
@@ -43,6 +43,23 @@ async def _until(pilot: Any, check: Any, timeout: float = 30.0) -> None:
         if loop.time() > deadline:
             raise RuntimeError("screenshot scene never settled")
         await pilot.pause(0.05)
+
+
+async def ide_edits(pilot: Any, coordinator: Any) -> None:
+    """Issue 17.2: an edit made in branch hash's mirror (as an IDE saves), then a conflict
+    on branch sorted (both sides change notes.md before the watcher looks)."""
+    from branching_core.fork.mirror.materializer import _branch_held
+
+    mat = coordinator.mirror_hook.materializer
+    await _until(pilot, lambda: mat.branch_path("hash", "notes.md").exists())
+    mat.branch_path("hash", "notes.md").write_text("# plan A: a hash table\nopen addressing\nend\n")
+    await _until(pilot, lambda: bool(coordinator.user_edits()))
+    rt = coordinator.get_branch("sorted")
+    with _branch_held(rt.ws_branch):
+        (Path(rt.path) / "notes.md").write_text("# plan B: a sorted list, bisect\n")
+        mat.branch_path("sorted", "notes.md").write_text("# plan B: a skip list\n")
+    await _until(pilot, lambda: bool(coordinator.edit_conflicts()))
+    await pilot.pause(0.3)
 
 
 async def shoot(out: Path) -> list[Path]:
@@ -103,6 +120,8 @@ async def shoot(out: Path) -> list[Path]:
             chat.fork_area.select(None)
             await pilot.pause(0.3)
             save("fork_overview_done")
+            await ide_edits(pilot, coordinator)
+            save("ide_edit_notices")
             chat.handle_line("/merge")
             await _until(pilot, lambda: isinstance(app.screen, MergePickerModal))
             await pilot.pause(0.3)

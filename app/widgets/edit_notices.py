@@ -15,6 +15,12 @@ Severity = Literal["information", "warning", "error"]
 EDIT_EVENTS = frozenset({"BranchUserEdited", "BranchEditConflict", "BranchEditRefused"})
 
 
+def _short(path: str) -> str:
+    """``.pydantic-deep/forks/...`` instead of the whole absolute path (the workspace's)."""
+    at = path.find("/.pydantic-deep/")
+    return path[at + 1 :] if at >= 0 else path
+
+
 def edit_notice(event: Any) -> tuple[str, Severity] | None:
     """The fork-log line for an edit event, or None for any other event."""
     kind = type(event).__name__
@@ -26,7 +32,11 @@ def edit_notice(event: Any) -> tuple[str, Severity] | None:
             "information",
         )
     if kind == "BranchEditConflict":
-        kept = f"yours is kept at {event.kept_as}" if event.kept_as else "your deletion is dropped"
+        kept = (
+            f"yours is kept at {_short(event.kept_as)}"
+            if event.kept_as
+            else "your deletion is dropped"
+        )
         return (
             f"⚠ conflict in branch {event.label}: {event.path} was changed by the branch too; "
             f"the branch keeps its version, {kept}",
