@@ -294,9 +294,11 @@ class DiffPaths:
 
 def edited_by_you(coordinator: Any) -> dict[str, tuple[str, ...]]:
     """path -> labels of the branches the user edited that path in (their mirror copy)."""
-    user_edits = getattr(coordinator, "user_edits", None)
+    edits: dict[str, list[str]] = (
+        coordinator.user_edits() if hasattr(coordinator, "user_edits") else {}
+    )
     by_path: dict[str, list[str]] = {}
-    for label, paths in (user_edits() if callable(user_edits) else {}).items():
+    for label, paths in edits.items():
         for path in paths:
             by_path.setdefault(path, []).append(label)
     return {path: tuple(labels) for path, labels in by_path.items()}

@@ -72,6 +72,7 @@ async def test_fork_log_tells_of_an_edit_and_of_a_conflict(
             what=lambda: chat.fork_log.lines_text,
         )
         rt = coord.get_branch("a")
+        assert rt.path is not None
         assert (Path(rt.path) / "from_ide.py").read_text() == "print('hi')\n"
         # both sides change one file before the watcher looks: a conflict, not an overwrite
         with _branch_held(rt.ws_branch):
