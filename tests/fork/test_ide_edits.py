@@ -325,3 +325,22 @@ def test_coordinator_publishes_a_refusal(project: Path, tmp_path: Path) -> None:
     events = asyncio.run(scenario())
     [refused] = [e for e in events if isinstance(e, BranchEditRefused)]
     assert refused.label == "a" and refused.path == "passwd" and "symlink" in refused.reason
+
+
+def test_editor_scratch_files_and_ide_metadata_are_not_edits(project: Path) -> None:
+    m = _Mirror(project, "a")
+    try:
+        m.view("a", "src/app.py").write_text("VALUE = 'a'\n")
+        eventually(lambda: m.mirror("a", "src/app.py").exists(), "mirrored")
+        # what vim and a JetBrains IDE leave around a save, and the IDE's project folder
+        for rel in ("src/.app.py.swp", "src/app.py~", "src/4913", ".idea/workspace.xml"):
+            m.mirror("a", rel).parent.mkdir(parents=True, exist_ok=True)
+            m.mirror("a", rel).write_text("scratch\n")
+        m.mirror("a", "src/app.py").write_text("VALUE = 'saved'\n")
+        eventually(lambda: read(m.view("a", "src/app.py")) == "VALUE = 'saved'\n", "the save")
+        m.mirror("a", "barrier.txt").write_text("b\n")
+        eventually(lambda: read(m.view("a", "barrier.txt")) == "b\n", "later batches handled")
+        assert m.edits() == ["src/app.py", "barrier.txt"]
+        assert sorted(m.branches["a"].changes().all_paths) == ["barrier.txt", "src/app.py"]
+    finally:
+        m.mat.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,14 +34,23 @@ class EditRelay:
     def __init__(self, coordinator: Any) -> None:
         self.coordinator = coordinator
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: list[tuple[str, EditBatch]] = []
+        """Batches that arrived before the loop was known (a fork recovered outside it)."""
+        self._waiting_lock = threading.Lock()
         self._edited: dict[str, dict[str, None]] = {}  # label -> paths (ordered set)
         self._conflicts: dict[str, list[EditConflict]] = {}
         self.capture_loop()
 
     def capture_loop(self) -> None:
-        """Remember the running event loop (the coordinator's), when there is one."""
+        """Remember the running event loop (the coordinator's), when there is one, and
+        deliver what arrived before it was known."""
         with contextlib.suppress(RuntimeError):
             self.loop = asyncio.get_running_loop()
+        if self.loop is not None and self._waiting:
+            with self._waiting_lock:
+                waiting, self._waiting = self._waiting, []
+            for fork_id, batch in waiting:
+                self.loop.call_soon(self.deliver, fork_id, batch)
 
     def reset(self) -> None:
         """A new fork: nothing is edited yet."""
@@ -62,8 +72,12 @@ class EditRelay:
 
         def receive(batch: EditBatch) -> None:
             loop = self.loop
-            if loop is None or loop.is_closed():
-                log.warning("user edits in fork %s not relayed: no event loop", fork_id)
+            if loop is None:  # delivered once the coordinator's loop shows up
+                with self._waiting_lock:
+                    self._waiting.append((fork_id, batch))
+                return
+            if loop.is_closed():
+                log.warning("user edits in fork %s not relayed: the event loop is closed", fork_id)
                 return
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(self.deliver, fork_id, batch)

@@ -33,6 +33,25 @@ from typing import Literal
 from branching_core.fork.mirror.stamps import Stamp, digest, lstat, stash
 from branching_core.fork.mirror.sync import TMP_MARK, MirroredBranch, MirrorTree, relevant
 
+EDITOR_DIRS = frozenset({".idea"})
+"""Top-level directories an IDE makes on its own when it opens a folder: never applied."""
+_NOISE_SUFFIXES = ("~", ".swp", ".swo", ".swx", "___jb_tmp___", "___jb_old___", ".crswap")
+
+
+def editor_noise(rel: str) -> bool:
+    """An editor's own scratch file (swap, backup, lock, atomic-save temporary) or project
+    metadata: not the user's edit, so never applied to the branch nor reported."""
+    if rel.split("/", 1)[0] in EDITOR_DIRS:
+        return True
+    name = rel.rsplit("/", 1)[-1]
+    return (
+        name.endswith(_NOISE_SUFFIXES)
+        or name.startswith(".#")
+        or (name.startswith("#") and name.endswith("#"))
+        or name in ("4913", ".DS_Store")
+    )
+
+
 DIFF_LINES = 40
 """At most this many diff lines per file go into the model's note."""
 _MAX_TEXT = 256 * 1024
@@ -185,7 +204,7 @@ def _expand(tree: MirrorTree, b: MirroredBranch, rels: set[str]) -> list[str]:
             out.add(rel)
         else:
             out.add(rel)
-    return sorted(r for r in out if relevant(r))
+    return sorted(r for r in out if relevant(r) and not editor_noise(r))
 
 
 def apply_user_edits(
@@ -263,5 +282,6 @@ __all__ = [
     "UserEdit",
     "apply_user_edits",
     "describe",
+    "editor_noise",
     "take_conflicts",
 ]

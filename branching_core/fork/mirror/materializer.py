@@ -542,6 +542,8 @@ class MirrorHook:
         self.edits = EditRelay(self.coordinator)
 
     def _on_event(self, event: ev.ForkEvent) -> None:
+        if self.edits.loop is None:  # events are published on the coordinator's loop
+            self.edits.capture_loop()
         if isinstance(event, ev.ForkCreated):
             self.edits.capture_loop()
             self.edits.reset()
