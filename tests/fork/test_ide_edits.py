@@ -344,3 +344,18 @@ def test_editor_scratch_files_and_ide_metadata_are_not_edits(project: Path) -> N
         assert sorted(m.branches["a"].changes().all_paths) == ["barrier.txt", "src/app.py"]
     finally:
         m.mat.close()
+
+
+def test_an_edit_the_watcher_had_not_applied_survives_closing_the_mirror(project: Path) -> None:
+    m = _Mirror(project, "a")
+    m.view("a", "src/app.py").write_text("VALUE = 'a'\n")
+    eventually(lambda: read(m.mirror("a", "src/app.py")) == "VALUE = 'a'\n", "mirrored")
+    # saved in the moment between the watcher's last batch and the merge removing the
+    # mirror (the watcher is stopped first here, so it surely never applies it)
+    m.mat.stop()
+    m.mirror("a", "src/app.py").write_text("VALUE = 'late'\n")
+    m.mat.close()
+    assert not m.mat.branches_dir.exists()
+    kept = m.mat.fork_dir / "conflicts" / "a" / "src" / "app.py"
+    assert kept.read_text() == "VALUE = 'late'\n"
+    assert m.view("a", "src/app.py").read_text() == "VALUE = 'a'\n"

@@ -48,8 +48,14 @@ from branching_core.atomicio import atomic_write
 from branching_core.errors import BranchingError
 from branching_core.fork import events as ev
 from branching_core.fork.mirror.edit_relay import EditRelay
-from branching_core.fork.mirror.edits import EditBatch, apply_user_edits, take_conflicts
-from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant
+from branching_core.fork.mirror.edits import (
+    EditBatch,
+    apply_user_edits,
+    editor_noise,
+    take_conflicts,
+)
+from branching_core.fork.mirror.stamps import stash
+from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant, walk_files
 from branching_core.fork.store import ForkStore
 from branching_core.fork.types import FINAL_STATES
 
@@ -455,9 +461,32 @@ class ForkMaterializer:
         ``cleanup=False``; the next start rebuilds it)."""
         self.stop()
         if cleanup:
+            self.keep_unapplied()
             self.cleanup()
         self._release_lock(unlink=True)
         self.closed = True
+
+    def keep_unapplied(self) -> list[Path]:
+        """Copy every user edit the watcher had not applied yet (saved just before a merge
+        or abort) to ``conflicts/``, so removing the mirror never loses it."""
+        kept: list[Path] = []
+        with self.tree.lock:
+            for dirname in self._branches:
+                root = self.tree.branch_root(dirname)
+                if not root.is_dir():
+                    continue
+                for rel in walk_files(root):
+                    if (
+                        relevant(rel)
+                        and not editor_noise(rel)
+                        and self.tree.stamps.user_changed(dirname, rel)
+                    ):
+                        where = stash(root / rel, self.tree.conflicts_dir, dirname, rel)
+                        if where is not None:
+                            kept.append(where)
+        for where in kept:
+            log.warning("fork %s: an edit not applied in time is kept at %s", self.fork_id, where)
+        return kept
 
     # -- hooking a coordinator -----------------------------------------------------------
     @classmethod
