@@ -22,7 +22,7 @@ verdict's rationale as ``subtitle``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -72,6 +72,7 @@ class BranchColumn(Vertical):
         status: BranchStatus | None,
         changes: Sequence[BranchChange],
         tests_line: str | None = None,
+        edited: Collection[str] = (),
     ) -> None:
         super().__init__(classes="merge-column", id=f"merge-column-{index}")
         self.index = index
@@ -79,6 +80,8 @@ class BranchColumn(Vertical):
         self.status = status
         self.changes = list(changes)
         self.tests_line = tests_line
+        self.edited = frozenset(edited)
+        """Paths the user edited in this branch's mirror ("edited by you")."""
 
     def compose(self) -> ComposeResult:
         yield Static(self._header(), classes="merge-column-header")
@@ -87,7 +90,9 @@ class BranchColumn(Vertical):
         tests.display = self.tests_line is not None
         yield tests
         with _DiffScroll(classes="merge-column-diff"):
-            yield Static(diff_head(self.changes), classes="merge-column-diff-text")
+            yield Static(
+                diff_head(self.changes, edited=self.edited), classes="merge-column-diff-text"
+            )
 
     def _header(self) -> Text:
         header = Text(f"{self.index + 1} ", style="bold reverse")
@@ -129,7 +134,7 @@ class BranchColumn(Vertical):
         except NoMatches:  # the picker is closing (a pick or `s` won the race): nothing to show
             return
         meta.update(self._meta())
-        diff.update(diff_head(self.changes))
+        diff.update(diff_head(self.changes, edited=self.edited))
 
     def on_click(self, event: events.Click) -> None:
         screen = self.screen
@@ -236,6 +241,11 @@ class MergePickerModal(ModalScreen[str | None]):
     def highlighted_label(self) -> str | None:
         return self.labels[self.highlighted] if self.labels else None
 
+    def _edited_by_you(self, label: str) -> list[str]:
+        """Paths the user edited in branch ``label``'s mirror directory (issue 17.2)."""
+        edited = self.diff_paths.user_edited if self.diff_paths is not None else {}
+        return [path for path, labels in edited.items() if label in labels]
+
     def _changes(self, label: str) -> list[BranchChange]:
         status = self.statuses.get(label)
         key = status.branch_id if status is not None else branch_id_of(self.report, label)
@@ -257,6 +267,7 @@ class MergePickerModal(ModalScreen[str | None]):
                         self.statuses.get(label),
                         self._changes(label),
                         self.branch_tests.get(label, self._tests_pending(label)),
+                        edited=self._edited_by_you(label),
                     )
             yield Static(PICKER_HINT, id="merge-picker-help")
 

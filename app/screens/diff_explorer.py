@@ -25,6 +25,8 @@ from textual.widgets.tree import TreeNode
 
 from app.widgets.merge_diff import (
     AGREEMENT_STYLES,
+    EDITED_BY_YOU,
+    EDITED_STYLE,
     DiffPaths,
     LaunchOutcome,
     colorize_diff,
@@ -33,10 +35,6 @@ from app.widgets.merge_diff import (
 )
 from branching_core.errors import BranchingError
 from branching_core.review.types import BranchDiffReport, PathDiff
-
-EDITED_BY_YOU = "edited by you"
-"""Marks a path the user changed in a branch's mirror directory (their IDE)."""
-EDITED_STYLE = "bold magenta"
 
 
 class DiffExplorerScreen(Screen[None]):

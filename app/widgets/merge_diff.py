@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,13 +96,18 @@ def change_heading(change: BranchChange) -> str:
 
 
 def diff_head(
-    changes: Sequence[BranchChange], *, lines_per_file: int = 8, max_lines: int = 48
+    changes: Sequence[BranchChange],
+    *,
+    lines_per_file: int = 8,
+    max_lines: int = 48,
+    edited: Collection[str] = (),
 ) -> Text:
     """The first lines of each changed file's diff, for a picker column.
 
     The ``---``/``+++`` headers are dropped (the file heading says the same thing in less
     room); each file shows at most ``lines_per_file`` diff lines and the whole head at most
     ``max_lines``, then a ``… N more files`` line, so nine columns stay cheap to render.
+    A path in ``edited`` (the user changed it in this branch's mirror) is marked.
     """
     text = Text(no_wrap=True, overflow="ellipsis")
     if not changes:
@@ -116,6 +121,8 @@ def diff_head(
         if index:
             text.append("\n\n")
         text.append(change_heading(change), style="bold underline")
+        if change.path in edited:
+            text.append(f"  {EDITED_BY_YOU}", style=EDITED_STYLE)
         used += 1
         body = [
             ln
@@ -167,6 +174,10 @@ def branch_id_of(report: BranchDiffReport, label: str) -> str | None:
             return bid
     return None
 
+
+EDITED_BY_YOU = "edited by you"
+"""Marks a path the user changed in a branch's mirror directory (their IDE; issue 17.2)."""
+EDITED_STYLE = "bold magenta"
 
 PLACEHOLDER_DIR = "absent"
 """Under ``.pydantic-deep/forks/<id>/``: empty stand-ins for files missing on one side."""
@@ -345,6 +356,8 @@ def launch_difftool(
 
 __all__ = [
     "AGREEMENT_STYLES",
+    "EDITED_BY_YOU",
+    "EDITED_STYLE",
     "PLACEHOLDER_DIR",
     "STATE_BADGES",
     "DiffPaths",

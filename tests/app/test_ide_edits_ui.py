@@ -11,6 +11,7 @@ from typing import Any
 
 from textual.widgets import Static, Tree
 
+from app.modals.merge_picker import BranchColumn, MergePickerModal
 from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.widgets.merge_diff import DiffPaths
@@ -18,7 +19,7 @@ from branching_core.fork.mirror.materializer import _branch_held
 from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, wait_for
 from tests.app.fixtures_merge import ScreenHost, run_fork
 from tests.app.test_fork_flow import open_fork
-from tests.fork.test_mirror import aeventually
+from tests.fork.test_mirror import aeventually, read
 
 SIZE = (140, 40)
 
@@ -94,7 +95,7 @@ async def test_explorer_marks_paths_edited_by_you(tmp_path: Path) -> None:
     try:
         mat = run.coordinator.mirror_hook.materializer
         mirrored = mat.branch_path("a", "src/app.py")
-        await aeventually(lambda: mirrored.read_text() == "VALUE = 2\n", "a's write mirrored")
+        await aeventually(lambda: read(mirrored) == "VALUE = 2\n", "a's write mirrored")
         mirrored.write_text("VALUE = 'mine'\n")
         await aeventually(
             lambda: run.coordinator.user_edits() == {"a": ["src/app.py"]}, "the edit relayed"
@@ -114,5 +115,15 @@ async def test_explorer_marks_paths_edited_by_you(tmp_path: Path) -> None:
             assert "edited by you" not in leaves["notes.md"]
             title = screen.query_one("#diff-path-title", Static)
             assert "edited by you in a" in str(title.render())
+        # the merge picker's column for a marks the path in its changed-file list too
+        picker = ScreenHost(lambda: MergePickerModal(run.report, run.statuses, paths=paths))
+        async with picker.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            heads = {
+                column.label: str(column.query_one(".merge-column-diff-text", Static).render())
+                for column in picker.screen.query(BranchColumn)
+            }
+            assert "M src/app.py  edited by you" in heads["a"]
+            assert "edited by you" not in heads["b"] and "src/app.py" in heads["b"]
     finally:
         await run.coordinator.aclose()
