@@ -137,11 +137,15 @@ def _try_lock(path: Path) -> int | None:
 
 @dataclass
 class _Watch:
-    """One watcher thread and how it is doing."""
+    """One fork's watcher threads and how they are doing."""
 
     stop: threading.Event = field(default_factory=threading.Event)
     ready: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
+    edit_thread: threading.Thread | None = None
+    """Watches ``branches/`` for the user's edits. A watcher of its own: the mirror's own
+    writes land there, and in the branch watcher's stream their events would hold its
+    batches open (watchfiles hands a batch over only after a quiet step)."""
     batches: int = 0
     error: str | None = None
 
@@ -297,27 +301,40 @@ class ForkMaterializer:
 
     def _sync_batch(self, changes: set[tuple[Any, str]]) -> None:
         by_branch: dict[str, set[str]] = {}
-        by_mirror: dict[str, set[str]] = {}
         for _change, raw in changes:
-            hit = self._locate_mirror(raw) or self._locate(raw)
+            hit = self._locate(raw)
             if hit is not None:
-                into = by_mirror if hit[2] else by_branch
-                into.setdefault(hit[0].dirname, set()).add(hit[1])
+                by_branch.setdefault(hit[0].dirname, set()).add(hit[1])
+        for dirname, rels in by_branch.items():
+            b = self._branches[dirname]
+            with _branch_held(b.branch) as is_open:
+                if is_open:
+                    self.tree.sync(b, rels)
+        self._report({})  # conflicts a sync met (a user's edit not yet applied)
+
+    def _edit_batch(self, raws: Iterable[str]) -> None:
+        """Apply the user's edits among ``raws`` (paths under ``branches/``)."""
+        by_mirror: dict[str, set[str]] = {}
+        for raw in raws:
+            hit = self._locate_mirror(raw)
+            if hit is not None:
+                by_mirror.setdefault(hit[0].dirname, set()).add(hit[1])
         batches: dict[str, EditBatch] = {}
-        # The user's edits first: a branch write in the same batch then meets them as a
-        # conflict instead of overwriting them.
         for dirname, rels in by_mirror.items():
             b = self._branches[dirname]
             with _branch_held(b.branch) as is_open:
                 if is_open:
                     seen = self._refused_seen.setdefault(dirname, set())
                     batches[dirname] = apply_user_edits(self.tree, b, rels, seen)
-        for dirname, rels in by_branch.items():
-            b = self._branches[dirname]
-            with _branch_held(b.branch) as is_open:
-                if is_open:
-                    self.tree.sync(b, rels)
         self._report(batches)
+
+    def _every_mirror_file(self) -> list[str]:
+        out: list[str] = []
+        for dirname in self._branches:
+            root = self.tree.branch_root(dirname)
+            if root.is_dir():
+                out.extend(f"{root}{os.sep}{rel}" for rel in walk_files(root))
+        return out
 
     def _report(self, batches: dict[str, EditBatch]) -> None:
         """Hand each branch's batch (plus conflicts its syncs found) to ``on_edits``."""
@@ -333,7 +350,7 @@ class ForkMaterializer:
                 except Exception:  # a broken listener must not stop the watcher
                     log.exception("fork %s: reporting the user's edits failed", self.fork_id)
 
-    def _locate_mirror(self, raw: str) -> tuple[MirroredBranch, str, bool] | None:
+    def _locate_mirror(self, raw: str) -> tuple[MirroredBranch, str] | None:
         """``branches/<dir>/<rel>`` of a mirrored branch (a user's or our own write)."""
         prefix = str(self.branches_dir) + os.sep
         if not raw.startswith(prefix):
@@ -342,14 +359,14 @@ class ForkMaterializer:
         b = self._branches.get(dirname)
         if b is None or not relevant(rel):
             return None
-        return (b, rel, True)
+        return (b, rel)
 
-    def _locate(self, raw: str) -> tuple[MirroredBranch, str, bool] | None:
+    def _locate(self, raw: str) -> tuple[MirroredBranch, str] | None:
         for b in self._branches.values():
             layer = str(b.layer)
             if raw.startswith(layer + os.sep):
                 rel = raw[len(layer) + 1 :]
-                return (b, rel, False) if relevant(rel) else None
+                return (b, rel) if relevant(rel) else None
         return None
 
     # -- watcher ------------------------------------------------------------------------------
@@ -383,8 +400,6 @@ class ForkMaterializer:
         import watchfiles
 
         layers = [str(b.layer) for b in self._branches.values() if b.layer.is_dir()]
-        if layers:
-            layers.append(str(self.branches_dir))  # the user's edits in the mirror
         for force_polling in (False, True):
             try:
                 self._watch_loop(watchfiles, layers, watch, force_polling=force_polling)
@@ -424,6 +439,7 @@ class ForkMaterializer:
                 # and from then on a mirror entry the mirror did not write is the user's.
                 self.rebuild()
                 self.tree.stamps.live = True
+                self._start_edit_watch(watch)
                 watch.ready.set()
                 first = False
             if changes:
@@ -433,15 +449,59 @@ class ForkMaterializer:
                 except OSError as exc:
                     log.warning("fork %s mirror sync failed: %s", self.fork_id, exc)
 
+    def _start_edit_watch(self, watch: _Watch) -> None:
+        if watch.edit_thread is None and not watch.stop.is_set():
+            watch.edit_thread = threading.Thread(
+                target=self._run_edits,
+                args=(watch,),
+                name=f"fork-ide-edits-{self.fork_id}",
+                daemon=True,
+            )
+            watch.edit_thread.start()
+
+    def _run_edits(self, watch: _Watch) -> None:
+        """The user's edits in ``branches/`` (see ``edits.py``); once the watch is live,
+        everything already there that the mirror did not write is applied first."""
+        import watchfiles
+
+        for force_polling in (False, True):
+            try:
+                batches = watchfiles.watch(
+                    str(self.branches_dir),
+                    watch_filter=None,
+                    debounce=self.debounce_ms,
+                    step=self.step_ms,
+                    stop_event=watch.stop,
+                    rust_timeout=100,
+                    yield_on_timeout=True,
+                    raise_interrupt=False,
+                    force_polling=force_polling,
+                    poll_delay_ms=50,
+                    ignore_permission_denied=True,
+                )
+                first = True
+                for changes in batches:
+                    if first:
+                        self._edit_batch(self._every_mirror_file())
+                        first = False
+                    if changes:
+                        self._edit_batch(raw for _change, raw in changes)
+                return
+            except Exception as exc:
+                if watch.stop.is_set():
+                    return
+                log.warning("fork %s: watching the user's edits failed (%s)", self.fork_id, exc)
+
     def stop(self) -> None:
-        """Stop the watcher (the mirror stays as it is)."""
+        """Stop the watchers (the mirror stays as it is)."""
         watch, self._watch = self._watch, None
         _WATCHING.discard(self)
         if watch is None:
             return
         watch.stop.set()
-        if watch.thread is not None and watch.thread is not threading.current_thread():
-            watch.thread.join(5)
+        for thread in (watch.thread, watch.edit_thread):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(5)
 
     # -- ending ---------------------------------------------------------------------------------
     def cleanup(self, *, force: bool = False) -> bool:

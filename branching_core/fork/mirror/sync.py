@@ -399,8 +399,10 @@ class MirrorTree:
 
     def _drop(self, dirname: str, rel: str, view: str | None) -> None:
         """Remove ``branches/<dirname>/<rel>`` (file or directory) as the mirror."""
-        _remove(self.branch_root(dirname) / rel)
-        self.stamps.removed_under(dirname, rel)
+        target = self.branch_root(dirname) / rel
+        if _kind(_lstat(target)) == "d":  # (only then: a stamp below stays what it is)
+            self.stamps.removed_under(dirname, rel)
+        _remove(target)
         self.stamps.record(dirname, rel, Stamp("-", view))
 
     def _yield_to_user(self, dirname: str, rel: str, view: Path | None) -> bool:
