@@ -521,7 +521,8 @@ class ForkMaterializer:
         ``cleanup=False``; the next start rebuilds it)."""
         self.stop()
         if cleanup:
-            self.keep_unapplied()
+            if not self.keep_artifacts:  # (a kept mirror keeps the edit where it is)
+                self.keep_unapplied()
             self.cleanup()
         self._release_lock(unlink=True)
         self.closed = True
