@@ -363,3 +363,28 @@ def test_an_edit_the_watcher_had_not_applied_survives_closing_the_mirror(project
     kept = m.mat.fork_dir / "conflicts" / "a" / "src" / "app.py"
     assert kept.read_text() == "VALUE = 'late'\n"
     assert m.view("a", "src/app.py").read_text() == "VALUE = 'a'\n"
+
+
+async def test_edits_reported_before_the_loop_is_known_wait_for_it(project: Path) -> None:
+    """A mirror resumed outside the event loop (a recovered fork) still relays its edits:
+    they wait until the coordinator's loop is known, then reach the branch."""
+    from branching_core.fork.mirror.edit_relay import EditRelay
+    from branching_core.fork.mirror.edits import UserEdit
+
+    s = Scripted({"A": [call("write_file", path="a.txt", content="a\n")]})
+    coord = ForkCoordinator(Agent(s.model), workspace=project)
+    events = _collect(coord)
+    await coord.fork([BranchSpec("a", "A")], parent_history=PARENT)
+    await coord.wait(timeout=60)
+    assert coord.fork_id is not None
+    relay = await asyncio.to_thread(EditRelay, coord)  # made where no loop runs
+    assert relay.loop is None
+    batch = EditBatch("a", "a", edits=[UserEdit("a.txt", "modified", 1, 1, "@@ -1 +1 @@\n")])
+    await asyncio.to_thread(relay.receiver(coord.fork_id), batch)  # the watcher thread
+    assert not any(isinstance(e, BranchUserEdited) for e in events)
+    relay.capture_loop()  # the next event the hook sees on the loop does this
+    await aeventually(lambda: any(isinstance(e, BranchUserEdited) for e in events), "relayed")
+    assert relay.edited_paths() == {"a": ["a.txt"]}
+    assert [m for m in coord.get_branch("a").queue.held if NOTE_MARK in m] == [batch.note()]
+    await coord.merge_or_select("abort")
+    await coord.aclose()
