@@ -2,7 +2,10 @@
 
 ``materializer`` keeps ``.pydantic-deep/forks/<fork_id>/{parent,branches/<label>}/`` in
 step with every branch write; ``sync`` diffs one branch path by path; ``recovery``
-rebuilds or cleans the mirrors a killed process left.
+rebuilds or cleans the mirrors a killed process left. The other way round, ``edits``
+applies what the user changes in ``branches/<label>/`` (their IDE) to that branch
+(``stamps`` tells the mirror's own writes from theirs) and ``edit_relay`` tells the
+branch's model and the coordinator's listeners.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ instance for all of the fork's branches) reports those writes; each batch is re-
 path by path (see :mod:`branching_core.fork.mirror.sync`), so the mirror follows every
 writer within the watcher's step (tens of milliseconds) plus the copy time.
 
+A second watcher thread per fork watches ``branches/`` itself: what the user saves there
+(an IDE open on a branch's directory) is applied to that branch's view, and conflicts
+are kept aside (:mod:`branching_core.fork.mirror.edits`).
+
 The workspace hides ``.pydantic-deep`` from every branch (overlay whiteout, copy ignore
 rule), so the mirror never shows up in a branch's view nor in what a merge commits.
 
