@@ -346,6 +346,10 @@ class SpawnedBranch:
         # reports its wait status).
         watched = self.status_fd if self.status_fd >= 0 else self.pidfd
         sel.register(watched, selectors.EVENT_READ)
+        if watched != self.pidfd:
+            # The keeper's end (its pidfd turns readable) is enough once a command has
+            # reported its exit: no need to wait for the launcher's report as well.
+            sel.register(self.pidfd, selectors.EVENT_READ)
         exited = False
         status = 0
 
@@ -374,24 +378,38 @@ class SpawnedBranch:
                 splitter.feed(data)
             return True
 
+        def drain_rest() -> None:
+            # Every process of the branch is dead; a leaked copy of a write end in
+            # some unrelated fork must not keep us waiting for EOF.
+            for fd in list(streams):
+                if fd in sel.get_map():
+                    os.set_blocking(fd, False)
+                    while fd in sel.get_map() and read_some(fd):
+                        pass
+                    if fd in sel.get_map():
+                        finish(fd)
+
         while True:
             if exited:
-                # Every process of the branch is dead; a leaked copy of a write end in
-                # some unrelated fork must not keep us waiting for EOF.
-                for fd in list(streams):
-                    if fd in sel.get_map():
-                        os.set_blocking(fd, False)
-                        while fd in sel.get_map() and read_some(fd):
-                            pass
-                        if fd in sel.get_map():
-                            finish(fd)
+                drain_rest()
                 break
             for key, _ in sel.select():
                 fd = key.fd
+                if fd not in sel.get_map():  # finished by an earlier event of this batch
+                    continue
                 if fd == watched:
                     sel.unregister(fd)
+                    if fd != self.pidfd and self.pidfd in sel.get_map():
+                        sel.unregister(self.pidfd)
                     status = self._reap()
                     exited = True
+                elif fd == self.pidfd:  # the launcher's keeper has ended
+                    sel.unregister(fd)
+                    drain_rest()
+                    if _is_exit_record(record):
+                        sel.unregister(watched)
+                        status = 0  # what the keeper exits with after a reported exit
+                        exited = True
                 else:
                     read_some(fd)
         sel.close()
@@ -479,6 +497,14 @@ class SpawnedProcessView:
     @property
     def oom_killed(self) -> bool:
         return self._b.done.is_set() and self._b.info.oom_killed
+
+
+def _is_exit_record(data: bytes | bytearray) -> bool:
+    try:
+        tag, parts = parse_record(bytes(data))
+    except ValueError:
+        return False
+    return tag == TAG_EXIT and len(parts) == 1
 
 
 def select_poll_wait(fd: int) -> None:
