@@ -165,7 +165,7 @@ def patterns(runs: int) -> None:
         os.environ["FORKDECK_LAUNCHER"] = "1" if via_launcher else "0"
         candidates = [CommandCandidate(["true"], workspace_path=str(root)) for _ in range(n)]
         start = time.monotonic()
-        outcome = BestOfN(candidates, timeout=30)(ws)  # type: ignore[arg-type]
+        outcome = BestOfN(candidates, timeout=30)(ws)
         wall = time.monotonic() - start
         assert outcome.committed, outcome.all_results
         return wall  # `true`'s own work is nil: all of it is overhead
