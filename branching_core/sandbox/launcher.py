@@ -3,7 +3,8 @@
 Forking the caller for every sandboxed command copies its whole address space
 (twice: the keeper, then the init), and an agent process is large. One launcher per
 process (``_launcher``: ``python -S -I`` with only the sandbox's fork path imported)
-is started lazily on the first command; until it says it is ready, and whenever it
+is started lazily at the second command (a one-command process never pays for
+it); until it says it is ready, and whenever it
 cannot be used, commands take the direct path (a warning is logged once). Callables
 (``BranchContext``) always fork the caller: they need its memory.
 
@@ -189,6 +190,7 @@ class Launcher:
 
 _lock = threading.Lock()
 _current: Launcher | None = None
+_requests = 0  # commands this process asked for (the launcher starts at the second)
 _forked = False  # a fork of the owner: it uses the direct path rather than start its own
 
 
@@ -204,17 +206,26 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1") not in ("0", "off", "no", "false")
 
 
-def get(wait: float = 0.0) -> Launcher | None:
-    """This process's ready launcher, started on first use; None while it starts,
-    when it failed (logged once) or when ``FORKDECK_LAUNCHER=0``."""
-    global _current
+def get(wait: float = 0.0, *, start: bool = False) -> Launcher | None:
+    """This process's ready launcher; None while it starts, when it failed (logged
+    once) or when ``FORKDECK_LAUNCHER=0``.
+
+    It is started at the second command of a process (``start=True``, or
+    ``FORKDECK_LAUNCHER=wait``: at the first): a process that runs one command, such
+    as ``forkdeck run``, would only pay for starting it.
+    """
+    global _current, _requests
     if _forked or not enabled():
         return None
+    waiting = os.environ.get(ENV_SWITCH) == "wait"
     with _lock:
+        _requests += 1
         launcher = _current
         if launcher is None:
+            if not (start or waiting or _requests >= 2):
+                return None
             launcher = _current = Launcher()
-    if launcher.state == "starting" and os.environ.get(ENV_SWITCH) == "wait":
+    if launcher.state == "starting" and waiting:
         wait = max(wait, 30.0)
     return launcher if launcher.poll_ready(wait) else None
 
@@ -222,12 +233,12 @@ def get(wait: float = 0.0) -> Launcher | None:
 def wait_ready(timeout: float = 30.0) -> Launcher | None:
     """Start the launcher if needed and wait until it is ready (benchmarks, tests)."""
     deadline = time.monotonic() + timeout
-    launcher = get()
+    launcher = get(start=True)
     while launcher is None and _current is not None and _current.state == "starting":
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        launcher = get(min(remaining, 0.5))
+        launcher = get(min(remaining, 0.5), start=True)
     return launcher
 
 

@@ -168,3 +168,21 @@ def test_shutdown_ends_the_launcher(fresh_launcher: launcher_mod.Launcher) -> No
     launcher_mod.shutdown()
     assert _gone(pid)
     assert fresh_launcher.proc.returncode == 0
+
+
+ONE_THEN_TWO = textwrap.dedent("""\
+    import sys
+    from branching_core.sandbox import launcher, run_command
+    run_command("true", sys.argv[1])
+    print(launcher._current is None, flush=True)
+    run_command("true", sys.argv[1])
+    print(launcher._current is not None, flush=True)
+""")
+
+
+def test_a_one_command_process_does_not_start_the_launcher(ws: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != launcher_mod.ENV_SWITCH}
+    proc = subprocess.run([sys.executable, "-c", ONE_THEN_TWO, str(ws)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True"]
