@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import gc
 import os
 import pickle
 import select
@@ -153,6 +154,10 @@ def serve(ctrl_fd: int) -> NoReturn:
     # No signal disposition is changed here: keepers inherit them (and SIG_IGN would
     # survive into the command). The owner starts us in a session of our own, so its
     # terminal's ^C and hangup do not reach us.
+    # Everything imported so far is permanent: freezing it keeps the collector from
+    # walking (and so copying, page by page) the inherited heap in every keeper.
+    gc.collect()
+    gc.freeze()
     try:
         _Server(ctrl_fd).serve()
     finally:

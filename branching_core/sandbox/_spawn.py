@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, NoReturn
 from branching_core.errors import ForkError, NamespaceError, ResourceLimitError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
-from branching_core.sandbox.cgroups import BranchCgroups
 from branching_core.sandbox.namespaces import (
     SandboxPlan,
     build_filesystem,
@@ -49,7 +48,8 @@ from branching_core.sandbox.namespaces import (
     finish_isolation,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (cgroups only for annotations: the launcher never imports it)
+    from branching_core.sandbox.cgroups import BranchCgroups
     from branching_core.sandbox.launcher import Launcher
 
 # Parent-side fds of live branches: no child of ours (or of anyone's os.fork) needs
