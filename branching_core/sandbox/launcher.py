@@ -89,6 +89,8 @@ class Launcher:
         _spawn._PARENT_FDS.add(ours.fileno())  # forks of the owner drop it
 
     def _fail(self, why: str) -> None:
+        if self.proc is not None:
+            self.proc.poll()  # reap it if it has already died (no zombie child left)
         if self.state != "failed":
             self.state, self.why = "failed", why
             log.warning("forkdeck sandbox launcher unavailable (%s); sandboxed commands"
