@@ -10,7 +10,9 @@ cannot be used, commands take the direct path (a warning is logged once). Callab
 
 Nothing is left behind: the launcher's control socket is held only by its owner
 (close-on-exec, closed in forked children), so it exits at the owner's exit or death;
-every sandbox it started still watches a lifeline only the owner holds.
+every sandbox it started still watches a lifeline only the owner holds. (Not
+PR_SET_PDEATHSIG: it fires when the *thread* that started the launcher exits, and the
+first commands often come from short-lived worker threads.)
 ``FORKDECK_LAUNCHER=0`` turns the launcher off; ``FORKDECK_LAUNCHER=wait`` makes the first
 command wait for it (up to 30 s) instead of taking the direct path meanwhile.
 """
