@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _wait_for_port(port: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def client_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if ray.is_initialized():  # another module's cluster: this test connects on its own
@@ -49,9 +62,11 @@ def client_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 2, "object_store_memory": 100 << 20, "ray_client_server_port": port,
+        "include_dashboard": False,
         "env_vars": {"FORKDECK_RAY_CACHE": str(base / "cache")},
     })
     try:
+        _wait_for_port(port)  # the client server starts after the head; slowly under load
         yield f"ray://127.0.0.1:{port}"
     finally:
         ray.shutdown()
