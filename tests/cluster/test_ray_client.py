@@ -60,17 +60,19 @@ def client_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # server failed", ray-project/ray#63202). The head's processes inherit this.
     saved = os.environ.get("GRPC_ENABLE_FORK_SUPPORT")
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "object_store_memory": 100 << 20, "ray_client_server_port": port,
-        "include_dashboard": False,
-        "env_vars": {"FORKDECK_RAY_CACHE": str(base / "cache")},
-    })
+    cluster: Cluster | None = None
     try:
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 2, "object_store_memory": 100 << 20, "ray_client_server_port": port,
+            "include_dashboard": False,
+            "env_vars": {"FORKDECK_RAY_CACHE": str(base / "cache")},
+        })
         _wait_for_port(port)  # the client server starts after the head; slowly under load
         yield f"ray://127.0.0.1:{port}"
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         if saved is None:
             os.environ.pop("GRPC_ENABLE_FORK_SUPPORT", None)
         else:
