@@ -3,16 +3,19 @@
 * per-task overhead: a forkdeck candidate on Ray (snapshot cached, branch, fork,
   delta) vs a bare Ray task doing the same work (write one file), tasks one at a
   time so the figure is latency, not throughput;
-* rollouts per second for trivial candidates (``BestOfN(commit=False)``) on 1 and
-  2 nodes (one CPU each);
+* rollouts per second for trivial candidates (``BestOfN(commit=False)``) on 1, 2
+  and 3 nodes (one CPU each);
 * Speculate: from the winner's result to the loser's process (on the other node) dead;
 * shipping a 10,000-file workspace: snapshot + pack + put on the driver, the first
   task on each node (materialises the tree once) vs later tasks on that node;
-* delta size (pickled, as it travels) vs the bytes a candidate changed.
+* delta size (pickled, as it travels) vs the bytes a candidate changed;
+* sandbox start-up in this driver, alternating: ``subprocess.run(['true'])``,
+  bubblewrap, sandboxed ``true`` through the launcher and on the direct fork path.
 
 Nodes get ``--object-store-mb`` each (default 200). Prints a markdown table.
 
     .venv/bin/python benchmarks/cluster.py [--tasks 16] [--files 10000] [--file-kb 10]
+        [--sandbox-rounds 40]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 import pickle
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -82,10 +86,63 @@ def _watch_loser(notes: Path, dead: list[float]) -> None:
     dead.append(time.time())
 
 
+def _warm_nodes(runner: RayRunner, ws: Workspace, nodes: int, timeout: float = 120.0) -> None:
+    """Run small calls until candidates have run on ``nodes`` distinct nodes."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < nodes and time.monotonic() < deadline:
+        outcome = BestOfN(write_one, n=2 * nodes, commit=False, runner=runner)(ws)
+        seen |= {r.node_id for r in outcome.all_results if r.node_id}
+
+
 def bare_work(i: int) -> bool:
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / f"out{i}.txt").write_text("x")
     return True
+
+
+BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev",
+         "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "true"]
+
+
+def sandbox_rows(rounds: int, scratch: Path) -> list[tuple[str, str]]:
+    """Start-up of ``true``: plain, bubblewrap, launcher, direct fork; alternating rounds
+    in this (Ray-importing) driver, p50 / p90 ms."""
+    from branching_core.sandbox import launcher, run_command
+
+    ws = scratch / "sandbox-ws"
+    ws.mkdir()
+    if launcher.wait_ready(60) is None:
+        return [("sandbox launcher", "did not start (see the log)")]
+
+    def sandboxed(via: str) -> None:
+        os.environ["FORKDECK_LAUNCHER"] = via
+        assert run_command(["true"], ws).exit_code == 0
+
+    cases: dict[str, Any] = {
+        "`subprocess.run(['true'])`": lambda: subprocess.run(["true"], check=True),
+        "sandboxed `true`, launcher": lambda: sandboxed("1"),
+        "sandboxed `true`, direct fork of the driver": lambda: sandboxed("0"),
+    }
+    if shutil.which("bwrap"):
+        cases["bubblewrap `true`"] = lambda: subprocess.run(BWRAP, check=True)
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    try:
+        for fn in cases.values():
+            fn()
+        for _ in range(rounds):
+            for name, fn in cases.items():
+                samples[name].append(timed(fn) * 1e3)
+    finally:
+        os.environ.pop("FORKDECK_LAUNCHER", None)
+    plain = statistics.median(samples["`subprocess.run(['true'])`"])
+    rows = []
+    for name, values in samples.items():
+        p50 = statistics.median(values)
+        p90 = statistics.quantiles(values, n=10)[-1]
+        rows.append((f"{name} (p50 / p90, {rounds} alternating rounds)",
+                     f"{p50:.2f} / {p90:.2f} ms ({p50 - plain:+.2f} ms vs plain)"))
+    return rows
 
 
 def make_ws(root: Path, files: int, size: int) -> Workspace:
@@ -110,6 +167,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--file-kb", type=int, default=10)
     ap.add_argument("--object-store-mb", type=int, default=200)
+    ap.add_argument("--sandbox-rounds", type=int, default=40)
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="forkdeck-bench-cluster-"))
     store = args.object_store_mb << 20
@@ -135,17 +193,23 @@ def main() -> None:
                  ("added per task by forkdeck", f"{(t_fd - t_bare) * 1e3:.1f} ms "
                                                 f"({t_fd / t_bare:.1f}x)")]
 
-        # 2. rollouts/s on 1 vs 2 nodes
+        # 2. rollouts/s on 1 vs 2 vs 3 nodes: each count warmed until every node has run
+        # candidates (a new node's worker pool starts lazily), then the median of 3 calls
         free = RayRunner()
         k = 2 * n
-        r1 = k / timed(lambda: BestOfN(write_one, n=k, commit=False, runner=free)(small))
-        c.add_node(num_cpus=1, object_store_memory=store,
-                   env_vars={"FORKDECK_RAY_CACHE": str(base / "cache-1")})
-        c.wait_for_nodes()
-        BestOfN(write_one, n=4, commit=False, runner=free)(small)  # warm the new node
-        r2 = k / timed(lambda: BestOfN(write_one, n=k, commit=False, runner=free)(small))
-        rows += [(f"rollouts/s, {k} trivial candidates, 1 node", f"{r1:.1f}"),
-                 (f"rollouts/s, {k} trivial candidates, 2 nodes", f"{r2:.1f} ({r2 / r1:.2f}x)")]
+        rates: list[float] = []
+        for nodes in (1, 2, 3):
+            if nodes > 1:
+                c.add_node(num_cpus=1, object_store_memory=store,
+                           env_vars={"FORKDECK_RAY_CACHE": str(base / f"cache-{nodes - 1}")})
+                c.wait_for_nodes()
+            _warm_nodes(free, small, nodes)
+            rates.append(statistics.median(
+                k / timed(lambda: BestOfN(write_one, n=k, commit=False, runner=free)(small))
+                for _ in range(3)))
+        for nodes, rate in zip((1, 2, 3), rates, strict=True):
+            rows.append((f"rollouts/s, {k} trivial candidates, {nodes} node(s), median of 3",
+                         f"{rate:.1f} ({rate / rates[0]:.2f}x)"))
 
         # 2b. Speculate: the loser on the other node, from the winner's result to its death
         notes = base / "notes"
@@ -178,9 +242,9 @@ def main() -> None:
         t_again = timed(lambda: BestOfN(write_one, n=2, commit=False, runner=ship)(big))
         rows += [(f"snapshot+pack+put, {args.files} files / {mb:.0f} MB (driver)",
                   f"{t_ship * 1e3:.0f} ms"),
-                 ("first call on 2 nodes (ship + materialise once per node)",
+                 ("first call on 3 nodes (ship + materialise once per node)",
                   f"{t_first * 1e3:.0f} ms"),
-                 ("next call (cached on both nodes; rescan on the driver)",
+                 ("next call (cached on every node; rescan on the driver)",
                   f"{t_again * 1e3:.0f} ms"),
                  ("materialisations", str(ship.stats["materialisations"]))]
 
@@ -195,10 +259,15 @@ def main() -> None:
             wire = len(pickle.dumps(report.delta))
             rows.append((f"delta for {nbytes} changed bytes (pickled)",
                          f"{wire} B (+{wire - nbytes} B)"))
+
+        # 5. sandbox start-up beside plain `true` and bubblewrap, in this driver
+        rows += sandbox_rows(args.sandbox_rounds, base)
     finally:
         ray.shutdown()
         c.shutdown()
 
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average at the end: {load}\n")
     print("| figure | value |\n|---|---|")
     for name, value in rows:
         print(f"| {name} | {value} |")

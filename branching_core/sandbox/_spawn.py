@@ -36,18 +36,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from select import POLLHUP, POLLIN
 from select import poll as select_poll
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from branching_core.errors import ForkError, NamespaceError, ResourceLimitError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
-from branching_core.sandbox.cgroups import BranchCgroups
 from branching_core.sandbox.namespaces import (
     SandboxPlan,
     build_filesystem,
     enter_namespaces,
     finish_isolation,
 )
+
+if TYPE_CHECKING:  # (cgroups only for annotations: the launcher never imports it)
+    from branching_core.sandbox.cgroups import BranchCgroups
+    from branching_core.sandbox.launcher import Launcher
 
 # Parent-side fds of live branches: no child of ours (or of anyone's os.fork) needs
 # them, and a stray copy would hold a pipe open or keep a lifeline alive.
@@ -264,6 +267,7 @@ class SpawnedBranch:
     stderr_r: int = -1
     result_r: int = -1
     max_output: int = DEFAULT_MAX_OUTPUT
+    status_fd: int = -1  # started by the launcher: its report of the keeper's end
     stdout: BoundedCapture = field(init=False)
     stderr: BoundedCapture = field(init=False)
     extra: dict[int, BoundedCapture] = field(default_factory=dict)
@@ -338,7 +342,14 @@ class SpawnedBranch:
             streams[rfd] = (cap, None)
         for fd in streams:
             sel.register(fd, selectors.EVENT_READ)
-        sel.register(self.pidfd, selectors.EVENT_READ)
+        # The keeper is our child (reaped through its pidfd) or the launcher's (which
+        # reports its wait status).
+        watched = self.status_fd if self.status_fd >= 0 else self.pidfd
+        sel.register(watched, selectors.EVENT_READ)
+        if watched != self.pidfd:
+            # The keeper's end (its pidfd turns readable) is enough once a command has
+            # reported its exit: no need to wait for the launcher's report as well.
+            sel.register(self.pidfd, selectors.EVENT_READ)
         exited = False
         status = 0
 
@@ -367,24 +378,38 @@ class SpawnedBranch:
                 splitter.feed(data)
             return True
 
+        def drain_rest() -> None:
+            # Every process of the branch is dead; a leaked copy of a write end in
+            # some unrelated fork must not keep us waiting for EOF.
+            for fd in list(streams):
+                if fd in sel.get_map():
+                    os.set_blocking(fd, False)
+                    while fd in sel.get_map() and read_some(fd):
+                        pass
+                    if fd in sel.get_map():
+                        finish(fd)
+
         while True:
             if exited:
-                # Every process of the branch is dead; a leaked copy of a write end in
-                # some unrelated fork must not keep us waiting for EOF.
-                for fd in list(streams):
-                    if fd in sel.get_map():
-                        os.set_blocking(fd, False)
-                        while fd in sel.get_map() and read_some(fd):
-                            pass
-                        if fd in sel.get_map():
-                            finish(fd)
+                drain_rest()
                 break
             for key, _ in sel.select():
                 fd = key.fd
-                if fd == self.pidfd:
+                if fd not in sel.get_map():  # finished by an earlier event of this batch
+                    continue
+                if fd == watched:
                     sel.unregister(fd)
-                    _, status = os.waitpid(self.pid, 0)
+                    if fd != self.pidfd and self.pidfd in sel.get_map():
+                        sel.unregister(self.pidfd)
+                    status = self._reap()
                     exited = True
+                elif fd == self.pidfd:  # the launcher's keeper has ended
+                    sel.unregister(fd)
+                    drain_rest()
+                    if _is_exit_record(record):
+                        sel.unregister(watched)
+                        status = 0  # what the keeper exits with after a reported exit
+                        exited = True
                 else:
                     read_some(fd)
         sel.close()
@@ -403,7 +428,29 @@ class SpawnedBranch:
         _PARENT_FDS.discard(self.pidfd)
         os.close(self.pidfd)
         self.pidfd = -1
+        if self.status_fd >= 0:
+            _PARENT_FDS.discard(self.status_fd)
+            os.close(self.status_fd)
+            self.status_fd = -1
         self.done.set()
+
+    def _reap(self) -> int:
+        """The keeper's wait status, once it has ended."""
+        if self.status_fd < 0:
+            return os.waitpid(self.pid, 0)[1]
+        try:
+            msg = os.read(self.status_fd, 64)
+        except OSError:
+            msg = b""
+        if msg[:1] == b"W" and len(msg) == 5:
+            return struct.unpack("<i", msg[1:])[0]
+        # The launcher died before reporting: end the tree ourselves and wait for the
+        # keeper to be gone (the pidfd turns readable when it exits), as if killed.
+        self.kill_tree()
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        select_poll_wait(self.pidfd)
+        return signal.SIGKILL  # the raw wait status of a process killed by SIGKILL
 
 
 class SpawnedProcessView:
@@ -452,6 +499,26 @@ class SpawnedProcessView:
         return self._b.done.is_set() and self._b.info.oom_killed
 
 
+def _is_exit_record(data: bytes | bytearray) -> bool:
+    try:
+        tag, parts = parse_record(bytes(data))
+    except ValueError:
+        return False
+    return tag == TAG_EXIT and len(parts) == 1
+
+
+def select_poll_wait(fd: int) -> None:
+    """Block until ``fd`` is readable (a pidfd: until its process has exited)."""
+    poller = select_poll()
+    poller.register(fd, POLLIN)
+    while True:
+        try:
+            if poller.poll():
+                return
+        except InterruptedError:
+            continue
+
+
 def spawn(
     plan: SandboxPlan,
     cgroups: BranchCgroups,
@@ -462,8 +529,15 @@ def spawn(
     capture_fds: list[int] | None = None,
     pass_fds: Mapping[int, int] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
+    launcher: Launcher | None = None,
+    command: tuple[list[str], dict[str, str]] | None = None,
 ) -> SpawnedBranch:
-    """Fork the keeper and start draining; the caller owns ``cgroups`` until this returns."""
+    """Fork the keeper and start draining; the caller owns ``cgroups`` until this returns.
+
+    With a ``launcher`` and ``command=(argv, env)`` (``child_main`` being that command's
+    main, and ``close_fds`` true) the launcher forks the keeper instead of this process;
+    if the launcher cannot take the request, the keeper is forked here.
+    """
     child_ends: list[int] = []
     parent_ends: list[int] = []
 
@@ -496,6 +570,31 @@ def spawn(
             os.close(fd)
         raise
     _PARENT_FDS.update(parent_ends)
+    started = None
+    if launcher is not None and command is not None:
+        started = _start_via(launcher, command, plan, cgroups, fd_map, res_w, life_r,
+                             child_ends, parent_ends)
+    if started is not None:
+        pid, pidfd, status_fd = started
+    else:
+        pid, pidfd = _fork_keeper(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,
+                                  child_ends, parent_ends)
+        status_fd = -1
+    branch = SpawnedBranch(
+        pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
+        capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
+        max_output=max_output, status_fd=status_fd,
+    )
+    branch.start_drain()
+    return branch
+
+
+def _fork_keeper(
+    plan: SandboxPlan, cgroups: BranchCgroups, child_main: ChildMain, close_fds: bool,
+    fd_map: dict[int, int], res_w: int, life_r: int,
+    child_ends: list[int], parent_ends: list[int],
+) -> tuple[int, int]:
+    """The direct path: fork the keeper from this process; returns (pid, pidfd)."""
     try:
         pid = os.fork()
     except OSError as exc:
@@ -518,13 +617,33 @@ def spawn(
         os.waitpid(pid, 0)
         raise
     _PARENT_FDS.add(pidfd)
-    branch = SpawnedBranch(
-        pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
-        capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
-        max_output=max_output,
-    )
-    branch.start_drain()
-    return branch
+    return pid, pidfd
+
+
+def _start_via(
+    launcher: Launcher, command: tuple[list[str], dict[str, str]], plan: SandboxPlan,
+    cgroups: BranchCgroups, fd_map: dict[int, int], res_w: int, life_r: int,
+    child_ends: list[int], parent_ends: list[int],
+) -> tuple[int, int, int] | None:
+    """Have the launcher fork the keeper; returns (pid, pidfd, status fd), or None when
+    it cannot take the request (the caller forks directly)."""
+    from branching_core.sandbox.launcher import LauncherUnavailable
+
+    try:
+        pid, pidfd, status_fd = launcher.start(
+            plan, cgroups.procs_files, fd_map, res_w, life_r, *command)
+    except LauncherUnavailable:
+        return None
+    except BaseException:
+        for fd in child_ends + parent_ends:
+            _PARENT_FDS.discard(fd)
+            os.close(fd)
+        raise
+    _PARENT_FDS.update((pidfd, status_fd))
+    for fd in child_ends:
+        os.close(fd)
+    plan.close_fds()
+    return pid, pidfd, status_fd
 
 
 def setup_error(info: ExitInfo) -> Exception | None:

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from branching_core.sandbox import _spawn
+from branching_core.sandbox import _spawn, launcher
+from branching_core.sandbox._command_init import command_main
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
 from branching_core.sandbox.limits import ResourceLimits
-from branching_core.sandbox.namespaces import SandboxPlan, plan_sandbox
+from branching_core.sandbox.namespaces import plan_sandbox
 
 OutputCallback = Callable[[str, str], None]
 
@@ -37,33 +38,6 @@ def _argv(command: str | Sequence[str]) -> list[str]:
     if not argv:
         raise ValueError("empty command")
     return argv
-
-
-def _command_main(argv: list[str], env: dict[str, str]) -> _spawn.ChildMain:
-    def main(plan: SandboxPlan, result_fd: int) -> int:
-        env["PWD"] = plan.target
-        try:
-            child = os.posix_spawnp(
-                argv[0], argv, env,
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT),
-            )
-        except OSError as exc:
-            msg = f"{argv[0]}: {exc.strerror}\n".encode()
-            os.write(2, msg)
-            status = (127 if exc.errno == 2 else 126) << 8
-        else:
-            while True:  # pid 1 duty: reap every orphan until the command itself ends
-                try:
-                    pid, status = os.waitpid(-1, 0)
-                except ChildProcessError:
-                    status = 0
-                    break
-                if pid == child:
-                    break
-        _spawn.write_record(result_fd, _spawn.TAG_EXIT, struct.pack("<i", status))
-        return 0
-
-    return main
 
 
 @dataclass
@@ -123,11 +97,13 @@ class CommandBranch(_spawn.SpawnedProcessView):
         except BaseException:
             plan.close_fds()
             raise
-        main = _command_main(self.argv, dict(os.environ if env is None else env))
+        child_env = dict(os.environ if env is None else env)
+        main = command_main(self.argv, child_env)
         try:
             self._branch = _spawn.spawn(
                 plan, cgroups, main, close_fds=True, on_output=on_output,
                 capture_fds=capture, pass_fds=passed, max_output=max_output,
+                launcher=launcher.get(), command=(self.argv, child_env),
             )
         except BaseException:
             plan.close_fds()

@@ -35,8 +35,6 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from branching_core.workspace.store import STORE_ENV
-
 _STORE_MARKER = "workspace"
 _STORE_BASE_NAME = ".forkdeck-stores"
 
@@ -58,6 +56,10 @@ def _ancestors(path: str) -> list[str]:
 
 def store_dirs(view: str, target: str) -> list[str]:
     """Store directories to hide for a sandbox showing ``view`` at ``target``."""
+    # Imported here: the launcher process imports this module and should not carry
+    # the store's imports (hashlib, json, shutil, ...) into every fork.
+    from branching_core.workspace.store import STORE_ENV
+
     found: list[str] = []
     explicit = os.environ.get(STORE_ENV)
     if explicit:

@@ -1,0 +1,226 @@
+"""Sandboxed ``true`` through the launcher, against plain ``true`` and bubblewrap, one run.
+
+Issue 16's targets: sandboxed ``true`` <= ``subprocess.run(['true'])`` + 2 ms and faster
+than bubblewrap measured in the same run; 16 candidates with ``timeout=`` <= 20 ms
+overhead beyond their own work; ``isolate_processes`` <= 30 ms.
+
+Two long-lived worker processes are driven in alternating rounds (so load from the
+other sessions on this machine hits every case alike): a *lean* caller that imported
+only the sandbox, and an *agent-sized* one (pydantic-ai, Textual and the fork layer
+imported, plus 200 MB of live Python objects, like a TUI holding long agent
+histories). In each, ``true`` runs plain, under bubblewrap (``bwrap --unshare-all
+--die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true``),
+sandboxed through the launcher and sandboxed on the direct path (``FORKDECK_LAUNCHER=0``:
+the caller forks itself). Then, in this process, 16 pattern candidates: command
+candidates (what ``forkdeck best-of-n -- CMD`` runs; the launcher serves them) and
+Python callables (forked from the caller by design: they need its memory).
+
+    python benchmarks/sandbox_launcher.py [--rounds 60] [--pattern-runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev",
+         "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "true"]
+
+WORKER = r'''
+import os, subprocess, sys, time
+heavy = sys.argv[2] == "heavy"
+if heavy:
+    import pydantic_ai, textual.app, branching_core.fork  # noqa: F401
+    ballast = [{"turn": i, "text": "x" * 200, "parts": [i] * 8} for i in range(450_000)]
+from branching_core.sandbox import launcher, run_command
+ws = sys.argv[1]
+bwrap = sys.argv[3:]
+assert launcher.wait_ready(60) is not None, "launcher did not start"
+
+def sandboxed(via_launcher):
+    os.environ["FORKDECK_LAUNCHER"] = "1" if via_launcher else "0"
+    result = run_command(["true"], ws)
+    assert result.exit_code == 0, result
+
+cases = {
+    "plain": lambda: subprocess.run(["true"], check=True),
+    "bwrap": lambda: subprocess.run(bwrap, check=True),
+    "launcher": lambda: sandboxed(True),
+    "direct": lambda: sandboxed(False),
+}
+for case in cases.values():
+    case()
+with open(f"/proc/{os.getpid()}/status") as fh:
+    rss = next(line.split()[1] for line in fh if line.startswith("VmRSS:"))
+print(int(rss) // 1024, flush=True)
+for line in sys.stdin:
+    name = line.strip()
+    if name not in cases:
+        continue
+    start = time.perf_counter()
+    cases[name]()
+    print((time.perf_counter() - start) * 1000, flush=True)
+'''
+
+CASES = ("plain", "bwrap", "launcher", "direct")
+LABELS = {
+    "plain": "`subprocess.run(['true'])`",
+    "bwrap": "bubblewrap `true`",
+    "launcher": "sandboxed `true`, launcher",
+    "direct": "sandboxed `true`, direct fork (before)",
+}
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _q(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def start_up(rounds: int, ws: str) -> None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SystemExit("bubblewrap (bwrap) is needed for the comparison: apt-get install"
+                         " bubblewrap")
+    workers: dict[str, subprocess.Popen[str]] = {}
+    rss: dict[str, int] = {}
+    for weight in ("lean", "heavy"):
+        proc = subprocess.Popen([sys.executable, "-c", WORKER, ws, weight, bwrap, *BWRAP[1:]],
+                                cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout is not None
+        rss[weight] = int(proc.stdout.readline())
+        workers[weight] = proc
+    samples: dict[tuple[str, str], list[float]] = {}
+    try:
+        for _ in range(rounds):
+            for case in CASES:
+                for weight, proc in workers.items():
+                    assert proc.stdin is not None and proc.stdout is not None
+                    proc.stdin.write(case + "\n")
+                    proc.stdin.flush()
+                    samples.setdefault((weight, case), []).append(float(proc.stdout.readline()))
+    finally:
+        for proc in workers.values():
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait(30)
+    print(f"### Start-up: {rounds} alternating rounds, p50 / p25 / p90 in ms"
+          f" (load {_load()})\n")
+    print("| case | lean caller (RSS {lean} MB) | agent-sized caller (RSS {heavy} MB) |"
+          .format(**rss))
+    print("| --- | ---: | ---: |")
+    for case in CASES:
+        cells = []
+        for weight in ("lean", "heavy"):
+            values = samples[(weight, case)]
+            cells.append(f"{statistics.median(values):.2f} / {_q(values, 0.25):.2f} /"
+                         f" {_q(values, 0.9):.2f}")
+        print(f"| {LABELS[case]} | {cells[0]} | {cells[1]} |")
+    print("\n| target (p50, same run) | lean caller | agent-sized caller |")
+    print("| --- | --- | --- |")
+    for name, check in (
+        ("launcher <= plain + 2 ms", lambda p50: p50["launcher"] - p50["plain"] <= 2.0),
+        ("launcher < bubblewrap", lambda p50: p50["launcher"] < p50["bwrap"]),
+    ):
+        cells = []
+        for weight in ("lean", "heavy"):
+            p50 = {c: statistics.median(samples[(weight, c)]) for c in CASES}
+            verdict = "met" if check(p50) else "NOT met"
+            cells.append(f"{verdict} (launcher {p50['launcher']:.2f}, plain"
+                         f" {p50['plain']:.2f}, bwrap {p50['bwrap']:.2f})")
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
+
+
+def patterns(runs: int) -> None:
+    from patterns import overhead  # benchmarks/patterns.py: wall minus own work
+
+    from branching_core.cli._command import CommandCandidate
+    from branching_core.patterns import BestOfN
+    from branching_core.sandbox import launcher, sandbox_available
+    from branching_core.workspace import Workspace
+
+    scratch = Path(tempfile.mkdtemp(prefix="forkdeck-bench-"))
+    root = scratch / "ws"
+    root.mkdir()
+    (root / "seed.txt").write_text("seed")
+    ws = Workspace(root)
+    launcher.wait_ready(60)
+
+    def commands(n: int, via_launcher: bool) -> float:
+        os.environ["FORKDECK_LAUNCHER"] = "1" if via_launcher else "0"
+        candidates = [CommandCandidate(["true"], workspace_path=str(root)) for _ in range(n)]
+        start = time.monotonic()
+        outcome = BestOfN(candidates, timeout=30)(ws)
+        wall = time.monotonic() - start
+        assert outcome.committed, outcome.all_results
+        return wall  # `true`'s own work is nil: all of it is overhead
+
+    def plain(n: int) -> float:
+        start = time.monotonic()
+        procs = [subprocess.Popen(["true"]) for _ in range(n)]
+        for proc in procs:
+            proc.wait()
+        return time.monotonic() - start
+
+    rows: list[tuple[str, dict[str, Any]]] = [
+        ("16 command candidates `true`, `timeout=30`, launcher", {"fn": lambda: commands(16, True)}),
+        ("same, direct fork (before)", {"fn": lambda: commands(16, False)}),
+        ("16 x `Popen(['true'])` (no pattern, no sandbox: the floor)", {"fn": lambda: plain(16)}),
+        ("16 callables (50 ms sleep), `timeout=30` (forks the caller)",
+         {"fn": lambda: overhead(ws, 16, {"timeout": 30})}),
+    ]
+    if sandbox_available()[0]:
+        rows.append(("16 callables (50 ms sleep), `isolate_processes` (BranchContext)",
+                     {"fn": lambda: overhead(ws, 16, {"isolate_processes": True})}))
+    results: dict[str, list[float]] = {name: [] for name, _ in rows}
+    try:
+        for _name, spec in rows:
+            spec["fn"]()  # warm-up
+        for _ in range(runs):  # alternating, like the start-up rounds
+            for name, spec in rows:
+                results[name].append(spec["fn"]() * 1000)
+    finally:
+        os.environ.pop("FORKDECK_LAUNCHER", None)
+        ws.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"\n### 16 pattern candidates, overhead beyond their own work, {runs} alternating"
+          f" runs (load {_load()})\n")
+    print("| case | p50 ms | p25 ms | p90 ms |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, values in results.items():
+        print(f"| {name} | {statistics.median(values):.1f} | {_q(values, 0.25):.1f} |"
+              f" {_q(values, 0.9):.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--pattern-runs", type=int, default=10)
+    parser.add_argument("--skip-patterns", action="store_true")
+    args = parser.parse_args()
+    ws = tempfile.mkdtemp(prefix="forkdeck-launcher-bench-")
+    try:
+        start_up(args.rounds, ws)
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+    if not args.skip_patterns:
+        patterns(args.pattern_runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""What a command sandbox's pid-1 init does once isolation is complete.
+
+Kept apart from ``command`` (which imports asyncio) so the launcher process, which
+forks command sandboxes for its owner, can import it without the caller's weight.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+
+from branching_core.sandbox import _spawn
+from branching_core.sandbox.namespaces import SandboxPlan
+
+
+def command_main(argv: list[str], env: dict[str, str]) -> _spawn.ChildMain:
+    """The init's body: spawn ``argv``, reap every orphan, report the command's status."""
+
+    def main(plan: SandboxPlan, result_fd: int) -> int:
+        env["PWD"] = plan.target
+        try:
+            child = os.posix_spawnp(
+                argv[0], argv, env,
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT),
+            )
+        except OSError as exc:
+            msg = f"{argv[0]}: {exc.strerror}\n".encode()
+            os.write(2, msg)
+            status = (127 if exc.errno == 2 else 126) << 8
+        else:
+            while True:  # pid 1 duty: reap every orphan until the command itself ends
+                try:
+                    pid, status = os.waitpid(-1, 0)
+                except ChildProcessError:
+                    status = 0
+                    break
+                if pid == child:
+                    break
+        _spawn.write_record(result_fd, _spawn.TAG_EXIT, struct.pack("<i", status))
+        return 0
+
+    return main
+
+
+__all__ = ["command_main"]
