@@ -28,7 +28,6 @@ from textual.containers import Container, Vertical
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from app.chat_store import save_history
 from app.commands import (
@@ -49,6 +48,7 @@ from app.commands import (
 from app.session import ChatSession, build_report, merge_summary
 from app.shell_command import ShellTarget, branch_target, run_shell_command
 from app.widgets.chat_input import ChatInput
+from app.widgets.footer import ChatFooter
 from app.widgets.fork_log import ForkLog
 from app.widgets.message_list import MessageList
 from app.widgets.status_bar import StatusBar, StatusInfo
@@ -140,7 +140,7 @@ class ChatScreen(Screen[None]):
         chat_input.cursor_blink = bool(getattr(self.app, "cursor_blink", True))
         yield chat_input
         yield StatusBar(id="status")
-        yield Footer()
+        yield ChatFooter()
 
     @property
     def messages(self) -> MessageList:
