@@ -141,3 +141,46 @@ async def test_the_footer_is_not_rebuilt_when_its_keys_stay_the_same() -> None:
         app.screen.refresh_bindings()
         await wait_until(pilot, lambda: "Another key" in screen_text(app))
         assert footer.rebuilds > rebuilds
+
+
+class Modes(App[None]):
+    """One key whose label depends on a mode, like Esc's "Abort fork"/"Terminate branch"."""
+
+    BINDINGS = [
+        ("ctrl+t", "act('abort')", "Abort all"),
+        ("ctrl+t", "act('terminate')", "Terminate one"),
+        ("ctrl+s", "save", "Save"),
+    ]
+    mode = "abort"
+    done: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield TextArea()
+        yield ChatFooter()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return parameters[0] == self.mode if action == "act" else True
+
+    def action_act(self, what: str) -> None:
+        self.done.append(what)
+
+    def action_save(self) -> None:
+        pass
+
+
+async def test_a_changed_label_is_redrawn_in_place_and_its_key_runs_the_new_action() -> None:
+    """Before: a tab switch (Esc's label changing) re-mounted every footer key."""
+    app = Modes()
+    async with app.run_test(size=SIZE) as pilot:
+        footer = app.query_one(ChatFooter)
+        await wait_until(pilot, lambda: "Abort all" in screen_text(app))
+        keys_before, rebuilds = list(footer.children), footer.rebuilds
+        app.mode = "terminate"
+        app.screen.refresh_bindings()
+        await wait_until(pilot, lambda: "Terminate one" in screen_text(app))
+        assert "Abort all" not in screen_text(app)
+        assert "Save" in screen_text(app)
+        assert list(footer.children) == keys_before and footer.rebuilds == rebuilds
+        await pilot.click(footer.children[0])  # a click on the relabelled key
+        await pilot.pause()
+        assert app.done == ["terminate"]
