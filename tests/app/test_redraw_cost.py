@@ -78,7 +78,7 @@ async def test_update_in_place_lays_out_only_when_the_height_changes(
 async def test_streamed_words_that_keep_the_line_count_cost_no_screen_layout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Before: every flush of the shown panel (20 a second per streaming branch) reflowed
+    """Before: every flush of the shown panel (10 a second) reflowed
     the whole screen, even when the words fitted on the block's last line."""
     app = HostApp(lambda: BranchPanelWidget("alpha", steer="go"))
     async with app.run_test(size=SIZE) as pilot:
