@@ -320,7 +320,7 @@ def ratio(ours: list[float], bare: list[float], q: float = 0.95) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--presses", type=int, default=60)
     args = parser.parse_args()
