@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import importlib.metadata
 import itertools
 import platform
 from collections.abc import Iterator
@@ -28,7 +27,6 @@ from textual.containers import Container, Vertical
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from app.chat_store import save_history
 from app.commands import (
@@ -50,6 +48,7 @@ from app.session import ChatSession, build_report, merge_summary
 from app.shell_command import ShellTarget, branch_target, run_shell_command
 from app.widgets.chat_input import ChatInput
 from app.widgets.edit_notices import EDIT_EVENTS, edit_notice
+from app.widgets.footer import ChatFooter
 from app.widgets.fork_log import ForkLog
 from app.widgets.message_list import MessageList
 from app.widgets.status_bar import StatusBar, StatusInfo
@@ -141,7 +140,7 @@ class ChatScreen(Screen[None]):
         chat_input.cursor_blink = bool(getattr(self.app, "cursor_blink", True))
         yield chat_input
         yield StatusBar(id="status")
-        yield Footer()
+        yield ChatFooter()
 
     @property
     def messages(self) -> MessageList:
@@ -622,10 +621,12 @@ class ChatScreen(Screen[None]):
         self.notice(line)
 
     def cmd_version(self, command: Slash) -> None:
+        from importlib import metadata  # not at import: it costs the first frame ~15 ms
+
         def version(dist: str) -> str:
             try:
-                return importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
                 return "?"
 
         self.notice(

@@ -21,9 +21,12 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from app.widgets.fork_tabs import STATE_BADGES
+from app.widgets.redraw import update_in_place
 
-FLUSH_INTERVAL = 1 / 20
-"""Seconds between two screen updates of one panel's streamed text (20 per second)."""
+FLUSH_INTERVAL = 1 / 10
+"""Seconds between two screen updates of the shown panel's streamed text (10 per second:
+still reads as a live stream, and half the repaints competing with the keyboard for the
+event loop while ten branches stream)."""
 
 BLOCK_CHARS = 2000
 """A streamed reply longer than this continues in a new block at its next line break."""
@@ -90,7 +93,7 @@ class TranscriptBlock(Static):
         :meth:`redraw`, so a panel nobody sees never costs a screen layout."""
         self.text = text
         if draw:
-            self.update(Content(text))
+            update_in_place(self, Content(text))  # no screen layout while its height holds
             self.stale = False
         else:
             self.stale = True
@@ -410,7 +413,7 @@ class BranchPanelWidget(Vertical):
             self._header_stale = True
         elif self.is_mounted:
             self._header_stale = False
-            self.query_one(".header", Static).update(Content(self.header_text))
+            update_in_place(self.query_one(".header", Static), Content(self.header_text))
 
     def _add_block(self, kind: str, text: str) -> TranscriptBlock:
         return self._mount_block(TranscriptBlock(kind, text))

@@ -31,6 +31,7 @@ from textual.widgets import ContentSwitcher, Static
 
 from app.widgets.branch_panel import BranchPanelWidget, format_cost, one_line
 from app.widgets.fork_tabs import STATE_BADGES, ForkTabsWidget
+from app.widgets.redraw import update_in_place
 
 if TYPE_CHECKING:
     from branching_core.fork import BranchRuntime, ForkCoordinator
@@ -60,11 +61,19 @@ class ForkOverview(Vertical):
 
     text = ""
     """The rows as drawn (headings first), for tests and screen readers."""
+    title = ""
+    """The title line as drawn."""
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="title")
         with VerticalScroll(classes="rows", can_focus=False):
             yield Static("", classes="table")
+
+    def show_title(self, title: str) -> None:
+        """Draw the title line (no redraw, and no screen layout, when nothing changed)."""
+        if title != self.title:
+            self.title = title
+            update_in_place(self.query_one(".title", Static), title)
 
     def show_rows(self, rows: list[tuple[str, ...]]) -> None:
         """Draw ``rows`` under the column headings (no redraw when nothing changed)."""
@@ -80,7 +89,7 @@ class ForkOverview(Vertical):
         self.text = text
         rendered = Text(text, no_wrap=True, overflow="ellipsis")
         rendered.stylize("bold", 0, len(lines[0]))
-        self.query_one(".table", Static).update(rendered)
+        update_in_place(self.query_one(".table", Static), rendered)
 
 
 class ForkArea(Vertical):
@@ -428,7 +437,7 @@ class ForkArea(Vertical):
             else (f"${summary.aggregate_usd:.4f}")
         )
         cap = summary.aggregate_budget_usd if summary else None
-        overview.query_one(".title", Static).update(
+        overview.show_title(
             f"{len(self._labels)} branches · {running} running · {cost}"
             + (f" of ${cap:g}" if cap is not None else "")
             + "  (Tab: next tab · F1-F9: branch · Esc: abort fork)"

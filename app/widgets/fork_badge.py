@@ -18,6 +18,8 @@ from textual import on
 from textual.message import Message
 from textual.widgets import Static
 
+from app.widgets.redraw import update_in_place
+
 if TYPE_CHECKING:
     from branching_core.fork import ForkCoordinator
 
@@ -50,7 +52,7 @@ class ForkBadgeWidget(Static):
         text = format_summary(branches, running, cost_usd)
         if text != self.summary_text:
             self.summary_text = text
-            self.update(text)
+            update_in_place(self, text)  # one fixed line: no screen layout
         self.display = True
 
     def clear(self) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 from textual.timer import Timer
 from textual.widgets import Static
 
+from app.widgets.redraw import update_in_place
+
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 BUSY_INTERVAL = 0.1
 """Seconds between two frames of the spinner (only while something long is running)."""
@@ -91,6 +93,7 @@ class StatusBar(Static):
         self._busy_since = 0.0
         self._busy_timer: Timer | None = None
         self._frame = 0
+        self._drawn: str | None = None
 
     def set_busy(self, label: str | None) -> None:
         """Show ``label`` with a spinner and the seconds spent, until called with None.
@@ -140,7 +143,10 @@ class StatusBar(Static):
     def _render_line(self) -> None:
         shown = self._shown()
         if shown is not None:
-            self.update(format_status(shown, self._room()))
+            line = format_status(shown, self._room())
+            if line != self._drawn:
+                self._drawn = line
+                update_in_place(self, line)  # one fixed line: no screen layout
 
     def on_resize(self) -> None:
         self._render_line()
