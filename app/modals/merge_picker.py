@@ -34,6 +34,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from app.review.combine_state import Combiner, LiveCombiner
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.widgets.merge_diff import (
     DiffPaths,
@@ -137,8 +138,9 @@ class BranchColumn(Vertical):
             screen.highlight(self.index)
 
 
-class MergePickerModal(ModalScreen[str | None]):
-    """Pick the winning branch; dismisses with ``"pick:<label>"`` or ``None``.
+class MergePickerModal(ModalScreen[Any]):
+    """Pick the winning branch; dismisses with ``"pick:<label>"`` or ``None``, or with the
+    ``MergeResult`` of a combined merge made in the diff explorer it opened (``d``).
 
     ``statuses`` come from ``ForkCoordinator.inspect_branches()`` (order = column order);
     branches only the report knows are appended. ``paths`` says which directories the diff
@@ -172,9 +174,11 @@ class MergePickerModal(ModalScreen[str | None]):
         coordinator: Any = None,
         branch_tests: Mapping[str, str] | None = None,
         test_command: str | None = None,
+        combiner: Combiner | None = None,
     ) -> None:
         super().__init__()
         self.coordinator = coordinator
+        self.combiner = combiner
         self.test_command = test_command
         self.branch_tests = dict(branch_tests or {})
         self._remove_listener: Callable[[], None] | None = None
@@ -392,6 +396,10 @@ class MergePickerModal(ModalScreen[str | None]):
         self.dismiss(f"pick:{label}")
 
     def _explorer(self, initial_path: str | None = None) -> DiffExplorerScreen:
+        combiner = self.combiner
+        if combiner is None and self.coordinator is not None:
+            combiner = LiveCombiner(self.coordinator)  # live hunks; merging needs the chat's
+        process = getattr(self.coordinator, "process_report", None)
         return DiffExplorerScreen(
             self.report,
             paths=self.diff_paths,
@@ -399,10 +407,21 @@ class MergePickerModal(ModalScreen[str | None]):
             labels=self.labels,
             initial_path=initial_path,
             env=self.env,
+            combiner=combiner,
+            process=process,
         )
 
+    def _push_explorer(self, initial_path: str | None = None) -> None:
+        """The explorer; a combined merge made there closes this picker with its result."""
+
+        def done(result: Any) -> None:
+            if result is not None:
+                self.dismiss(result)
+
+        self.app.push_screen(self._explorer(initial_path), callback=done)
+
     def action_explore(self) -> None:
-        self.app.push_screen(self._explorer())
+        self._push_explorer()
 
     def action_open_tool(self) -> None:
         """The highlighted branch vs. the parent over the whole tree, in the detected tool."""
@@ -423,7 +442,7 @@ class MergePickerModal(ModalScreen[str | None]):
         self.last_launch = outcome
         if outcome.wants_tui:
             changes = self._changes(label)
-            self.app.push_screen(self._explorer(changes[0].path if changes else None))
+            self._push_explorer(changes[0].path if changes else None)
         else:
             self.notify(f"opened {label} vs. parent in the {outcome.kind} diff tool", markup=False)
 

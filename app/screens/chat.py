@@ -836,11 +836,15 @@ class ChatScreen(Screen[None]):
         if action is None:
             self.notice("merge cancelled: the fork stays open")
             return
+        if _lazy("app.review.combine_flow", "is_merge_result")(action):  # 17.1: combined
+            await self._after_merge(action)
+            return
         await self.apply_merge(action)
 
     async def pick_winner(
         self, *, preselect: str | None = None, subtitle: str | None = None
-    ) -> str | None:
+    ) -> Any:
+        """``"pick:<label>"``, ``None``, or a combined merge's ``MergeResult`` (17.1)."""
         picker_cls = _lazy("app.modals.merge_picker", "MergePickerModal")
         coordinator = self.session.coordinator
         if coordinator is None:
@@ -863,6 +867,7 @@ class ChatScreen(Screen[None]):
                 coordinator=coordinator,  # live columns, "s" stop+merge (13.11, 13.10)
                 branch_tests=self.session.branch_tests,
                 test_command=self.session.settings.test_command,
+                combiner=_lazy("app.review.combine_flow", "live_combiner")(self.session),
             )
         )
 
@@ -954,9 +959,19 @@ class ChatScreen(Screen[None]):
             if not outcome.wants_tui:
                 self.notice(f"opened {outcome.kind} diff tool")
                 return
-        await self.app.push_screen_wait(
-            explorer_cls(report, paths=paths, difftool=difftool, initial_path=path)
+        flow = "app.review.combine_flow"  # 17.1/17.3: combine and process view
+        result = await self.app.push_screen_wait(
+            explorer_cls(
+                report,
+                paths=paths,
+                difftool=difftool,
+                initial_path=path,
+                combiner=_lazy(flow, "live_combiner")(self.session),
+                process=_lazy(flow, "process_source")(self.session),
+            )
         )
+        if _lazy(flow, "is_merge_result")(result):
+            await self._after_merge(result)
 
     # -- start-up recovery --------------------------------------------------------------------
     @work(group="recover")

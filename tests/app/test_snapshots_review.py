@@ -1,0 +1,89 @@
+"""Snapshots of issue 17's TUI states: combine in the diff explorer (hunks taken, an
+overlapping-hunk conflict, a binary file taken whole) and the process view.
+
+Fixed data only (``fixed_report`` and reports/steps built here), a fixed terminal size.
+Update with ``pytest tests/app/test_snapshots_review.py --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from app.review.process_view import ProcessViewModal
+from app.screens.diff_explorer import DiffExplorerScreen
+from branching_core.fork.process_report import ProcessReport, ToolStep
+from branching_core.review.types import BranchChange, BranchDiffReport, DiffSummary, PathDiff
+from tests.app.fixtures_merge import ScreenHost, fixed_report
+
+SIZE = (120, 36)
+
+
+def test_explorer_combine_hunks_taken(snap_compare: Any) -> None:
+    """alpha's hunk and gamma's first hunk taken; the panel lists them and the base."""
+    app = ScreenHost(lambda: DiffExplorerScreen(fixed_report(), initial_path="src/app.py"))
+    assert snap_compare(app, press=["h", "j", "j", "h"], terminal_size=SIZE)
+
+
+def test_explorer_combine_binary_taken_whole(snap_compare: Any) -> None:
+    app = ScreenHost(lambda: DiffExplorerScreen(fixed_report(), initial_path="assets/logo.png"))
+    assert snap_compare(app, press=["f"], terminal_size=SIZE)
+
+
+def _same_line_report() -> BranchDiffReport:
+    parent = "timeout = 10\nretries = 1\n"
+    news = {"x": "timeout = 30\nretries = 1\n", "y": "timeout = 5\nretries = 1\n"}
+
+    def change(bid: str) -> BranchChange:
+        diff = "".join(
+            difflib.unified_diff(
+                parent.splitlines(True), news[bid].splitlines(True), "a/cfg.py", "b/cfg.py"
+            )
+        )
+        return BranchChange(bid, bid, "cfg.py", "modified", new_content=news[bid], _diff=diff)
+
+    entry = PathDiff(
+        "cfg.py", parent, {"x": change("x"), "y": change("y")}, "split", parent_exists=True
+    )
+    summary = DiffSummary(total_paths_touched=1, split_paths=1, agreement_score=0.0)
+    return BranchDiffReport("fork-cfg", [entry], summary, labels={"x": "x", "y": "y"})
+
+
+def test_explorer_combine_overlapping_hunks(snap_compare: Any) -> None:
+    app = ScreenHost(lambda: DiffExplorerScreen(_same_line_report(), initial_path="cfg.py"))
+    assert snap_compare(app, press=["h", "j", "h"], terminal_size=SIZE)
+
+
+def _process_report() -> ProcessReport:
+    def step(i: int, tool: str, args: str, status: str, s: float, usd: float) -> ToolStep:
+        return ToolStep(i, tool, args, f"{tool}:{args}", status, s, usd)
+
+    report = ProcessReport()
+    report.steps["alpha"] = [
+        step(0, "read_file", "path='src/app.py'", "success", 0.2, 0.0011),
+        step(
+            1,
+            "write_file",
+            "path='src/app.py', content='def handler(x):\\n ...'",
+            "success",
+            0.4,
+            0.0032,
+        ),
+        step(2, "run_command", "command='pytest -q'", "success", 3.1, 0.0009),
+    ]
+    report.steps["beta"] = [
+        step(0, "read_file", "path='src/app.py'", "success", 0.2, 0.0012),
+        step(1, "write_file", "path='src/app.py', content='VALUE = 2'", "success", 0.3, 0.0021),
+        step(2, "run_command", "command='pytest -q'", "failed", 2.7, 0.0008),
+        step(3, "run_command", "command='pytest -q -x'", "retried", 2.9, 0.0008),
+    ]
+    report.steps["gamma"] = [
+        step(0, "read_file", "path='src/app.py'", "success", 0.1, 0.0010),
+    ]
+    report.diverged_at = 1
+    return report
+
+
+def test_process_view(snap_compare: Any) -> None:
+    app = ScreenHost(lambda: ProcessViewModal(_process_report()))
+    assert snap_compare(app, terminal_size=SIZE)
