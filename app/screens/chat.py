@@ -815,6 +815,7 @@ class ChatScreen(Screen[None]):
         strategy = handle.merge_strategy.kind if handle is not None else "manual"
         preselect: str | None = None
         subtitle: str | None = None
+        outcome: Any = None
         if strategy != "manual":
             outcome = await self._judge(coordinator)
             if outcome is not None and outcome.committed:
@@ -824,9 +825,11 @@ class ChatScreen(Screen[None]):
                 decision = await self._acceptance(outcome)
                 if decision is None:
                     self.notice("merge cancelled: the fork stays open")
+                    await self._judge_decided(outcome, None)
                     return
                 if decision == "accept":
                     await self.apply_merge(f"pick:{outcome.winner_label}")
+                    await self._judge_decided(outcome, f"pick:{outcome.winner_label}")
                     return
             if outcome is not None:
                 preselect = outcome.winner_label
@@ -835,11 +838,19 @@ class ChatScreen(Screen[None]):
         action = await self.pick_winner(preselect=preselect, subtitle=subtitle)
         if action is None:
             self.notice("merge cancelled: the fork stays open")
-            return
-        if _lazy("app.review.combine_flow", "is_merge_result")(action):  # 17.1: combined
+        elif _lazy("app.review.combine_flow", "is_merge_result")(action):  # 17.1: combined
             await self._after_merge(action)
-            return
-        await self.apply_merge(action)
+        else:
+            await self.apply_merge(action)
+        await self._judge_decided(outcome, action)
+
+    async def _judge_decided(self, outcome: Any, choice: Any) -> None:
+        """17.6: accept/override/cancel of the judge's pick goes to the judge log."""
+        warning = await _lazy("app.review.judge_record", "judge_decided")(
+            self.session, outcome, choice
+        )
+        if warning is not None:
+            self.notice(warning, "warning")
 
     async def pick_winner(
         self, *, preselect: str | None = None, subtitle: str | None = None
