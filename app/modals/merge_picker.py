@@ -13,7 +13,10 @@ Live, not a snapshot: given the ``coordinator``, the picker listens to its event
 branch that finishes (or spends) while the picker is open shows its new state and cost at
 once, and its diff head is re-read (in a worker thread) when it reaches a final state.
 A ``branch_tests`` mapping (label -> one line, e.g. the configured ``test_command``'s
-result in that branch) is shown under each column's header.
+result in that branch) is shown under each column's header. ``detected_tests`` (issue
+17.4) says which command that is and where it came from (``[review] test_command`` or the
+file it was detected from), on a line under the title; without a configured command the
+detected one is what runs.
 
 The judge's override flow opens this picker with ``preselect=<judge's label>`` and the
 verdict's rationale as ``subtitle``.
@@ -35,6 +38,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from app.review.combine_state import Combiner, LiveCombiner
+from app.review.detected_tests import describe_tests
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.widgets.merge_diff import (
     DiffPaths,
@@ -49,6 +53,7 @@ from app.widgets.merge_diff import (
 )
 from branching_core.errors import BranchingError
 from branching_core.fork.types import BranchStatus
+from branching_core.review.detect_tests import DetectedTestCommand
 from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
 
 LIVE_STATES = frozenset({"running", "awaiting_approval"})
@@ -175,10 +180,14 @@ class MergePickerModal(ModalScreen[Any]):
         branch_tests: Mapping[str, str] | None = None,
         test_command: str | None = None,
         combiner: Combiner | None = None,
+        detected_tests: DetectedTestCommand | None = None,
     ) -> None:
         super().__init__()
         self.coordinator = coordinator
         self.combiner = combiner
+        self.detected_tests = detected_tests
+        if test_command is None and detected_tests is not None:
+            test_command = detected_tests.command  # not configured: run what was detected
         self.test_command = test_command
         self.branch_tests = dict(branch_tests or {})
         self._remove_listener: Callable[[], None] | None = None
@@ -253,6 +262,8 @@ class MergePickerModal(ModalScreen[Any]):
             )
             if self.subtitle:
                 yield Static(Text(self.subtitle), id="merge-picker-subtitle")
+            if self.detected_tests is not None or self.coordinator is not None:
+                yield Static(Text(describe_tests(self.detected_tests)), id="merge-picker-tests")
             with HorizontalScroll(id="merge-picker-columns", can_focus=False):
                 for index, label in enumerate(self.labels):
                     yield BranchColumn(

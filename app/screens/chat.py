@@ -879,6 +879,9 @@ class ChatScreen(Screen[None]):
                 branch_tests=self.session.branch_tests,
                 test_command=self.session.settings.test_command,
                 combiner=_lazy("app.review.combine_flow", "live_combiner")(self.session),
+                detected_tests=await _lazy("app.review.detected_tests", "session_tests")(
+                    self.session
+                ),  # 17.4
             )
         )
 
@@ -955,6 +958,9 @@ class ChatScreen(Screen[None]):
         paths = self._diff_paths()
         difftool = self.session.settings.difftool
         coordinator = self.session.coordinator
+        source = "app.review.detected_tests"  # 17.4: which test command the review runs
+        tests = _lazy(source, "describe_tests")(await _lazy(source, "session_tests")(self.session))
+        self.notice(tests)
         if paths is not None and coordinator is not None:  # a mirror exists only for a fork
             labels = [s.label for s in coordinator.inspect_branches()]
             if path is not None:
@@ -979,6 +985,7 @@ class ChatScreen(Screen[None]):
                 initial_path=path,
                 combiner=_lazy(flow, "live_combiner")(self.session),
                 process=_lazy(flow, "process_source")(self.session),
+                tests_line=tests,
             )
         )
         if _lazy(flow, "is_merge_result")(result):

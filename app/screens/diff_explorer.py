@@ -59,7 +59,8 @@ class DiffExplorerScreen(Screen[Any]):
     branch order (default: the report's fork order); ``initial_path`` is highlighted first.
     ``combiner`` gives hunks, previews and the merge (``LiveCombiner`` for a live fork;
     default: the report's contents, preview only); ``process`` returns the fork's
-    ``ProcessReport`` for ``p``. Dismisses with ``None`` (Esc) or the combined merge's
+    ``ProcessReport`` for ``p``; ``tests_line`` (which test command the review runs, and
+    from where) is shown under the title. Dismisses with ``None`` (Esc) or the combined merge's
     ``MergeResult``.
     """
 
@@ -88,8 +89,10 @@ class DiffExplorerScreen(Screen[Any]):
         env: Mapping[str, str] | None = None,
         combiner: Combiner | None = None,
         process: Callable[[], Any] | None = None,
+        tests_line: str | None = None,
     ) -> None:
         super().__init__()
+        self.tests_line = tests_line
         self.report = report
         self.diff_paths = paths
         self.difftool = difftool
@@ -118,6 +121,8 @@ class DiffExplorerScreen(Screen[Any]):
                 f"{summary.split_paths} split · agreement {summary.agreement_score:.2f}",
                 id="diff-explorer-title",
             )
+            if self.tests_line is not None:
+                yield Static(Text(self.tests_line), id="diff-explorer-tests")
             with Horizontal(id="diff-explorer-body"):
                 yield self._build_tree()
                 with VerticalScroll(id="diff-pane"):

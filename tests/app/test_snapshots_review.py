@@ -1,5 +1,6 @@
 """Snapshots of issue 17's TUI states: combine in the diff explorer (hunks taken, an
-overlapping-hunk conflict, a binary file taken whole) and the process view.
+overlapping-hunk conflict, a binary file taken whole), the process view, and the merge
+picker's detected test command.
 
 Fixed data only (``fixed_report`` and reports/steps built here), a fixed terminal size.
 Update with ``pytest tests/app/test_snapshots_review.py --snapshot-update``.
@@ -10,11 +11,13 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from app.modals.merge_picker import MergePickerModal
 from app.review.process_view import ProcessViewModal
 from app.screens.diff_explorer import DiffExplorerScreen
 from branching_core.fork.process_report import ProcessReport, ToolStep
+from branching_core.review.detect_tests import DetectedTestCommand
 from branching_core.review.types import BranchChange, BranchDiffReport, DiffSummary, PathDiff
-from tests.app.fixtures_merge import ScreenHost, fixed_report
+from tests.app.fixtures_merge import ScreenHost, fixed_report, fixed_statuses
 
 SIZE = (120, 36)
 
@@ -86,4 +89,15 @@ def _process_report() -> ProcessReport:
 
 def test_process_view(snap_compare: Any) -> None:
     app = ScreenHost(lambda: ProcessViewModal(_process_report()))
+    assert snap_compare(app, terminal_size=SIZE)
+
+
+def test_merge_picker_with_detected_test_command(snap_compare: Any) -> None:
+    detected = DetectedTestCommand("pytest -q", "pyproject.toml", "pytest")
+    tests = {"alpha": "tests ✓ 12/12 passed", "beta": "tests ✗ 9/12 passed, 3 failed"}
+    app = ScreenHost(
+        lambda: MergePickerModal(
+            fixed_report(), fixed_statuses(), branch_tests=tests, detected_tests=detected
+        )
+    )
     assert snap_compare(app, terminal_size=SIZE)
