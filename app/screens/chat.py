@@ -690,6 +690,7 @@ class ChatScreen(Screen[None]):
                 default_model=self.session.model_label,
                 cursor_blink=bool(getattr(self.app, "cursor_blink", True)),
                 budget_note=self.session.budget_note(),
+                estimator=_lazy("app.review.fork_estimate", "estimator_for")(self.session),
             )
         )
         if request is None:

@@ -20,6 +20,7 @@ with the ``MergeResult``. ``p`` shows how each branch worked (``coord.process_re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -237,7 +238,7 @@ class DiffExplorerScreen(Screen[Any]):
         if self.combiner.blocking:
             self._show_combined()  # "checking…" until the engine's plan is back
             self.run_worker(
-                self._preview_later(self.selection.as_engine()),
+                partial(self._preview_later, self.selection.as_engine()),
                 group="combine-preview",
                 exclusive=True,
             )
@@ -321,7 +322,9 @@ class DiffExplorerScreen(Screen[Any]):
             )
             return
         self.run_worker(
-            self._merge(merge, self.selection.as_engine()), group="combine-merge", exclusive=True
+            partial(self._merge, merge, self.selection.as_engine()),
+            group="combine-merge",
+            exclusive=True,
         )
 
     async def _merge(self, merge: Any, choices: dict[str, Any]) -> None:

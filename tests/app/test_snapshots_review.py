@@ -1,6 +1,6 @@
 """Snapshots of issue 17's TUI states: combine in the diff explorer (hunks taken, an
 overlapping-hunk conflict, a binary file taken whole), the process view, and the merge
-picker's detected test command.
+picker's detected test command, and the /fork picker's cost estimate.
 
 Fixed data only (``fixed_report`` and reports/steps built here), a fixed terminal size.
 Update with ``pytest tests/app/test_snapshots_review.py --snapshot-update``.
@@ -11,9 +11,15 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from textual.app import App
+from textual.pilot import Pilot
+
+from app.modals.fork_picker import ForkPickerModal
 from app.modals.merge_picker import MergePickerModal
 from app.review.process_view import ProcessViewModal
 from app.screens.diff_explorer import DiffExplorerScreen
+from branching_core.config import Settings
+from branching_core.fork.estimate import estimate_fork
 from branching_core.fork.process_report import ProcessReport, ToolStep
 from branching_core.review.detect_tests import DetectedTestCommand
 from branching_core.review.types import BranchChange, BranchDiffReport, DiffSummary, PathDiff
@@ -101,3 +107,36 @@ def test_merge_picker_with_detected_test_command(snap_compare: Any) -> None:
         )
     )
     assert snap_compare(app, terminal_size=SIZE)
+
+
+class EstimatePickerApp(App[None]):
+    """The /fork picker with the engine's estimate (no history: the default request count)."""
+
+    def on_mount(self) -> None:
+        settings = Settings(
+            model="anthropic:claude-sonnet-4-5",
+            per_branch_budget_usd=0.05,
+            aggregate_budget_usd=0.1,
+            branch_models={2: "anthropic:claude-opus-4-6"},
+        )
+
+        def estimator(specs: list[Any], aggregate: float | None) -> Any:
+            return estimate_fork(
+                specs, [], default_model=settings.model, aggregate_budget_usd=aggregate
+            )
+
+        self.push_screen(ForkPickerModal(3, settings, cursor_blink=False, estimator=estimator))
+
+
+def test_fork_picker_with_estimate(snap_compare: Any) -> None:
+    async def estimated(pilot: Pilot[None]) -> None:
+        picker = pilot.app.screen
+        assert isinstance(picker, ForkPickerModal)
+        for _ in range(200):
+            if picker.estimate is not None:
+                break
+            await pilot.pause(0.02)
+        assert picker.estimate is not None and picker.estimate.over_budget
+        await pilot.pause()
+
+    assert snap_compare(EstimatePickerApp(), terminal_size=(100, 30), run_before=estimated)
