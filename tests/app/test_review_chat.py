@@ -38,6 +38,9 @@ async def test_combined_merge_from_fork_diff_reaches_the_chat(
         assert (project / "a.txt").read_text() == "a\n"
         assert (project / "b.txt").read_text() == "b\n"
         assert chat.fork_area is None
+        assert "merged the combination (history from a): 2 paths written" in "\n".join(
+            chat.messages.transcript()
+        )
         transcript = "\n".join(chat.messages.transcript())
         assert "The fork was merged by combining branches" in transcript
         assert "- a.txt: from a" in transcript and "- b.txt: from b" in transcript
