@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.modals.merge_picker import MergePickerModal
 from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
 from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
@@ -46,3 +47,32 @@ async def test_combined_merge_from_fork_diff_reaches_the_chat(
         assert "- a.txt: from a" in transcript and "- b.txt: from b" in transcript
         note = str(app.session.history[-1].parts[0].content)
         assert note.startswith("The fork was merged by combining branches (base history: a)")
+
+
+async def test_combined_merge_from_the_merge_pickers_explorer_reaches_the_chat(
+    project: Path, gated: GatedModel
+) -> None:
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = _chat(app)
+        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what="done")
+        await submit(pilot, "/merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, DiffExplorerScreen), what="explorer")
+        explorer = app.screen
+        assert isinstance(explorer, DiffExplorerScreen)
+        explorer.show_path("b.txt")
+        await pilot.press("f")
+        await wait_for(pilot, lambda: explorer.preview is not None, what="the preview")
+        await pilot.press("m")
+        await wait_for(pilot, lambda: not app.session.fork_active, what="the merge")
+        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen), what="back to chat")
+        assert (project / "b.txt").read_text() == "b\n"
+        assert not (project / "a.txt").exists()  # not taken
+        await wait_for(pilot, lambda: chat.fork_area is None, what="the fork view closed")
+        transcript = "\n".join(chat.messages.transcript())
+        assert "- b.txt: from b" in transcript
+        assert "merged the combination (history from b)" in transcript
