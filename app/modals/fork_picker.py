@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -387,9 +388,14 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         try:
             estimate = await asyncio.to_thread(estimator, lenient_specs(rows), aggregate_usd)
         except Exception as exc:  # an estimate never blocks the fork: say why it is missing
-            self.query_one("#estimate-total", Static).update(f"no estimate: {exc}")
+            self._show_total(Text(f"no estimate: {exc}", style="dim"))
             return
         self.show_estimate(estimate)
+
+    def _show_total(self, text: Text) -> None:
+        # the picker may have been dismissed while the estimate was computed: nothing to show
+        for total in self.query("#estimate-total").results(Static):
+            total.update(text)
 
     def show_estimate(self, estimate: ForkEstimate) -> None:
         """Fill the ``est. $`` cells (in row order) and the total line."""
@@ -398,7 +404,7 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
             branch = estimate.branches[slot - 1] if slot <= len(estimate.branches) else None
             for cell in self.query(f"#est-{slot}").results(Static):
                 cell.update(cost_cell(branch))
-        self.query_one("#estimate-total", Static).update(total_text(estimate))
+        self._show_total(total_text(estimate))
 
     @on(Button.Pressed, "#add-row")
     async def _add_pressed(self, event: Button.Pressed) -> None:

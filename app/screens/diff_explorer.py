@@ -250,6 +250,8 @@ class DiffExplorerScreen(Screen[Any]):
         import asyncio
 
         preview = await asyncio.to_thread(self.combiner.preview, choices)
+        if not self.is_attached:
+            return  # closed meanwhile
         if choices == self.selection.as_engine():  # a newer choice has its own worker
             self.preview = preview
             self._show_combined()

@@ -12,7 +12,9 @@ from textual.widgets import Input, Static
 
 from app.modals.fork_picker import ForkPickerModal
 from app.review.fork_estimate import RowValues, lenient_specs
+from branching_core.fork.estimate import estimate_fork
 from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
+from tests.app.fixtures_merge import ScreenHost
 from tests.app.test_fork_flow import _chat
 
 PRICED = "anthropic:claude-sonnet-4-5"
@@ -95,3 +97,28 @@ async def test_picker_estimates_rows_and_total_and_flags_a_low_budget(
         )
         assert "below the estimate" not in _text(picker.query_one("#estimate-total", Static))
         await pilot.press("escape")
+
+
+async def test_an_estimate_arriving_while_the_picker_closes_is_dropped() -> None:
+    """Regression: an estimate whose worker thread returned while Enter was dismissing the
+    picker (its widgets already pruned, the screen not yet) crashed the app with
+    ``NoMatches('#estimate-total')``. The pruned state is made here directly."""
+    app = ScreenHost(
+        lambda: ForkPickerModal(
+            1,
+            cursor_blink=False,
+            estimator=lambda specs, agg: estimate_fork(specs, [], default_model=PRICED),
+        )
+    )
+    async with app.run_test() as pilot:
+        picker = app.screen
+        assert isinstance(picker, ForkPickerModal)
+        for _ in range(200):
+            if picker.estimate is not None:
+                break
+            await pilot.pause(0.02)
+        estimate = picker.estimate
+        assert estimate is not None
+        await picker.query_one("#dialog").remove()  # as a dismissal prunes the children
+        picker.show_estimate(estimate)  # raised NoMatches before
+        assert picker.estimate is estimate
