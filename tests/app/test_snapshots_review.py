@@ -9,6 +9,7 @@ Update with ``pytest tests/app/test_snapshots_review.py --snapshot-update``.
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any
 
 from textual.app import App
@@ -16,6 +17,7 @@ from textual.pilot import Pilot
 
 from app.modals.fork_picker import ForkPickerModal
 from app.modals.merge_picker import MergePickerModal
+from app.review.combine_state import LiveCombiner
 from app.review.process_view import ProcessViewModal
 from app.screens.diff_explorer import DiffExplorerScreen
 from branching_core.config import Settings
@@ -23,7 +25,7 @@ from branching_core.fork.estimate import estimate_fork
 from branching_core.fork.process_report import ProcessReport, ToolStep
 from branching_core.review.detect_tests import DetectedTestCommand
 from branching_core.review.types import BranchChange, BranchDiffReport, DiffSummary, PathDiff
-from tests.app.fixtures_merge import ScreenHost, fixed_report, fixed_statuses
+from tests.app.fixtures_merge import ScreenHost, fixed_report, fixed_statuses, run_fork
 
 SIZE = (120, 36)
 
@@ -32,6 +34,12 @@ def test_explorer_combine_hunks_taken(snap_compare: Any) -> None:
     """alpha's hunk and gamma's first hunk taken; the panel lists them and the base."""
     app = ScreenHost(lambda: DiffExplorerScreen(fixed_report(), initial_path="src/app.py"))
     assert snap_compare(app, press=["h", "j", "j", "h"], terminal_size=SIZE)
+
+
+def test_explorer_combine_at_80x24(snap_compare: Any) -> None:
+    """On a small terminal the panel takes a share of the width; the key hint wraps."""
+    app = ScreenHost(lambda: DiffExplorerScreen(fixed_report(), initial_path="src/app.py"))
+    assert snap_compare(app, press=["h", "j", "j", "h"], terminal_size=(80, 24))
 
 
 def test_explorer_combine_binary_taken_whole(snap_compare: Any) -> None:
@@ -140,3 +148,35 @@ def test_fork_picker_with_estimate(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(EstimatePickerApp(), terminal_size=(100, 30), run_before=estimated)
+
+
+def test_explorer_combine_on_a_live_fork(snap_compare: Any, tmp_path: Path) -> None:
+    """A real fork (``run_fork``: labels, paths and contents fixed): the engine's preview
+    says the combination can be merged (``m``). The fork is closed once drawn."""
+
+    async def combine(pilot: Pilot[None]) -> None:
+        run = await run_fork(tmp_path / "proj")
+        coordinator = run.coordinator
+
+        async def merge(selection: dict[str, Any], base: str | None) -> Any:
+            return await coordinator.merge_or_select("combine", selection=selection, base=base)
+
+        screen = DiffExplorerScreen(
+            run.report, combiner=LiveCombiner(coordinator, merge), initial_path="src/app.py"
+        )
+        await pilot.app.push_screen(screen)
+        await pilot.press("j", "h")
+        screen.show_path("notes.md")
+        await pilot.press("f")
+        screen.show_path("logo.bin")
+        await pilot.press("f")
+        screen.show_path("src/app.py")
+        for _ in range(200):
+            if screen.preview is not None:
+                break
+            await pilot.pause(0.02)
+        assert screen.preview is not None and screen.preview.base_label == "a"
+        await coordinator.aclose()
+        await pilot.pause()
+
+    assert snap_compare(App[None](), terminal_size=SIZE, run_before=combine)
