@@ -352,8 +352,7 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
 
     @on(Input.Changed)
     def _field_changed(self, event: Input.Changed) -> None:
-        if event.input.id and not event.input.id.startswith("label-"):
-            self.schedule_estimate()
+        self.schedule_estimate()  # labels too: the total line names flagged rows
 
     def schedule_estimate(self, pause: float = ESTIMATE_PAUSE_S) -> None:
         """Recompute the estimate for the rows as they are now (the newest call wins)."""

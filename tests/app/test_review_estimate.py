@@ -76,9 +76,19 @@ async def test_picker_estimates_rows_and_total_and_flags_a_low_budget(
         total = _text(picker.query_one("#estimate-total", Static))
         assert "budget below the estimate: a" in total
         assert total.startswith("estimated: at least ~$")  # row b's price is unknown
+        picker.query_one("#label-1", Input).value = "fast"  # the flagged row is named
+        await wait_for(
+            pilot,
+            lambda: (
+                "below the estimate: fast" in _text(picker.query_one("#estimate-total", Static))
+            ),
+            what="the renamed row",
+        )
 
         # the same figures as the engine's coord.estimate over the chat's history
-        specs = lenient_specs([RowValues("a", "", PRICED, "0.000001"), RowValues("b", "", "", "")])
+        specs = lenient_specs(
+            [RowValues("fast", "", PRICED, "0.000001"), RowValues("b", "", "", "")]
+        )
         direct = app.session.new_coordinator().estimate(specs, app.session.history)
         assert direct.branches[0].cost_usd == first.cost_usd
 
