@@ -95,7 +95,7 @@ async def loop_lag(work: object, threaded: bool) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--rows", type=int, default=9)
     parser.add_argument("--messages", type=int, default=400)
