@@ -50,8 +50,11 @@ def merge_summary(result: MergeResult) -> tuple[str, SeverityLevel]:
     the branch's conversation became the chat's."""
     written = len(result.applied_paths)
     deleted = len(result.deleted_paths)
+    what = f"merged branch {result.winner_label}"
+    if result.action == "combine":  # 17.1: taken from several branches
+        what = f"merged the combination (history from {result.winner_label})"
     lines = [
-        f"merged branch {result.winner_label}: {written} path{'s' if written != 1 else ''} "
+        f"{what}: {written} path{'s' if written != 1 else ''} "
         f"written, {deleted} deleted"
         + (
             "; the chat keeps its own conversation (see the conflicts)"

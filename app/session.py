@@ -399,7 +399,7 @@ class ChatSession:
             any(b.tokens_estimated for b in summary.branches),
         )
 
-    async def merge(self, action: str) -> MergeResult:
+    async def merge(self, action: str, **options: Any) -> MergeResult:
         """Resolve the fork; a picked winner's history becomes the chat's history.
 
         A winner whose changes collide with the parent (a path changed here since the fork)
@@ -417,7 +417,8 @@ class ChatSession:
             await self._refuse_conflicts(coordinator, label)
         spent = self.fork_totals()
         with self.busy(f"merging branch {label}" if label else "closing the fork"):
-            result = await coordinator.merge_or_select(action)
+            # options: "combine"'s selection/base (issue 17.1)
+            result = await coordinator.merge_or_select(action, **options)
         self._settle_fork(spent)
         self._adopt_history(result)
         return result

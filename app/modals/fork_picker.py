@@ -11,18 +11,27 @@ is reported on one inline line (``row 2: label 'a' is used twice``) and the moda
 The row count is this fork's only: ``ctrl+n`` adds a row, ``ctrl+r`` removes the focused
 one (the ``+ row`` / ``- row`` buttons do the same), and nothing is written to
 ``config.toml`` (only ``/fork-branches N`` changes the default count).
+
+Given an ``estimator`` (issue 17.5: ``coord.estimate`` over the chat's history), an
+``est. $`` column shows each row's estimated cost and a line under the rows the total;
+a row whose budget is below its estimate is flagged ``!``. The estimate is recomputed
+(in a worker thread, after a short pause in typing) whenever a row, model, budget or the
+row count changes, so typing never waits for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -30,10 +39,21 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+from app.review.fork_estimate import (
+    Estimator,
+    RowValues,
+    cost_cell,
+    lenient_specs,
+    total_text,
+)
 from branching_core.config import Settings
 
 if TYPE_CHECKING:
+    from branching_core.fork.estimate import ForkEstimate
     from branching_core.fork.types import BranchSpec
+
+ESTIMATE_PAUSE_S = 0.15
+"""Typing pause before the estimate is recomputed (each key would otherwise start one)."""
 
 # Same rule as branching_core.config for [model] / [fork.models] values.
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*:\S+$")
@@ -125,8 +145,12 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         cursor_blink: bool = True,
         budget_note: str | None = None,
         max_rows: int | None = None,
+        estimator: Estimator | None = None,
     ) -> None:
         super().__init__()
+        self.estimator = estimator
+        self.estimate: ForkEstimate | None = None
+        """The last estimate shown (None: none yet, or no estimator)."""
         if n < 1:
             raise ValueError(f"a fork needs at least one branch, got {n}")
         self.n = n
@@ -145,26 +169,36 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         return entry
 
     def _row(self, slot: int) -> list[Static | Input]:
-        """The five cells of row ``slot`` (1-based), prefilled from the settings."""
+        """The cells of row ``slot`` (1-based), prefilled from the settings (five, plus the
+        estimate cell with an estimator)."""
         settings = self.defaults
         label = self.labels[slot - 1] if slot <= len(self.labels) else default_label(slot - 1)
-        return [
+        cells: list[Static | Input] = [
             Static(str(slot), classes="slot", id=f"slot-{slot}"),
             self._input(label, "label", f"label-{slot}"),
             self._input("", "what makes this branch different", f"steer-{slot}"),
             self._input(settings.branch_models.get(slot, ""), "(default)", f"model-{slot}"),
             self._input(format_usd(settings.per_branch_budget_usd), "none", f"budget-{slot}"),
         ]
+        if self.estimator is not None:
+            cells.append(Static(cost_cell(None), classes="estimate", id=f"est-{slot}"))
+        return cells
 
     def compose(self) -> ComposeResult:
         settings = self.defaults
         with Vertical(id="dialog"):
             yield Static(f"Fork into {self.n} branches", id="title")
-            with VerticalScroll(id="rows"), Grid(id="grid"):
-                for heading in ("#", "label", "steer", "model", "budget $"):
+            headings = ["#", "label", "steer", "model", "budget $"]
+            if self.estimator is not None:
+                headings.append("est. $")
+            grid = Grid(id="grid", classes="-estimated" if self.estimator else "")
+            with VerticalScroll(id="rows"), grid:
+                for heading in headings:
                     yield Static(heading, classes="heading")
                 for slot in range(1, self.n + 1):
                     yield from self._row(slot)
+            if self.estimator is not None:
+                yield Static(total_text(None), id="estimate-total")
             # A placeholder is cut at the field's width, so the default model is named here.
             yield Static(
                 f"(default) = {self.default_model or 'the chat model'}"
@@ -299,7 +333,8 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
             for name in self.FIELDS:
                 below = self.query_one(f"#{name}-{row + 1}", Input).value
                 self.query_one(f"#{name}-{row}", Input).value = below
-        for name in ("slot", *self.FIELDS):
+        cells = ("slot", *self.FIELDS, *(("est",) if self.estimator is not None else ()))
+        for name in cells:
             await self.query_one(f"#{name}-{self.n}").remove()
         self.n -= 1
         self._update_title()
@@ -308,6 +343,67 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
     def _update_title(self) -> None:
         self.query_one("#title", Static).update(f"Fork into {self.n} branches")
         self._show_error(None)
+        self.schedule_estimate()
+
+    # -- estimate (17.5) -------------------------------------------------------------------
+    def on_mount(self) -> None:
+        # is_mounted turns true only after the mount handlers: estimate on the next refresh
+        self.call_after_refresh(self.schedule_estimate, 0.0)
+
+    @on(Input.Changed)
+    def _field_changed(self, event: Input.Changed) -> None:
+        self.schedule_estimate()  # labels too: the total line names flagged rows
+
+    def schedule_estimate(self, pause: float = ESTIMATE_PAUSE_S) -> None:
+        """Recompute the estimate for the rows as they are now (the newest call wins)."""
+        if self.estimator is None or not self.is_mounted:
+            return
+        rows = [
+            RowValues(
+                self._value(f"label-{slot}"),
+                self._value(f"steer-{slot}"),
+                self._value(f"model-{slot}"),
+                self._value(f"budget-{slot}"),
+            )
+            for slot in range(1, self.n + 1)
+        ]
+        aggregate = self._value("aggregate")
+        # a callable, not a coroutine: a worker cancelled before it starts leaves nothing
+        # un-awaited behind
+        self.run_worker(
+            partial(self._estimate, rows, aggregate, pause), group="fork-estimate", exclusive=True
+        )
+
+    async def _estimate(self, rows: list[RowValues], aggregate: str, pause: float) -> None:
+        estimator = self.estimator
+        if estimator is None:
+            return
+        if pause:
+            await asyncio.sleep(pause)  # a newer key press cancels this worker here
+        try:
+            aggregate_usd = parse_budget(aggregate, "aggregate budget", "aggregate")
+        except PickerError:
+            aggregate_usd = None
+        try:
+            estimate = await asyncio.to_thread(estimator, lenient_specs(rows), aggregate_usd)
+        except Exception as exc:  # an estimate never blocks the fork: say why it is missing
+            self._show_total(Text(f"no estimate: {exc}", style="dim"))
+            return
+        self.show_estimate(estimate)
+
+    def _show_total(self, text: Text) -> None:
+        # the picker may have been dismissed while the estimate was computed: nothing to show
+        for total in self.query("#estimate-total").results(Static):
+            total.update(text)
+
+    def show_estimate(self, estimate: ForkEstimate) -> None:
+        """Fill the ``est. $`` cells (in row order) and the total line."""
+        self.estimate = estimate
+        for slot in range(1, self.n + 1):
+            branch = estimate.branches[slot - 1] if slot <= len(estimate.branches) else None
+            for cell in self.query(f"#est-{slot}").results(Static):
+                cell.update(cost_cell(branch))
+        self._show_total(total_text(estimate))
 
     @on(Button.Pressed, "#add-row")
     async def _add_pressed(self, event: Button.Pressed) -> None:

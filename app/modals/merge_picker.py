@@ -13,7 +13,10 @@ Live, not a snapshot: given the ``coordinator``, the picker listens to its event
 branch that finishes (or spends) while the picker is open shows its new state and cost at
 once, and its diff head is re-read (in a worker thread) when it reaches a final state.
 A ``branch_tests`` mapping (label -> one line, e.g. the configured ``test_command``'s
-result in that branch) is shown under each column's header.
+result in that branch) is shown under each column's header. ``detected_tests`` (issue
+17.4) says which command that is and where it came from (``[review] test_command`` or the
+file it was detected from), on a line under the title; without a configured command the
+detected one is what runs.
 
 The judge's override flow opens this picker with ``preselect=<judge's label>`` and the
 verdict's rationale as ``subtitle``.
@@ -34,6 +37,8 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from app.review.combine_state import Combiner, LiveCombiner
+from app.review.detected_tests import describe_tests
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.widgets.merge_diff import (
     DiffPaths,
@@ -48,6 +53,7 @@ from app.widgets.merge_diff import (
 )
 from branching_core.errors import BranchingError
 from branching_core.fork.types import BranchStatus
+from branching_core.review.detect_tests import DetectedTestCommand
 from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
 
 LIVE_STATES = frozenset({"running", "awaiting_approval"})
@@ -142,8 +148,9 @@ class BranchColumn(Vertical):
             screen.highlight(self.index)
 
 
-class MergePickerModal(ModalScreen[str | None]):
-    """Pick the winning branch; dismisses with ``"pick:<label>"`` or ``None``.
+class MergePickerModal(ModalScreen[Any]):
+    """Pick the winning branch; dismisses with ``"pick:<label>"`` or ``None``, or with the
+    ``MergeResult`` of a combined merge made in the diff explorer it opened (``d``).
 
     ``statuses`` come from ``ForkCoordinator.inspect_branches()`` (order = column order);
     branches only the report knows are appended. ``paths`` says which directories the diff
@@ -177,9 +184,15 @@ class MergePickerModal(ModalScreen[str | None]):
         coordinator: Any = None,
         branch_tests: Mapping[str, str] | None = None,
         test_command: str | None = None,
+        combiner: Combiner | None = None,
+        detected_tests: DetectedTestCommand | None = None,
     ) -> None:
         super().__init__()
         self.coordinator = coordinator
+        self.combiner = combiner
+        self.detected_tests = detected_tests
+        if test_command is None and detected_tests is not None:
+            test_command = detected_tests.command  # not configured: run what was detected
         self.test_command = test_command
         self.branch_tests = dict(branch_tests or {})
         self._remove_listener: Callable[[], None] | None = None
@@ -259,6 +272,8 @@ class MergePickerModal(ModalScreen[str | None]):
             )
             if self.subtitle:
                 yield Static(Text(self.subtitle), id="merge-picker-subtitle")
+            if self.detected_tests is not None or self.coordinator is not None:
+                yield Static(Text(describe_tests(self.detected_tests)), id="merge-picker-tests")
             with HorizontalScroll(id="merge-picker-columns", can_focus=False):
                 for index, label in enumerate(self.labels):
                     yield BranchColumn(
@@ -403,6 +418,10 @@ class MergePickerModal(ModalScreen[str | None]):
         self.dismiss(f"pick:{label}")
 
     def _explorer(self, initial_path: str | None = None) -> DiffExplorerScreen:
+        combiner = self.combiner
+        if combiner is None and self.coordinator is not None:
+            combiner = LiveCombiner(self.coordinator)  # live hunks; merging needs the chat's
+        process = getattr(self.coordinator, "process_report", None)
         return DiffExplorerScreen(
             self.report,
             paths=self.diff_paths,
@@ -410,10 +429,21 @@ class MergePickerModal(ModalScreen[str | None]):
             labels=self.labels,
             initial_path=initial_path,
             env=self.env,
+            combiner=combiner,
+            process=process,
         )
 
+    def _push_explorer(self, initial_path: str | None = None) -> None:
+        """The explorer; a combined merge made there closes this picker with its result."""
+
+        def done(result: Any) -> None:
+            if result is not None:
+                self.dismiss(result)
+
+        self.app.push_screen(self._explorer(initial_path), callback=done)
+
     def action_explore(self) -> None:
-        self.app.push_screen(self._explorer())
+        self._push_explorer()
 
     def action_open_tool(self) -> None:
         """The highlighted branch vs. the parent over the whole tree, in the detected tool."""
@@ -434,7 +464,7 @@ class MergePickerModal(ModalScreen[str | None]):
         self.last_launch = outcome
         if outcome.wants_tui:
             changes = self._changes(label)
-            self.app.push_screen(self._explorer(changes[0].path if changes else None))
+            self._push_explorer(changes[0].path if changes else None)
         else:
             self.notify(f"opened {label} vs. parent in the {outcome.kind} diff tool", markup=False)
 

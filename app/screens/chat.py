@@ -692,6 +692,7 @@ class ChatScreen(Screen[None]):
                 default_model=self.session.model_label,
                 cursor_blink=bool(getattr(self.app, "cursor_blink", True)),
                 budget_note=self.session.budget_note(),
+                estimator=_lazy("app.review.fork_estimate", "estimator_for")(self.session),
             )
         )
         if request is None:
@@ -821,6 +822,7 @@ class ChatScreen(Screen[None]):
         strategy = handle.merge_strategy.kind if handle is not None else "manual"
         preselect: str | None = None
         subtitle: str | None = None
+        outcome: Any = None
         if strategy != "manual":
             outcome = await self._judge(coordinator)
             if outcome is not None and outcome.committed:
@@ -830,9 +832,11 @@ class ChatScreen(Screen[None]):
                 decision = await self._acceptance(outcome)
                 if decision is None:
                     self.notice("merge cancelled: the fork stays open")
+                    await self._judge_decided(outcome, None)
                     return
                 if decision == "accept":
                     await self.apply_merge(f"pick:{outcome.winner_label}")
+                    await self._judge_decided(outcome, f"pick:{outcome.winner_label}")
                     return
             if outcome is not None:
                 preselect = outcome.winner_label
@@ -841,12 +845,24 @@ class ChatScreen(Screen[None]):
         action = await self.pick_winner(preselect=preselect, subtitle=subtitle)
         if action is None:
             self.notice("merge cancelled: the fork stays open")
-            return
-        await self.apply_merge(action)
+        elif _lazy("app.review.combine_flow", "is_merge_result")(action):  # 17.1: combined
+            await self._after_merge(action)
+        else:
+            await self.apply_merge(action)
+        await self._judge_decided(outcome, action)
+
+    async def _judge_decided(self, outcome: Any, choice: Any) -> None:
+        """17.6: accept/override/cancel of the judge's pick goes to the judge log."""
+        warning = await _lazy("app.review.judge_record", "judge_decided")(
+            self.session, outcome, choice
+        )
+        if warning is not None:
+            self.notice(warning, "warning")
 
     async def pick_winner(
         self, *, preselect: str | None = None, subtitle: str | None = None
-    ) -> str | None:
+    ) -> Any:
+        """``"pick:<label>"``, ``None``, or a combined merge's ``MergeResult`` (17.1)."""
         picker_cls = _lazy("app.modals.merge_picker", "MergePickerModal")
         coordinator = self.session.coordinator
         if coordinator is None:
@@ -869,6 +885,10 @@ class ChatScreen(Screen[None]):
                 coordinator=coordinator,  # live columns, "s" stop+merge (13.11, 13.10)
                 branch_tests=self.session.branch_tests,
                 test_command=self.session.settings.test_command,
+                combiner=_lazy("app.review.combine_flow", "live_combiner")(self.session),
+                detected_tests=await _lazy("app.review.detected_tests", "session_tests")(
+                    self.session
+                ),  # 17.4
             )
         )
 
@@ -945,6 +965,9 @@ class ChatScreen(Screen[None]):
         paths = self._diff_paths()
         difftool = self.session.settings.difftool
         coordinator = self.session.coordinator
+        source = "app.review.detected_tests"  # 17.4: which test command the review runs
+        tests = _lazy(source, "describe_tests")(await _lazy(source, "session_tests")(self.session))
+        self.notice(tests)
         if paths is not None and coordinator is not None:  # a mirror exists only for a fork
             labels = [s.label for s in coordinator.inspect_branches()]
             if path is not None:
@@ -960,9 +983,20 @@ class ChatScreen(Screen[None]):
             if not outcome.wants_tui:
                 self.notice(f"opened {outcome.kind} diff tool")
                 return
-        await self.app.push_screen_wait(
-            explorer_cls(report, paths=paths, difftool=difftool, initial_path=path)
+        flow = "app.review.combine_flow"  # 17.1/17.3: combine and process view
+        result = await self.app.push_screen_wait(
+            explorer_cls(
+                report,
+                paths=paths,
+                difftool=difftool,
+                initial_path=path,
+                combiner=_lazy(flow, "live_combiner")(self.session),
+                process=_lazy(flow, "process_source")(self.session),
+                tests_line=tests,
+            )
         )
+        if _lazy(flow, "is_merge_result")(result):
+            await self._after_merge(result)
 
     # -- start-up recovery --------------------------------------------------------------------
     @work(group="recover")
