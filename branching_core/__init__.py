@@ -20,7 +20,7 @@ _LAZY: dict[str, str] = {
     # sandbox layer
     "BranchContext": "branching_core.sandbox",
     "ResourceLimits": "branching_core.sandbox",
-    "CommandBranch": "branching_core.sandbox",
+    "SandboxedCommand": "branching_core.sandbox",
     "run_command": "branching_core.sandbox",
     # patterns
     "Speculate": "branching_core.patterns",

@@ -111,7 +111,7 @@ from branching_core.state_dir import STATE_DIR, ensure_gitignore, escape_target
 CONFIG_DIR = STATE_DIR
 CONFIG_FILE = "config.toml"
 
-BACKENDS = ("auto", "overlay", "reflink", "copy")
+BACKEND_CHOICES = ("auto", "overlay", "reflink", "copy")
 MergeStrategyName = Literal["manual", "auto", "auto_with_fallback", "vote"]
 MERGE_STRATEGIES: tuple[MergeStrategyName, ...] = get_args(MergeStrategyName)
 #: Model names accepted without a ``provider:`` prefix (pydantic-ai's built-in test model
@@ -358,7 +358,7 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("first_token_timeout", "model.first_token_timeout", _positive, True),
     _Field("max_concurrent_requests", "model.max_concurrent_requests", _int_in(1, 1000), True),
     _Field("token_cap", "fork.token_cap", _int_in(1, 10**12), True),
-    _Field("backend", "workspace.backend", _one_of(BACKENDS), False),
+    _Field("backend", "workspace.backend", _one_of(BACKEND_CHOICES), False),
     _Field("keep_artifacts", "workspace.keep_artifacts", _boolean, False),
     _Field("test_command", "review.test_command", _command, True),
     _Field("test_timeout_s", "review.test_timeout_s", _positive, False),
@@ -986,7 +986,7 @@ def settings_keys() -> list[str]:
 
 
 __all__ = [
-    "BACKENDS",
+    "BACKEND_CHOICES",
     "BARE_MODEL_NAMES",
     "CONFIG_DIR",
     "CONFIG_FILE",

@@ -38,7 +38,7 @@ from select import POLLHUP, POLLIN
 from select import poll as select_poll
 from typing import NoReturn
 
-from branching_core.errors import ForkError, NamespaceError, ResourceLimitError
+from branching_core.errors import NamespaceError, ProcessForkError, ResourceLimitError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
 from branching_core.sandbox.cgroups import BranchCgroups
@@ -251,7 +251,7 @@ class ExitInfo:
 
 
 @dataclass
-class SpawnedBranch:
+class SpawnedProcess:
     """Parent-side handle: pipes drained by one thread, keeper reaped through a pidfd."""
 
     pid: int
@@ -409,13 +409,13 @@ class SpawnedBranch:
 class SpawnedProcessView:
     """What every sandboxed branch exposes about its process, whatever it runs.
 
-    Subclasses set ``_branch`` to the ``SpawnedBranch`` they drive when they start it.
+    Subclasses set ``_branch`` to the ``SpawnedProcess`` they drive when they start it.
     """
 
-    _branch: SpawnedBranch | None = None
+    _branch: SpawnedProcess | None = None
 
     @property
-    def _b(self) -> SpawnedBranch:
+    def _b(self) -> SpawnedProcess:
         if self._branch is None:
             raise RuntimeError(f"{type(self).__name__} has not been started")
         return self._branch
@@ -462,7 +462,7 @@ def spawn(
     capture_fds: list[int] | None = None,
     pass_fds: Mapping[int, int] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
-) -> SpawnedBranch:
+) -> SpawnedProcess:
     """Fork the keeper and start draining; the caller owns ``cgroups`` until this returns."""
     child_ends: list[int] = []
     parent_ends: list[int] = []
@@ -502,7 +502,7 @@ def spawn(
         for fd in child_ends + parent_ends:
             _PARENT_FDS.discard(fd)
             os.close(fd)
-        raise ForkError(f"fork() failed: {exc.strerror}") from exc
+        raise ProcessForkError(f"fork() failed: {exc.strerror}") from exc
     if pid == 0:  # pragma: no cover - runs in the child
         try:
             _keeper(plan, cgroups.procs_files, fd_map, res_w, life_r, close_fds, child_main)
@@ -518,7 +518,7 @@ def spawn(
         os.waitpid(pid, 0)
         raise
     _PARENT_FDS.add(pidfd)
-    branch = SpawnedBranch(
+    branch = SpawnedProcess(
         pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
         capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
         max_output=max_output,
@@ -567,7 +567,7 @@ __all__ = [
     "TAG_RESULT",
     "TAG_SETUP",
     "ExitInfo",
-    "SpawnedBranch",
+    "SpawnedProcess",
     "flush_std_streams",
     "fresh_std_streams",
     "parse_record",

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # "pending": the commit passed its commit point but could not finish here; the journal
 # (and the branch's store, which holds its sources) wait for the next open's replay.
-BranchState = Literal["open", "committed", "aborted", "pending"]
+WorkspaceBranchState = Literal["open", "committed", "aborted", "pending"]
 EXIT_WAIT_S = 120.0
 OnSuccess = Literal["commit"] | None
 OnError = Literal["abort"] | None
@@ -165,7 +165,7 @@ class Branch(_Node):
         self.parent_generation = parent_generation
         self.durable = durable
         self._layout = layout
-        self._state: BranchState = "open"
+        self._state: WorkspaceBranchState = "open"
         self._lock = threading.RLock()
 
     # -- creation -------------------------------------------------------------------------
@@ -245,7 +245,7 @@ class Branch(_Node):
         return self._layout.view
 
     @property
-    def state(self) -> BranchState:
+    def state(self) -> WorkspaceBranchState:
         return self._state
 
     @property
@@ -490,4 +490,4 @@ class Branch(_Node):
         return f"<Branch {self.branch_path} {self._state} at {self._layout.view}>"
 
 
-__all__ = ["Branch", "BranchState"]
+__all__ = ["Branch", "WorkspaceBranchState"]

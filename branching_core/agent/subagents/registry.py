@@ -40,8 +40,8 @@ from branching_core.agent.subagents.history import branch_result_message, branch
 from branching_core.agent.subagents.render import discovery_xml
 from branching_core.agent.subagents.runner import (
     Parent,
-    Settings,
     SubAgentRunner,
+    SubAgentSettings,
     new_run_id,
 )
 from branching_core.agent.subagents.tools import (
@@ -95,7 +95,7 @@ class SubAgentBranches(AbstractCapability[Any]):
 
     runs: list[SubAgentRun] = field(default_factory=list, repr=False, compare=False)
     """Top-level runs, oldest first (nested runs are in each run's ``children``)."""
-    _settings: Settings | None = field(default=None, repr=False, compare=False)
+    _settings: SubAgentSettings | None = field(default=None, repr=False, compare=False)
     _owner: SubAgentRun | None = field(default=None, repr=False, compare=False)
     _ws: Any = field(default=None, repr=False, compare=False)
     _toolset: BranchToolset | None = field(default=None, repr=False, compare=False)
@@ -104,7 +104,7 @@ class SubAgentBranches(AbstractCapability[Any]):
         self.definitions = list(self.definitions)
         check_unique_names(self.definitions)
         if self._settings is None:
-            self._settings = Settings(
+            self._settings = SubAgentSettings(
                 command_runner=self.command_runner,
                 command_timeout=self.command_timeout,
                 price_fn=self.price_fn,
@@ -115,7 +115,7 @@ class SubAgentBranches(AbstractCapability[Any]):
 
     # -- registration --------------------------------------------------------------------------
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> SubAgentSettings:
         assert self._settings is not None
         return self._settings
 

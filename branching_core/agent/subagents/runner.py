@@ -69,7 +69,7 @@ class SubAgentConflict(Exception):
 
 
 @dataclass
-class Settings:
+class SubAgentSettings:
     """What a registry hands down to every sub-agent (and nested registry) it starts."""
 
     command_runner: Any = None
@@ -156,7 +156,7 @@ class SubAgentRunner:
         *,
         arguments: BaseModel | None,
         parent: Parent,
-        settings: Settings,
+        settings: SubAgentSettings,
         child_registry: Callable[[SubAgent, SubAgentRun, Any], Any] | None = None,
     ) -> None:
         self.definition = definition
@@ -440,9 +440,9 @@ class SubAgentRunner:
 __all__ = [
     "BudgetExhausted",
     "Parent",
-    "Settings",
     "SubAgentConflict",
     "SubAgentRunner",
+    "SubAgentSettings",
     "model_label",
     "new_run_id",
 ]

@@ -47,7 +47,7 @@ RunState = Literal[
     "step_limit",
     "conflict",
 ]
-FINAL_STATES: frozenset[str] = frozenset(
+FINAL_RUN_STATES: frozenset[str] = frozenset(
     {
         "succeeded",
         "failed",
@@ -286,7 +286,7 @@ class EventHub:
 
 
 __all__ = [
-    "FINAL_STATES",
+    "FINAL_RUN_STATES",
     "EventHub",
     "Listener",
     "RunState",
