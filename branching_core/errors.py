@@ -142,7 +142,7 @@ class ConfigError(BranchingError):
 
 
 class BranchExecutionError(BranchError):
-    """A sub-agent branch (``branching_core.agent.subagents``) did not produce its result.
+    """A sub-agent branch (``branching_core.live.subagents``) did not produce its result.
 
     Raised by programmatic ``branch(...)``; ``__cause__`` is what actually went wrong (a
     ``TimeoutError``, the model's error, a ``ValidationError`` of the input...), ``name`` the

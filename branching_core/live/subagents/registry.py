@@ -30,32 +30,32 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
-from branching_core.agent.subagents.definition import (
+from branching_core.errors import BranchExecutionError
+from branching_core.live.subagents.definition import (
     MERGE_MODES,
     MergeMode,
     SubAgent,
     check_unique_names,
 )
-from branching_core.agent.subagents.history import branch_result_message, branch_result_text
-from branching_core.agent.subagents.render import discovery_xml
-from branching_core.agent.subagents.runner import (
+from branching_core.live.subagents.history import branch_result_message, branch_result_text
+from branching_core.live.subagents.render import discovery_xml
+from branching_core.live.subagents.runner import (
     Parent,
     SubAgentRunner,
     SubAgentSettings,
     new_run_id,
 )
-from branching_core.agent.subagents.tools import (
+from branching_core.live.subagents.tools import (
     BranchToolset,
     split_arguments,
     validation_message,
 )
-from branching_core.agent.subagents.transcript import (
+from branching_core.live.subagents.transcript import (
     Listener,
     SubAgentFinished,
     SubAgentRun,
     SubAgentStarted,
 )
-from branching_core.errors import BranchExecutionError
 
 _CURRENT: contextvars.ContextVar[SubAgentBranches | None] = contextvars.ContextVar(
     "forkdeck_subagents", default=None
@@ -304,7 +304,7 @@ class SubAgentBranches(AbstractCapability[Any]):
             parent=self._parent_from_ctx(ctx),
             tool_call_id=ctx.tool_call_id,
         )
-        if run.state != "succeeded":
+        if run.state != "done":
             run.result_text = FAILED_PREFIX + (run.error or run.state)
             raise ToolFailed(run.result_text)
         return run.result_text or ""
@@ -342,7 +342,7 @@ class SubAgentBranches(AbstractCapability[Any]):
         else:
             spawn = self._parent_from_ctx(parent)
         run = await self.run(definition, arguments=arguments, merge=mode, parent=spawn)
-        if run.state != "succeeded":
+        if run.state != "done":
             error = BranchExecutionError(
                 FAILED_PREFIX + (run.error or run.state), name=definition.name, run=run
             )
