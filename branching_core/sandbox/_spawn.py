@@ -1,5 +1,10 @@
 """Process machinery shared by the callable and the command form.
 
+Why one module of ~580 lines: the keeper, the init and the caller's side
+(``SpawnedProcess``) are three ends of one protocol (the lifeline pipe, the record
+format, the fork order and the fds each end closes); split apart, a change to one end
+could no longer be checked against the others on one screen of code.
+
 Shape of a running branch::
 
     caller ──fork──> keeper (outer pid ns) ──fork──> init (pid 1 of a new pid ns)

@@ -1,4 +1,11 @@
-"""``Branch``: one isolated copy-on-write view of its parent, committed or aborted once."""
+"""``Branch``: one isolated copy-on-write view of its parent, committed or aborted once.
+
+Why one module of ~520 lines: the branch is one state machine (open -> committed, aborted
+or pending) whose commit path (freeze, collect, refuse, journal, publish, thaw on every
+failure) holds one lock from start to end; its steps are kept together so every exit of
+that path can be checked in one read. The shared collaborators are elsewhere
+(``tree.BranchTree``, ``journal``, ``changes``, ``precheck``).
+"""
 
 from __future__ import annotations
 
