@@ -2,7 +2,7 @@
 
 ``agent.iter()`` hands out pydantic-ai's own event classes (``PartStartEvent``,
 ``PartDeltaEvent``, ``FunctionToolCallEvent``, ``FunctionToolResultEvent``, ...). Fork
-branches (``fork/run_loop.py``), sub-agent runs (``agent/subagents/runner.py``) and the
+branches (``fork/run_loop.py``), sub-agent runs (``live/subagents/runner.py``) and the
 server model's budget check all need the same three facts from them: text the model is
 writing, a tool being called, a tool's result. :func:`translate` is the one place that
 reads pydantic-ai's events, with ``isinstance`` on the exported classes (a renamed or
