@@ -70,7 +70,7 @@ def load_subagents(spec: str) -> Any:
         value = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"--subagents {spec}: {exc}") from exc
-    from branching_core.agent.subagents import SubAgent, SubAgentBranches
+    from branching_core.live.subagents import SubAgent, SubAgentBranches
 
     if isinstance(value, SubAgentBranches):
         return value

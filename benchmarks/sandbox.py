@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from branching_core.errors import ResourceLimitError
 from branching_core.sandbox import (
     BranchContext,
-    CommandBranch,
     ResourceLimits,
+    SandboxedCommand,
     leftover_branch_cgroups,
     run_command,
     sandbox_available,
@@ -116,7 +116,7 @@ def main() -> None:
         # Leak check: 100 sandboxes with background children, started and aborted.
         try:
             limits: ResourceLimits | None = ResourceLimits(pids=64, memory="256M")
-            CommandBranch(["true"], ws, limits=limits).wait(30)
+            SandboxedCommand(["true"], ws, limits=limits).wait(30)
         except ResourceLimitError as exc:
             limits = None
             print(f"\n(cgroup limits unavailable, leak loop runs without: {exc})")
@@ -126,7 +126,7 @@ def main() -> None:
         start = time.perf_counter()
         for _ in range(100):
             up = threading.Event()
-            branch = CommandBranch(
+            branch = SandboxedCommand(
                 f"setsid sleep {marker} & nohup sleep {marker} >/dev/null 2>&1 &"
                 f" echo up; sleep {marker}",
                 ws, limits=limits, on_output=lambda _stream, _line, up=up: up.set(),

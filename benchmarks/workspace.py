@@ -135,11 +135,11 @@ def dir_rename_modes(sizes: list[int], base: Path, reps: int) -> list[str]:
         modes: dict[bool, list[float]] = {True: [], False: []}
         for rep in range(reps):
             for mode in (True, False):
-                ws._backend.dir_renames = mode
+                ws.tree.backend.dir_renames = mode
                 holder: dict[str, object] = {}
                 modes[mode].append(timed(lambda: holder.update(b=ws.branch(f"m{rep}{mode}"))))
                 holder["b"].abort()  # type: ignore[attr-defined]
-        ws._backend.dir_renames = True
+        ws.tree.backend.dir_renames = True
         on, off = pct(modes[True], 0.5), pct(modes[False], 0.5)
         lines.append(
             f"overlay create p50 at {size:,} files: redirect_dir=on {on:.2f} ms, "
@@ -184,8 +184,8 @@ def leak_check(scratch: Path, cycles: int = 1000) -> str:
         (b.path / "x.txt").write_text(str(i))
         b.abort()
     with open(f"/proc/{shared_helper().pid}/mountinfo") as fh:
-        mounts = sum(1 for line in fh if str(ws._store.root) in line)
-    dirs = len(ws._store.branch_ids())
+        mounts = sum(1 for line in fh if str(ws.tree.store.root) in line)
+    dirs = len(ws.tree.store.branch_ids())
     fd_delta = len(os.listdir("/proc/self/fd")) - fds
     return f"{cycles} create/write/abort cycles: leaked mounts={mounts}, store dirs={dirs}, fds={fd_delta}"
 

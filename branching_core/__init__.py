@@ -20,7 +20,7 @@ _LAZY: dict[str, str] = {
     # sandbox layer
     "BranchContext": "branching_core.sandbox",
     "ResourceLimits": "branching_core.sandbox",
-    "CommandBranch": "branching_core.sandbox",
+    "SandboxedCommand": "branching_core.sandbox",
     "run_command": "branching_core.sandbox",
     # patterns
     "Speculate": "branching_core.patterns",
@@ -56,11 +56,11 @@ _LAZY: dict[str, str] = {
     # agent layer
     "create_workspace_toolset": "branching_core.agent",
     "resolve_model": "branching_core.agent",
-    # sub-agent branches (seed 002)
-    "SubAgent": "branching_core.agent",
-    "BranchDefinition": "branching_core.agent",
-    "SubAgentBranches": "branching_core.agent",
-    "SubAgentRun": "branching_core.agent",
+    # sub-agent runs (seed 002), agent-facing
+    "SubAgent": "branching_core.live.subagents",
+    "BranchDefinition": "branching_core.live.subagents",
+    "SubAgentBranches": "branching_core.live.subagents",
+    "SubAgentRun": "branching_core.live.subagents",
     # reviewing a fork: diff report and merge judge
     "BranchChange": "branching_core.review",
     "BranchDiffReport": "branching_core.review",

@@ -111,8 +111,12 @@ class ProcessBranchError(BranchingError):
         self.oom_killed = oom_killed
 
 
-class ForkError(ProcessBranchError):
-    """fork() failed."""
+class ProcessForkError(ProcessBranchError):
+    """``os.fork()`` failed while starting a sandboxed process (not a fork of an agent run)."""
+
+
+ForkError = ProcessForkError
+"""The seed specification's name for :class:`ProcessForkError` (kept so seed code runs)."""
 
 
 class NamespaceError(ProcessBranchError):
@@ -138,7 +142,7 @@ class ConfigError(BranchingError):
 
 
 class BranchExecutionError(BranchError):
-    """A sub-agent branch (``branching_core.agent.subagents``) did not produce its result.
+    """A sub-agent branch (``branching_core.live.subagents``) did not produce its result.
 
     Raised by programmatic ``branch(...)``; ``__cause__`` is what actually went wrong (a
     ``TimeoutError``, the model's error, a ``ValidationError`` of the input...), ``name`` the
@@ -170,6 +174,7 @@ __all__ = [
     "NamespaceError",
     "OpenChildrenError",
     "ProcessBranchError",
+    "ProcessForkError",
     "ResourceLimitError",
     "WorkspaceError",
     "WorkspaceNotADirectoryError",

@@ -39,7 +39,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from branching_core.agent import LocalCommandRunner
-from branching_core.agent.subagents import (
+from branching_core.live.subagents import (
     SubAgent,
     SubAgentBranches,
     SubAgentFinished,

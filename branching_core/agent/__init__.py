@@ -34,21 +34,10 @@ from branching_core.agent.models import (
 )
 from branching_core.agent.offline import OfflineModel, parse_script, plan_response
 from branching_core.agent.paths import UnsafePathError, resolve_in_root
-from branching_core.agent.subagents import (
-    BranchDefinition,
-    SubAgent,
-    SubAgentBranches,
-    SubAgentFinished,
-    SubAgentProgress,
-    SubAgentRun,
-    SubAgentStarted,
-    SubAgentToolResult,
-)
 from branching_core.agent.toolset import WorkspaceToolset, create_workspace_toolset
 
 __all__ = [
     "OFFLINE",
-    "BranchDefinition",
     "CommandOutcome",
     "CommandRunner",
     "LocalCommandRunner",
@@ -58,13 +47,6 @@ __all__ = [
     "Price",
     "ProviderInfo",
     "SandboxCommandRunner",
-    "SubAgent",
-    "SubAgentBranches",
-    "SubAgentFinished",
-    "SubAgentProgress",
-    "SubAgentRun",
-    "SubAgentStarted",
-    "SubAgentToolResult",
     "UnsafePathError",
     "WorkspaceToolset",
     "config_resolver",

@@ -45,6 +45,8 @@ from pydantic_ai.messages import (
     PartEndEvent,
     PartStartEvent,
     TextPart,
+    TextPartDelta,
+    ThinkingPartDelta,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
@@ -375,8 +377,10 @@ class _ServedStream(StreamedResponse):
                     text = None
                     if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
                         text = event.part.content
-                    elif isinstance(event, PartDeltaEvent):
-                        text = getattr(event.delta, "content_delta", None)
+                    elif isinstance(event, PartDeltaEvent) and isinstance(
+                        event.delta, TextPartDelta | ThinkingPartDelta
+                    ):
+                        text = event.delta.content_delta  # thinking is billed output too
                     if text:
                         self._check_budget(text)
                     yield event

@@ -2,7 +2,7 @@
 
 A ``CommandCandidate`` is what the runner calls a *command candidate*: instead of
 being forked as a Python callable it launches its command directly with the
-sandbox's ``CommandBranch`` (cwd = the branch view, mounted at the workspace's
+sandbox's ``SandboxedCommand`` (cwd = the branch view, mounted at the workspace's
 real path so the command sees familiar paths), which is what makes the CLI work
 on overlay views it could not ``chdir`` into. ``CommandTask`` turns the patterns'
 extra arguments (attempt number, feedback) into environment variables.
@@ -55,7 +55,7 @@ class _CommandHandle:
     def run(self, timeout: float | None) -> CommandOutput:
         try:
             code = self._cmd.wait(timeout)
-        except TimeoutError as exc:  # CommandBranch.wait killed the tree already
+        except TimeoutError as exc:  # SandboxedCommand.wait killed the tree already
             raise CandidateTimeout(str(exc)) from None
         finally:
             self._cmd.abort()
@@ -91,9 +91,9 @@ class CommandCandidate:
         self.on_output = on_output
 
     def launch(self, branch: Any) -> _CommandHandle:
-        from branching_core.sandbox import CommandBranch
+        from branching_core.sandbox import SandboxedCommand
 
-        cmd = CommandBranch(
+        cmd = SandboxedCommand(
             self.argv, branch.path, limits=self.limits, env=self.env,
             mount_at=self.workspace_path, on_output=self.on_output,
             extra_fds=[3] if self.score_fd else None,

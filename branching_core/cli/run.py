@@ -27,7 +27,7 @@ def _ask(question: str) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from branching_core.sandbox import CommandBranch
+    from branching_core.sandbox import SandboxedCommand
 
     cmd = require_cmd(args)
     limits = limits_from(args)
@@ -44,7 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     action = "aborted"
     exit_code = -1
     try:
-        proc = CommandBranch(cmd, branch.path, limits=limits, mount_at=str(ws.path),
+        proc = SandboxedCommand(cmd, branch.path, limits=limits, mount_at=str(ws.path),
                              on_output=forward)
         try:
             exit_code = proc.wait()

@@ -72,7 +72,7 @@ def _start(fn: Any, branch: Any, mode: str, limits: Any) -> Any:
     candidate (no timeout, no race, no isolation); a cancel then waits for the
     runner's ``kill_grace`` and force-kills the worker. Forking a Ray worker costs
     tens of milliseconds, so the thread matters for rollouts."""
-    from branching_core.patterns._proc import ForkHandle, SandboxHandle, ThreadHandle
+    from branching_core.patterns._proc import ChildProcessHandle, SandboxHandle, ThreadHandle
 
     launch = getattr(fn, "launch", None)
     if launch is not None:
@@ -81,7 +81,7 @@ def _start(fn: Any, branch: Any, mode: str, limits: Any) -> Any:
         return SandboxHandle(fn, branch.path, limits)
     if mode == "thread":
         return ThreadHandle(fn, branch.path)
-    return ForkHandle(fn, branch.path)
+    return ChildProcessHandle(fn, branch.path)
 
 
 def _wait(handle: Any, timeout: float | None) -> Any:

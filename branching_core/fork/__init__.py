@@ -12,7 +12,7 @@ The agent-facing pieces (``LiveForkCapability``, the forking toolset, and the pu
 
 from __future__ import annotations
 
-from branching_core.fork.budget import BranchMeter, PriceFn, default_price
+from branching_core.fork.budget import PriceFn, UsageMeter, default_price
 from branching_core.fork.checkpoints import Checkpoint, CheckpointStore
 from branching_core.fork.coordinator import (
     BranchRunContext,
@@ -73,7 +73,6 @@ __all__ = [
     "BranchEditConflict",
     "BranchEditRefused",
     "BranchIsolation",
-    "BranchMeter",
     "BranchRunContext",
     "BranchRuntime",
     "BranchSpec",
@@ -105,6 +104,7 @@ __all__ = [
     "MergeStrategy",
     "PriceFn",
     "SteeringQueue",
+    "UsageMeter",
     "copy_history",
     "current_branch",
     "default_price",

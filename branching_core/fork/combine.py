@@ -361,7 +361,7 @@ async def merge_combined(
 
     Raises ``CombineError``/``CombineConflict`` (the fork stays open, nothing written),
     ``RuntimeError`` when the fork is already resolved."""
-    from branching_core.agent.subagents.merge import landing_lock
+    from branching_core.workspace.landing import landing_lock
 
     c = coordinator
     handle = c._require_handle()

@@ -43,6 +43,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage
 
+from branching_core.agent.hub import EventHub
 from branching_core.fork import events as ev
 from branching_core.fork.approvals import Approvals, approval_predicate
 from branching_core.fork.budget import PriceFn, default_price
@@ -127,8 +128,7 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         self._post_checkpoint: str | None = None
         self._resolved_at: float | None = None
         self._lock = asyncio.Lock()
-        self._queues: list[asyncio.Queue[ev.ForkEvent]] = []
-        self._listeners: list[Callable[[ev.ForkEvent], None]] = []
+        self._events: EventHub[ev.ForkEvent] = EventHub("fork event")
         self.recovery_errors: list[str] = []
         self.save_errors: list[str] = []
         """Every failed save of fork state (each is also logged and set on its branch)."""
@@ -214,28 +214,17 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
     # -- events ----------------------------------------------------------------------------
     def subscribe(self, maxsize: int = 0) -> asyncio.Queue[ev.ForkEvent]:
         """A queue receiving every event from now on (state changes, text, tool calls...)."""
-        queue: asyncio.Queue[ev.ForkEvent] = asyncio.Queue(maxsize)
-        self._queues.append(queue)
-        return queue
+        return self._events.subscribe(maxsize)
 
     def unsubscribe(self, queue: asyncio.Queue[ev.ForkEvent]) -> None:
-        with contextlib.suppress(ValueError):
-            self._queues.remove(queue)
+        self._events.unsubscribe(queue)
 
     def add_listener(self, callback: Callable[[ev.ForkEvent], None]) -> Callable[[], None]:
         """Call ``callback(event)`` for every event; returns a function that removes it."""
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+        return self._events.add_listener(callback)
 
     def _publish(self, event: ev.ForkEvent) -> None:
-        for queue in list(self._queues):
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(event)
-        for callback in list(self._listeners):
-            try:
-                callback(event)
-            except Exception:  # a broken listener must not break a branch
-                log.exception("fork event listener failed")
+        self._events.publish(event)
 
     # -- lookup ------------------------------------------------------------------------------
     def _require_handle(self) -> ForkHandle:

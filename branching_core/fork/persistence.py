@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 from pydantic_ai.messages import ModelMessage
 
 from branching_core.atomicio import is_atomic_temp
-from branching_core.fork.budget import BranchMeter
+from branching_core.fork.budget import UsageMeter
 from branching_core.fork.history import dumps_history, load_history
 from branching_core.fork.mirror import recover_mirrors
 from branching_core.fork.options import ForkOptions
@@ -257,7 +257,7 @@ class Persistence(CoordinatorParts):
                 resolution=data.get("resolution"),
                 history=load_history(raw) if raw else list(seed),
                 seed_history=seed,
-                meter=BranchMeter.from_json(data.get("meter")),
+                meter=UsageMeter.from_json(data.get("meter")),
                 error=error,
                 output=data.get("output"),
                 started_at=data.get("started_at"),

@@ -18,6 +18,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 
 from branching_core.agent.model_errors import describe_error
 from branching_core.agent.spend import SPEND
+from branching_core.agent.stream import ToolCalled, ToolReturned, stream_text, translate
 from branching_core.fork import events as ev
 from branching_core.fork.approvals import with_deferred_output
 from branching_core.fork.model_run import (
@@ -224,32 +225,30 @@ class RunLoop(CoordinatorParts):
             )
         )
 
-    def _on_tool_event(self, rt: BranchRuntime, event: Any) -> None:
-        kind = getattr(event, "event_kind", "")
-        part = getattr(event, "part", None)
+    def _on_tool_event(self, rt: BranchRuntime, event: object) -> None:
+        item = translate(event)
         fid = self.fork_id or ""
-        if kind == "function_tool_call" and part is not None:
+        if isinstance(item, ToolCalled):
             rt.tool_calls += 1
             self._publish(
                 ev.BranchToolCall(
                     fork_id=fid,
                     branch_id=rt.branch_id,
                     label=rt.label,
-                    tool_name=part.tool_name,
-                    args=part.args,
-                    tool_call_id=part.tool_call_id,
+                    tool_name=item.tool_name,
+                    args=item.args,
+                    tool_call_id=item.tool_call_id,
                 )
             )
-        elif kind == "function_tool_result" and part is not None:
-            content = getattr(part, "content", "")
+        elif isinstance(item, ToolReturned):
             self._publish(
                 ev.BranchToolResult(
                     fork_id=fid,
                     branch_id=rt.branch_id,
                     label=rt.label,
-                    tool_name=getattr(part, "tool_name", ""),
-                    content=content if isinstance(content, str) else repr(content),
-                    tool_call_id=getattr(part, "tool_call_id", ""),
+                    tool_name=item.tool_name,
+                    content=item.content,
+                    tool_call_id=item.tool_call_id,
                 )
             )
 
@@ -277,12 +276,8 @@ class RunLoop(CoordinatorParts):
             rt.error = reason
             self._set_state(rt, "budget_exhausted")
 
-    def _on_stream_event(self, rt: BranchRuntime, event: Any) -> None:
-        text = None
-        if getattr(event, "event_kind", "") == "part_start" and isinstance(event.part, TextPart):
-            text = event.part.content
-        elif getattr(event, "event_kind", "") == "part_delta":
-            text = getattr(event.delta, "content_delta", None)
+    def _on_stream_event(self, rt: BranchRuntime, event: object) -> None:
+        text = stream_text(event)
         if text:
             self._publish(
                 ev.BranchTextDelta(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai.messages import ModelMessage
 
 from branching_core.fork import events as ev
-from branching_core.fork.budget import BranchMeter
+from branching_core.fork.budget import UsageMeter
 from branching_core.fork.history import trim_unanswered_tool_calls
 from branching_core.fork.steering import SteeringQueue
 from branching_core.fork.types import (
@@ -73,7 +73,7 @@ class BranchRuntime:
     history: list[ModelMessage] = field(default_factory=list)
     """Latest snapshot of the branch's messages (partial while running or when stopped)."""
     seed_history: list[ModelMessage] = field(default_factory=list)
-    meter: BranchMeter = field(default_factory=BranchMeter)
+    meter: UsageMeter = field(default_factory=UsageMeter)
     queue: SteeringQueue = field(default_factory=SteeringQueue)
     error: str | None = None
     output: str | None = None

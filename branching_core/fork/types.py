@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from branching_core.run_states import SHARED_FINAL_STATES
+
 BranchState = Literal[
     "running",
     "done",
@@ -32,7 +34,9 @@ STOPPED_STATES: frozenset[str] = frozenset(
 )
 """Branches stopped before they finished (mergeable: their partial work)."""
 
-FINAL_STATES: frozenset[str] = frozenset({"done", "failed"}) | STOPPED_STATES
+FINAL_STATES: frozenset[str] = SHARED_FINAL_STATES | STOPPED_STATES
+"""The final states sub-agent runs share (``branching_core.run_states``), plus
+``aggregate_budget_exhausted``."""
 
 SETTLED_STATES: frozenset[str] = FINAL_STATES | {"awaiting_approval"}
 """States in which a branch does nothing until someone acts (``wait`` returns on these)."""

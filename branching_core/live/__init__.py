@@ -3,7 +3,8 @@
 Above both ``branching_core.fork`` (running forks) and ``branching_core.review`` (judging
 them): the public ``ForkCoordinator`` (the fork coordinator with the review service wired
 in), ``LiveForkCapability`` (forking for any pydantic-ai ``Agent``) and the forking
-toolset the model calls (``fork_run``, ``diff_branches``, ``merge_or_select`` ...).
+toolset the model calls (``fork_run``, ``diff_branches``, ``merge_or_select`` ...), and
+sub-agent runs (``branching_core.live.subagents``: the ``branch`` tool and its registry).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ makes a running ``run`` return promptly.
 * ``ThreadHandle`` runs the callable in this process. It cannot be killed, so the
   runner only uses it when nothing could ever need to kill it (no timeout, no
   race, no isolation). Its return value and side effects stay in-process.
-* ``ForkHandle`` is a plain ``fork()``: no namespaces or limits, but killable. The
+* ``ChildProcessHandle`` is a plain ``fork()``: no namespaces or limits, but killable. The
   child gets its own process group, and ``kill()`` SIGKILLs the group, so helper
   processes the candidate started die with it (a descendant that calls ``setsid``
   escapes; use ``isolate_processes=True`` for a guarantee). The value comes back
@@ -84,7 +84,7 @@ class ThreadHandle:
         """Threads cannot be killed; the runner aborts the branch under them instead."""
 
 
-class ForkHandle:
+class ChildProcessHandle:
     """Run ``fn(path)`` in a plain forked child in its own process group."""
 
     def __init__(self, fn: Callable[[Path], Any], path: Path) -> None:
@@ -225,4 +225,11 @@ class SandboxHandle:
             self._ctx.abort()
 
 
-__all__ = ["CandidateTimeout", "ForkHandle", "Handle", "SandboxHandle", "ThreadHandle", "unwrap"]
+__all__ = [
+    "CandidateTimeout",
+    "ChildProcessHandle",
+    "Handle",
+    "SandboxHandle",
+    "ThreadHandle",
+    "unwrap",
+]

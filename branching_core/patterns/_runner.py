@@ -1,6 +1,6 @@
 """The candidate runner every pattern is built on.
 
-``Runner.run`` starts N candidates in N sibling branches of one parent (the
+``CandidateScheduler.run`` starts N candidates in N sibling branches of one parent (the
 workspace or an open branch) and waits for them under a per-candidate timeout and
 an overall deadline. In *first-wins* mode the first success commits at once and the
 still-running rest are killed (``lost_race``); in *collect* mode successful
@@ -99,7 +99,7 @@ class Attempt:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-class Runner:
+class CandidateScheduler:
     """Runs candidates in branches; see the module docstring."""
 
     def __init__(
@@ -242,7 +242,7 @@ class Runner:
     def remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def __enter__(self) -> Runner:
+    def __enter__(self) -> CandidateScheduler:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -463,4 +463,4 @@ def rank(attempts: Sequence[Attempt]) -> list[Attempt]:
     return sorted(ready, key=lambda a: (-a.result.score, a.result.branch_index))
 
 
-__all__ = ["READY", "Attempt", "Job", "Runner", "Verdict", "interpret", "rank"]
+__all__ = ["READY", "Attempt", "CandidateScheduler", "Job", "Verdict", "interpret", "rank"]

@@ -17,10 +17,10 @@ from typing import Any
 
 from branching_core.patterns._runner import (
     Attempt,
+    CandidateScheduler,
     Evaluate,
     Job,
     Progress,
-    Runner,
     rank,
 )
 from branching_core.patterns.result import ABORTED, COMMITTED, SpeculationOutcome
@@ -60,8 +60,8 @@ class _Pattern:
                 "use Speculate, BestOfN, Cascaded or Reflexion without critique"
             )
 
-    def _runner(self) -> Runner:
-        return Runner(
+    def _runner(self) -> CandidateScheduler:
+        return CandidateScheduler(
             prefix=self.prefix, timeout=self.timeout, overall_timeout=self.overall_timeout,
             resource_limits=self.resource_limits, isolate_processes=self.isolate_processes,
             evaluate=self.evaluate, max_parallel=self.max_parallel, progress=self.progress,
@@ -85,7 +85,7 @@ class _Pattern:
         )
         return outcome
 
-    def _explore(self, runner: Runner, parent: Any) -> Attempt | None:
+    def _explore(self, runner: CandidateScheduler, parent: Any) -> Attempt | None:
         raise NotImplementedError
 
 
@@ -141,7 +141,7 @@ class Speculate(_Pattern):
         self.candidates = _candidates_or_task(candidates, None, 0)
         self.first_wins = first_wins
 
-    def _explore(self, runner: Runner, parent: Any) -> Attempt | None:
+    def _explore(self, runner: CandidateScheduler, parent: Any) -> Attempt | None:
         jobs = [Job(fn=fn) for fn in self.candidates]
         attempts = runner.run(parent, jobs, first_wins=self.first_wins)
         if self.first_wins:
@@ -178,7 +178,7 @@ class BestOfN(_Pattern):
         self.scores = list(scores) if scores is not None else None
         self.commit = commit
 
-    def _explore(self, runner: Runner, parent: Any) -> Attempt | None:
+    def _explore(self, runner: CandidateScheduler, parent: Any) -> Attempt | None:
         jobs = [
             Job(fn=fn, prior_score=self.scores[i] if self.scores is not None else None)
             for i, fn in enumerate(self.candidates)
@@ -220,7 +220,7 @@ class Reflexion(_Pattern):
         self.critique = critique
         self.feedback_log: list[str | None] = []
 
-    def _explore(self, runner: Runner, parent: Any) -> Attempt | None:
+    def _explore(self, runner: CandidateScheduler, parent: Any) -> Attempt | None:
         feedback: str | None = None
         for attempt in range(self.max_retries):
             left = runner.remaining()
@@ -291,7 +291,7 @@ class Tournament(_Pattern):
         self.judge = judge
         self.rounds: list[list[tuple[int, int, int]]] = []
 
-    def _explore(self, runner: Runner, parent: Any) -> Attempt | None:
+    def _explore(self, runner: CandidateScheduler, parent: Any) -> Attempt | None:
         attempts = runner.run(parent, [Job(fn=fn) for fn in self.candidates], first_wins=False)
         alive = [a for a in attempts if a.result.status == "ready"]
         while len(alive) > 1:
@@ -338,7 +338,7 @@ class Cascaded(_Pattern):
         self.fan_out = [int(k) for k in fan_out]
         self.waves: list[list[int]] = []
 
-    def _explore(self, runner: Runner, parent: Any) -> Attempt | None:
+    def _explore(self, runner: CandidateScheduler, parent: Any) -> Attempt | None:
         feedback: list[str] = []
         for width in self.fan_out:
             left = runner.remaining()

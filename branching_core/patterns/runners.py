@@ -1,6 +1,6 @@
 """Where a pattern's candidates run: the ``Runner`` protocol and the local runner.
 
-A pattern (``_runner.Runner`` underneath) decides *what* runs and when it wins; a
+A pattern (``_runner.CandidateScheduler`` underneath) decides *what* runs and when it wins; a
 runner decides *where*. For each pattern call the runner opens a ``RunSession`` on
 the parent (the workspace or an open branch). The session makes each candidate's
 branch (an object with ``path``, ``is_open``, ``commit()`` and ``abort()``) and
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from branching_core.patterns._proc import ForkHandle, Handle, SandboxHandle, ThreadHandle
+from branching_core.patterns._proc import ChildProcessHandle, Handle, SandboxHandle, ThreadHandle
 
 Evaluate = Callable[[Any], float]
 
@@ -81,7 +81,7 @@ class LocalSession:
         if mode == "sandbox":
             return SandboxHandle(job.fn, branch.path, limits)
         if mode == "fork":
-            return ForkHandle(job.fn, branch.path)
+            return ChildProcessHandle(job.fn, branch.path)
         return ThreadHandle(job.fn, branch.path)
 
     def evaluate(self, evaluate: Evaluate, branch: Any) -> float:

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.errors import BranchingError
-from branching_core.patterns._runner import READY, Attempt, Job, Runner, rank
+from branching_core.patterns._runner import READY, Attempt, CandidateScheduler, Job, rank
 from branching_core.patterns.basic import _Pattern
 from branching_core.patterns.result import ABORTED, COMMITTED, FAILED
 
 Expand = Callable[[Path, int], Sequence[Callable[[Path], Any]]]
 
 
-def _lineage(runner: Runner, att: Attempt) -> list[Attempt]:
+def _lineage(runner: CandidateScheduler, att: Attempt) -> list[Attempt]:
     """``att`` and its ancestors, root first."""
     chain = [att]
     while chain[-1].result.parent_index is not None:
@@ -33,7 +33,7 @@ def _lineage(runner: Runner, att: Attempt) -> list[Attempt]:
     return chain[::-1]
 
 
-def _prune(runner: Runner, keep: Sequence[Attempt]) -> None:
+def _prune(runner: CandidateScheduler, keep: Sequence[Attempt]) -> None:
     """Abort every open candidate that is neither in ``keep`` nor an ancestor of one."""
     live = {id(a) for node in keep for a in _lineage(runner, node)}
     for att in sorted(runner.attempts, key=lambda a: -a.result.depth):
@@ -41,7 +41,7 @@ def _prune(runner: Runner, keep: Sequence[Attempt]) -> None:
             runner.discard(att, ABORTED)
 
 
-def _commit_chain(runner: Runner, leaf: Attempt) -> Attempt | None:
+def _commit_chain(runner: CandidateScheduler, leaf: Attempt) -> Attempt | None:
     chain = _lineage(runner, leaf)
     _prune(runner, [leaf])
     try:
@@ -93,7 +93,7 @@ class TreeOfThoughts(_Pattern):
         self.expand = expand
         self.max_depth = max_depth
 
-    def _explore(self, runner: Runner, parent: Any) -> Attempt | None:
+    def _explore(self, runner: CandidateScheduler, parent: Any) -> Attempt | None:
         ranked = rank(runner.run(parent, [Job(fn=fn) for fn in self.strategies],
                                  first_wins=False))
         if not ranked:
@@ -148,7 +148,7 @@ class BeamSearch(_Pattern):
         self.max_depth = max_depth
         self.levels: list[list[int]] = []
 
-    def _explore(self, runner: Runner, parent: Any) -> Attempt | None:
+    def _explore(self, runner: CandidateScheduler, parent: Any) -> Attempt | None:
         beams = rank(runner.run(parent, [Job(fn=fn) for fn in self.strategies],
                                 first_wins=False))[: self.beam_width]
         if not beams:

@@ -1,6 +1,6 @@
 """Sandboxed process branches with enforced resource limits.
 
-``BranchContext`` runs a Python callable and ``CommandBranch``/``run_command`` a
+``BranchContext`` runs a Python callable and ``SandboxedCommand``/``run_command`` a
 command line in a child that has its own user (when not root), mount, pid, ipc,
 uts and (unless ``network=True``) network namespaces, sees the host read-only
 except the branch directory and a private ``/tmp``, reaches no host unix socket
@@ -22,8 +22,8 @@ import tempfile
 from branching_core.errors import NamespaceError, ProcessBranchError, ResourceLimitError
 from branching_core.sandbox.cgroups import leftover_branch_cgroups
 from branching_core.sandbox.command import (
-    CommandBranch,
     CommandResult,
+    SandboxedCommand,
     run_command,
     run_command_async,
 )
@@ -58,12 +58,12 @@ def sandbox_available() -> tuple[bool, str]:
 
 __all__ = [
     "BranchContext",
-    "CommandBranch",
     "CommandResult",
     "NamespaceError",
     "ProcessBranchError",
     "ResourceLimitError",
     "ResourceLimits",
+    "SandboxedCommand",
     "leftover_branch_cgroups",
     "parse_memory",
     "parse_view_path",

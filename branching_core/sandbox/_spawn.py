@@ -1,5 +1,10 @@
 """Process machinery shared by the callable and the command form.
 
+Why one module of ~580 lines: the keeper, the init and the caller's side
+(``SpawnedProcess``) are three ends of one protocol (the lifeline pipe, the record
+format, the fork order and the fds each end closes); split apart, a change to one end
+could no longer be checked against the others on one screen of code.
+
 Shape of a running branch::
 
     caller ──fork──> keeper (outer pid ns) ──fork──> init (pid 1 of a new pid ns)
@@ -38,7 +43,7 @@ from select import POLLHUP, POLLIN
 from select import poll as select_poll
 from typing import TYPE_CHECKING, NoReturn
 
-from branching_core.errors import ForkError, NamespaceError, ResourceLimitError
+from branching_core.errors import NamespaceError, ProcessForkError, ResourceLimitError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
 from branching_core.sandbox.namespaces import (
@@ -254,7 +259,7 @@ class ExitInfo:
 
 
 @dataclass
-class SpawnedBranch:
+class SpawnedProcess:
     """Parent-side handle: pipes drained by one thread, keeper reaped through a pidfd."""
 
     pid: int
@@ -456,13 +461,13 @@ class SpawnedBranch:
 class SpawnedProcessView:
     """What every sandboxed branch exposes about its process, whatever it runs.
 
-    Subclasses set ``_branch`` to the ``SpawnedBranch`` they drive when they start it.
+    Subclasses set ``_branch`` to the ``SpawnedProcess`` they drive when they start it.
     """
 
-    _branch: SpawnedBranch | None = None
+    _branch: SpawnedProcess | None = None
 
     @property
-    def _b(self) -> SpawnedBranch:
+    def _b(self) -> SpawnedProcess:
         if self._branch is None:
             raise RuntimeError(f"{type(self).__name__} has not been started")
         return self._branch
@@ -531,7 +536,7 @@ def spawn(
     max_output: int = DEFAULT_MAX_OUTPUT,
     launcher: Launcher | None = None,
     command: tuple[list[str], dict[str, str]] | None = None,
-) -> SpawnedBranch:
+) -> SpawnedProcess:
     """Fork the keeper and start draining; the caller owns ``cgroups`` until this returns.
 
     With a ``launcher`` and ``command=(argv, env)`` (``child_main`` being that command's
@@ -580,7 +585,7 @@ def spawn(
         pid, pidfd = _fork_keeper(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,
                                   child_ends, parent_ends)
         status_fd = -1
-    branch = SpawnedBranch(
+    branch = SpawnedProcess(
         pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
         capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
         max_output=max_output, status_fd=status_fd,
@@ -601,7 +606,7 @@ def _fork_keeper(
         for fd in child_ends + parent_ends:
             _PARENT_FDS.discard(fd)
             os.close(fd)
-        raise ForkError(f"fork() failed: {exc.strerror}") from exc
+        raise ProcessForkError(f"fork() failed: {exc.strerror}") from exc
     if pid == 0:  # pragma: no cover - runs in the child
         try:
             _keeper(plan, cgroups.procs_files, fd_map, res_w, life_r, close_fds, child_main)
@@ -686,7 +691,7 @@ __all__ = [
     "TAG_RESULT",
     "TAG_SETUP",
     "ExitInfo",
-    "SpawnedBranch",
+    "SpawnedProcess",
     "flush_std_streams",
     "fresh_std_streams",
     "parse_record",

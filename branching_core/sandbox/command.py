@@ -1,4 +1,4 @@
-"""``CommandBranch`` and ``run_command``: a command line in a sandboxed branch.
+"""``SandboxedCommand`` and ``run_command``: a command line in a sandboxed branch.
 
 Used by the CLI (``forkdeck run -- make test``) and by the agent's shell tool. The
 command runs as a child of the sandbox's pid-1 init, which reaps orphans and
@@ -59,7 +59,7 @@ class CommandResult:
     stderr_dropped: int = 0
 
 
-class CommandBranch(_spawn.SpawnedProcessView):
+class SandboxedCommand(_spawn.SpawnedProcessView):
     """A command running in its own sandbox; starts on construction."""
 
     def __init__(
@@ -165,7 +165,7 @@ class CommandBranch(_spawn.SpawnedProcessView):
     def duration(self) -> float:
         return time.monotonic() - self.started
 
-    def __enter__(self) -> CommandBranch:
+    def __enter__(self) -> SandboxedCommand:
         return self
 
     def __exit__(
@@ -196,7 +196,7 @@ def run_command(
     ``expose_secrets=True`` shows the homes and credential files the sandbox masks by
     default (see ``masks``); use it only for commands that need them.
     """
-    branch = CommandBranch(
+    branch = SandboxedCommand(
         command, workspace, limits=limits, network=network, env=env, mount_at=mount_at,
         on_output=on_output, extra_fds=extra_fds, max_output=max_output,
         expose_secrets=expose_secrets,
@@ -221,7 +221,7 @@ async def run_command_async(
     Forking happens in the event loop's thread (the child is isolated right away);
     only the waiting runs in a worker thread, so a cancelled task aborts the tree.
     """
-    branch = CommandBranch(command, workspace, **kwargs)
+    branch = SandboxedCommand(command, workspace, **kwargs)
     try:
         try:
             code = await asyncio.to_thread(branch.wait, timeout)
@@ -234,4 +234,4 @@ async def run_command_async(
     return branch.result(code)
 
 
-__all__ = ["CommandBranch", "CommandResult", "run_command", "run_command_async"]
+__all__ = ["CommandResult", "SandboxedCommand", "run_command", "run_command_async"]

@@ -83,7 +83,7 @@ class BranchContext(_spawn.SpawnedProcessView):
         self.close_fds = close_fds
         self.network = network
         self.mount_at = mount_at
-        self._branch: _spawn.SpawnedBranch | None = None
+        self._branch: _spawn.SpawnedProcess | None = None
         self._outcome: Any = _UNSET
         self._error: BaseException | None = None
         self._aborted = False

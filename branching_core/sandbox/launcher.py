@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from branching_core.errors import ForkError
+from branching_core.errors import ProcessForkError
 from branching_core.sandbox import _spawn
 from branching_core.sandbox._launcher import HEADER, MAX_FDS
 from branching_core.sandbox.namespaces import SandboxPlan
@@ -131,7 +131,7 @@ class Launcher:
         """Have the launcher fork a keeper; returns (pid, pidfd, status fd).
 
         Raises ``LauncherUnavailable`` if the request did not reach it (nothing was
-        started) and ``ForkError`` if it got the request but failed or died.
+        started) and ``ProcessForkError`` if it got the request but failed or died.
         """
         targets = list(fd_map)
         mine, status = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -172,9 +172,9 @@ class Launcher:
             os.close(fd)
         mine.close()
         if msg[:1] == b"E":
-            raise ForkError(msg[1:].decode("utf-8", "replace"))
+            raise ProcessForkError(msg[1:].decode("utf-8", "replace"))
         self._fail("it died while starting a command")
-        raise ForkError("the sandbox launcher died while starting the command")
+        raise ProcessForkError("the sandbox launcher died while starting the command")
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the control socket (the launcher exits) and reap it."""

@@ -1,4 +1,11 @@
-"""``Branch``: one isolated copy-on-write view of its parent, committed or aborted once."""
+"""``Branch``: one isolated copy-on-write view of its parent, committed or aborted once.
+
+Why one module of ~520 lines: the branch is one state machine (open -> committed, aborted
+or pending) whose commit path (freeze, collect, refuse, journal, publish, thaw on every
+failure) holds one lock from start to end; its steps are kept together so every exit of
+that path can be checked in one read. The shared collaborators are elsewhere
+(``tree.BranchTree``, ``journal``, ``changes``, ``precheck``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
@@ -35,12 +43,13 @@ from branching_core.workspace.precheck import structural_conflicts, unwritable
 from branching_core.workspace.signals import deferred_signals
 
 if TYPE_CHECKING:
+    from branching_core.workspace.tree import BranchTree
     from branching_core.workspace.workspace import Workspace
 
 log = logging.getLogger(__name__)
 # "pending": the commit passed its commit point but could not finish here; the journal
 # (and the branch's store, which holds its sources) wait for the next open's replay.
-BranchState = Literal["open", "committed", "aborted", "pending"]
+WorkspaceBranchState = Literal["open", "committed", "aborted", "pending"]
 EXIT_WAIT_S = 120.0
 OnSuccess = Literal["commit"] | None
 OnError = Literal["abort"] | None
@@ -50,6 +59,8 @@ class _Node:
     """What workspaces and branches share: being a parent of branches."""
 
     workspace: Workspace
+    tree: BranchTree
+    """The store, backend, registry and commit lock every node of this workspace shares."""
     node_id: str
     branch_path: str
 
@@ -129,6 +140,11 @@ class _Node:
             self._children.extend(children)
             return children
 
+    def _adopt_child(self, child: Branch) -> None:
+        """Record ``child`` (a reopened durable branch) as open under this node."""
+        with self._children_lock:
+            self._children.append(child)
+
     def _forget_child(self, child: Branch) -> None:
         with self._children_lock:
             if child in self._children:
@@ -153,6 +169,7 @@ class Branch(_Node):
     ) -> None:
         super().__init__()
         self.workspace = parent.workspace
+        self.tree = parent.tree
         self.parent = parent
         self.name = name
         self.node_id = layout.branch_id
@@ -165,7 +182,7 @@ class Branch(_Node):
         self.parent_generation = parent_generation
         self.durable = durable
         self._layout = layout
-        self._state: BranchState = "open"
+        self._state: WorkspaceBranchState = "open"
         self._lock = threading.RLock()
 
     # -- creation -------------------------------------------------------------------------
@@ -185,14 +202,14 @@ class Branch(_Node):
         *,
         durable: bool,
     ) -> list[Self]:
-        ws = parent.workspace
-        store = ws._store
+        tree = parent.tree
+        store = tree.store
         ids = [store.new_branch_id() for _ in names]
         parent_generation = store.generation(parent.node_id)
         created_ns = time.time_ns()
         view = parent.parent_view()
         root_names = frozenset(os.listdir(view.root))
-        layouts = ws._backend.create_many(ids, view)
+        layouts = tree.backend.create_many(ids, view)
         branches = [
             cls(
                 parent,
@@ -213,10 +230,10 @@ class Branch(_Node):
         except BaseException:
             for layout in layouts:
                 with contextlib.suppress(Exception):
-                    ws._backend.destroy(layout)
+                    tree.backend.destroy(layout)
             raise
         for branch in branches:
-            ws._register(branch)
+            tree.register(branch)
         return branches
 
     def _meta(self) -> dict[str, object]:
@@ -245,7 +262,23 @@ class Branch(_Node):
         return self._layout.view
 
     @property
-    def state(self) -> BranchState:
+    def write_layer(self) -> Path:
+        """Where this branch's own writes physically land: the overlay upper directory,
+        else the view itself (copy and reflink write in place). Watching it shows what
+        this branch wrote, without the parent's files."""
+        layers = self._layout.layers
+        return Path(layers[0]) if layers else self.path
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[bool]:
+        """Hold this branch still: commit and abort (which take the same lock) wait until
+        the block ends. Yields whether the branch is still open, so a reader such as the
+        fork mirror never sees a view halfway through being published or thrown away."""
+        with self._lock:
+            yield self.is_open
+
+    @property
+    def state(self) -> WorkspaceBranchState:
         return self._state
 
     @property
@@ -255,7 +288,7 @@ class Branch(_Node):
     @property
     def is_stale(self) -> bool:
         """True once a sibling has committed into the parent (first winner took it)."""
-        return self.workspace._store.generation(self.parent.node_id) != self.parent_generation
+        return self.tree.store.generation(self.parent.node_id) != self.parent_generation
 
     def parent_view(self) -> ParentView:
         self._require_open()
@@ -280,7 +313,7 @@ class Branch(_Node):
         with self._lock:
             self._require_open()
             parent = self.parent.parent_view()
-            ops = self.workspace._backend.collect(self._layout, parent)
+            ops = self.tree.backend.collect(self._layout, parent)
             summary = summarize(ops, parent.root)
             summary.lost_in_parent = lost_in_parent(
                 ops, parent.root, self.created_ns, self.root_names
@@ -299,15 +332,15 @@ class Branch(_Node):
         rolled back. Only a commit that can go neither forward nor back here leaves the
         branch ``pending`` for the next open's replay.
         """
-        ws = self.workspace
-        store = ws._store
+        tree = self.tree
+        store = tree.store
         with self._lock:
             self._require_open()
             if self.children:
                 names = ", ".join(child.name for child in self.children)
                 raise OpenChildrenError(f"{self.branch_path} has open child branches: {names}")
             parent = self.parent.parent_view()
-            with store.commit_lock():
+            with tree.commit_lock():
                 if self.is_stale:
                     self._abort_locked()
                     raise ConflictError(
@@ -315,7 +348,7 @@ class Branch(_Node):
                         f"{self.parent.branch_path}; this branch was aborted",
                         stale=True,
                     )
-                backend = ws._backend
+                backend = tree.backend
                 backend.freeze(self._layout)
                 try:
                     ops = backend.collect(self._layout, parent)
@@ -370,7 +403,7 @@ class Branch(_Node):
         re-raised after. The branch is only disposed once its sources are no longer
         needed: a journal left pending keeps it (state ``pending``) for the replay.
         """
-        store = self.workspace._store
+        store = self.tree.store
         with deferred_signals():
             held: BaseException | None = None
             try:
@@ -382,7 +415,7 @@ class Branch(_Node):
                         journal.path.unlink(missing_ok=True)
                 if not journal.path.exists():  # the commit point was not reached
                     journal.discard_staging()
-                    self.workspace._backend.thaw(self._layout, parent)
+                    self.tree.backend.thaw(self._layout, parent)
                     if isinstance(exc, OSError):
                         raise CommitError(
                             f"cannot commit {self.branch_path}: writing its journal failed "
@@ -401,7 +434,7 @@ class Branch(_Node):
                     "it will be finished when the workspace is next opened"
                 )
             elif outcome.rolled_back:
-                self.workspace._backend.thaw(self._layout, parent)
+                self.tree.backend.thaw(self._layout, parent)
                 error = CommitError(
                     f"commit of {self.branch_path} failed ({outcome.errors[0]}) and was "
                     f"rolled back; nothing was applied and {self.branch_path} is still open"
@@ -433,12 +466,12 @@ class Branch(_Node):
             raise AbortError(f"aborting {self.branch_path} failed: {exc}") from exc
 
     def _dispose(self) -> None:
-        self.workspace._backend.destroy(self._layout)
-        self.workspace._store.drop_generation(self.node_id)
+        self.tree.backend.destroy(self._layout)
+        self.tree.store.drop_generation(self.node_id)
         self.parent._forget_child(self)
-        self.workspace._unregister(self)
+        self.tree.unregister(self)
 
-    def _close_for_exit(self) -> None:
+    def close_for_exit(self) -> None:
         """Interpreter exit: ordinary branches are aborted, durable ones just unmounted.
 
         Waits for a commit running in another thread (it holds the lock) so a branch is
@@ -451,7 +484,7 @@ class Branch(_Node):
             if not self.is_open:
                 return
             if self.durable:
-                self.workspace._backend.freeze(self._layout)
+                self.tree.backend.freeze(self._layout)
             else:
                 self._abort_locked()
         finally:
@@ -490,4 +523,4 @@ class Branch(_Node):
         return f"<Branch {self.branch_path} {self._state} at {self._layout.view}>"
 
 
-__all__ = ["Branch", "BranchState"]
+__all__ = ["Branch", "WorkspaceBranchState"]

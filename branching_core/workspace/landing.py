@@ -2,7 +2,7 @@
 into its parent (one lock per parent)").
 
 Fork merges (``branching_core.fork.merge``) and sub-agent landings
-(``branching_core.agent.subagents.merge``) both take :func:`landing_lock` of the parent
+(``branching_core.live.subagents.merge``) both take :func:`landing_lock` of the parent
 they land in, so the stale check and the commit of two landings never interleave. It
 lives in the workspace layer because both of those layers may import it.
 """

@@ -6,7 +6,6 @@ import atexit
 import contextlib
 import logging
 import os
-import threading
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from branching_core.workspace.fsutil import PROJECT_STATE_DIR, rmtree
 from branching_core.workspace.journal import STATE_MARK, Journal
 from branching_core.workspace.store import ROOT_ID, Store
 from branching_core.workspace.store_gc import sweep_orphan_stores
+from branching_core.workspace.tree import BranchTree
 
 log = logging.getLogger(__name__)
 _LIVE: weakref.WeakSet[Workspace] = weakref.WeakSet()
@@ -71,24 +71,22 @@ class Workspace(_Node):
         self.workspace = self
         self.node_id = ROOT_ID
         self.branch_path = "/main"
-        self._store = Store(self.path, Path(store) if store is not None else None)
-        self._registry: dict[str, Branch] = {}
-        self._registry_lock = threading.RLock()
+        branch_store = Store(self.path, Path(store) if store is not None else None)
         try:
-            self._store.ensure()
+            branch_store.ensure()
         except OSError as exc:
-            why = f"cannot create the branch store {self._store.root} ({exc.strerror})"
+            why = f"cannot create the branch store {branch_store.root} ({exc.strerror})"
             reasons = {name: why for name in (AUTO_ORDER if backend == "auto" else (backend,))}
             detail = "; ".join(f"{name}: {reason}" for name, reason in reasons.items())
             raise BackendUnavailableError(
                 f"no backend can serve {self.path} ({detail})", reasons
             ) from exc
         self.passed_over: dict[str, str] = {}
-        self._backend = self._choose_backend(backend)
-        self.fstype = self._backend.name
+        self.tree = BranchTree(branch_store, self._choose_backend(backend, branch_store.root))
+        self.fstype = self.tree.backend.name
         self.recover()
         with contextlib.suppress(OSError):
-            sweep_orphan_stores(self._store.root.parent, keep=self._store.root)
+            sweep_orphan_stores(branch_store.root.parent, keep=branch_store.root)
         _LIVE.add(self)
 
     @property
@@ -99,14 +97,14 @@ class Workspace(_Node):
         False for unprivileged overlay, where such a rename fails with EXDEV (``mv`` and
         git fall back to copying). ``dir_renames_why`` says why not.
         """
-        return self._backend.dir_renames
+        return self.tree.backend.dir_renames
 
     @property
     def dir_renames_why(self) -> str:
-        return self._backend.dir_renames_why
+        return self.tree.backend.dir_renames_why
 
     # -- backend choice ------------------------------------------------------------------------
-    def _choose_backend(self, requested: str) -> Backend:
+    def _choose_backend(self, requested: str, store_root: Path) -> Backend:
         if requested != "auto" and requested not in BACKENDS:
             raise WorkspaceError(
                 f"unknown backend {requested!r}; choose one of auto, {', '.join(BACKENDS)}"
@@ -115,12 +113,12 @@ class Workspace(_Node):
         reasons: dict[str, str] = {}
         for name in names:
             cls = BACKENDS[name]
-            reason = cls.probe(self.path, self._store.root)
+            reason = cls.probe(self.path, store_root)
             if reason is None:
                 self.passed_over = reasons
                 for passed, why in reasons.items():
                     log.info("backend %s passed over for %s: %s", passed, self.path, why)
-                return cls(self._store.root)
+                return cls(store_root)
             reasons[name] = reason
         detail = "; ".join(f"{name}: {why}" for name, why in reasons.items())
         raise BackendUnavailableError(f"no backend can serve {self.path} ({detail})", reasons)
@@ -129,22 +127,12 @@ class Workspace(_Node):
     def parent_view(self) -> ParentView:
         return ParentView(root=self.path, layers=[self.path])
 
-    def _register(self, branch: Branch) -> None:
-        with self._registry_lock:
-            self._registry[branch.id] = branch
-
-    def _unregister(self, branch: Branch) -> None:
-        with self._registry_lock:
-            self._registry.pop(branch.id, None)
-
     def open_branches(self) -> list[Branch]:
         """Every branch of this workspace open in this process, parents before children."""
-        with self._registry_lock:
-            return sorted(self._registry.values(), key=lambda b: b.branch_path.count("/"))
+        return self.tree.open_branches()
 
     def get_branch(self, branch_id: str) -> Branch:
-        with self._registry_lock:
-            branch = self._registry.get(branch_id)
+        branch = self.tree.get(branch_id)
         if branch is None:
             raise BranchNotFoundError(f"no open branch with id {branch_id!r} in {self.path}")
         return branch
@@ -152,10 +140,9 @@ class Workspace(_Node):
     def list_branches(self) -> list[BranchInfo]:
         """Branches present in the store: this process's and durable ones left by others."""
         infos = []
-        with self._registry_lock:
-            here = set(self._registry)
-        for branch_id in self._store.branch_ids():
-            meta = self._store.read_meta(branch_id)
+        here = self.tree.open_ids()
+        for branch_id in self.tree.store.branch_ids():
+            meta = self.tree.store.read_meta(branch_id)
             if meta is None:
                 continue
             infos.append(
@@ -166,7 +153,7 @@ class Workspace(_Node):
                     branch_path=str(meta["branch_path"]),
                     durable=bool(meta.get("durable")),
                     open_here=branch_id in here,
-                    owner_alive=self._store.session_alive(branch_id.split("-", 1)[0]),
+                    owner_alive=self.tree.store.session_alive(branch_id.split("-", 1)[0]),
                     created_ns=int(meta.get("created_ns") or 0),
                 )
             )
@@ -174,15 +161,15 @@ class Workspace(_Node):
 
     def open_branch(self, branch_id: str) -> Branch:
         """Reopen a durable branch left by an earlier (possibly crashed) process."""
-        with self._registry_lock:
-            if branch_id in self._registry:
-                return self._registry[branch_id]
-        meta = self._store.read_meta(branch_id)
+        open_here = self.tree.get(branch_id)
+        if open_here is not None:
+            return open_here
+        meta = self.tree.store.read_meta(branch_id)
         if meta is None or not meta.get("durable"):
             raise BranchNotFoundError(f"no durable branch with id {branch_id!r} in {self.path}")
         parent_id = str(meta["parent"])
         parent: _Node = self if parent_id == ROOT_ID else self.open_branch(parent_id)
-        layout: BranchLayout = self._backend.reopen(branch_id, parent.parent_view())
+        layout: BranchLayout = self.tree.backend.reopen(branch_id, parent.parent_view())
         branch = Branch(
             parent,
             str(meta["name"]),
@@ -196,9 +183,8 @@ class Workspace(_Node):
             parent_generation=int(meta["parent_generation"]),
             durable=True,
         )
-        with parent._children_lock:
-            parent._children.append(branch)
-        self._register(branch)
+        parent._adopt_child(branch)
+        self.tree.register(branch)
         return branch
 
     def discard_branch(self, branch_id: str) -> None:
@@ -208,8 +194,7 @@ class Workspace(_Node):
         manifest refers to). A branch open in this process is aborted; one whose owning
         process is still alive elsewhere is refused (``BranchError``): it is in use.
         """
-        with self._registry_lock:
-            here = self._registry.get(branch_id)
+        here = self.tree.get(branch_id)
         if here is not None:
             if here.is_open:
                 here.abort()
@@ -224,13 +209,13 @@ class Workspace(_Node):
             info = infos[victim]
             if info.open_here:
                 raise BranchError(f"branch {victim} is open in this process; abort it first")
-            if info.owner_alive and not self._store.is_own_session(victim.split("-", 1)[0]):
+            if info.owner_alive and not self.tree.store.is_own_session(victim.split("-", 1)[0]):
                 raise BranchError(
                     f"branch {victim} ({info.branch_path}) belongs to a running process"
                 )
-        with self._store.commit_lock():
+        with self.tree.commit_lock():
             for victim in reversed(doomed):
-                self._store.remove_branch_dir(victim)
+                self.tree.store.remove_branch_dir(victim)
 
     # -- recovery --------------------------------------------------------------------------------
     def recover(self) -> None:
@@ -239,8 +224,8 @@ class Workspace(_Node):
         Runs on every open: a journal means a commit reached its commit point, so it is
         rolled forward; a branch whose owning process is gone is deleted unless durable.
         """
-        store = self._store
-        with store.commit_lock():
+        store = self.tree.store
+        with self.tree.commit_lock():
             for journal_path in sorted(store.journal_dir.glob("*.json")):
                 self._replay(journal_path)
             for branch_id in store.branch_ids():
@@ -263,7 +248,7 @@ class Workspace(_Node):
     def _sweep_commit_scratch(self) -> None:
         """Remove staging left by commits that died before their journal (or after it
         was finished), and ``.pydantic-deep`` itself when such a commit had made it."""
-        store = self._store
+        store = self.tree.store
         state_dir = self.path / PROJECT_STATE_DIR
         commit_scratch = state_dir / "commit"
         if not commit_scratch.exists():
@@ -298,11 +283,11 @@ class Workspace(_Node):
         if journal.parent_id == ROOT_ID:
             parent_root = self.path
         else:
-            meta = self._store.read_meta(journal.parent_id)
+            meta = self.tree.store.read_meta(journal.parent_id)
             if meta is None or not meta.get("durable"):
                 # The parent branch died with its process; so does this commit.
                 journal_path.unlink()
-                self._store.remove_branch_dir(journal.branch_id)
+                self.tree.store.remove_branch_dir(journal.branch_id)
                 return
             try:
                 parent_root = self.open_branch(journal.parent_id).path
@@ -313,7 +298,7 @@ class Workspace(_Node):
         log.warning(
             "completing interrupted commit %s into %s", journal.commit_id, journal.parent_id
         )
-        outcome = journal.run(self._store.set_generation)
+        outcome = journal.run(self.tree.store.set_generation)
         if outcome.pending:
             errors = "; ".join(str(e) for e in outcome.errors) or "interrupted"
             self._set_aside(journal_path, journal.branch_id, errors)
@@ -325,12 +310,12 @@ class Workspace(_Node):
                     journal.parent_id,
                     f" ({outcome.errors[0]})" if outcome.errors else "",
                 )
-            self._store.remove_branch_dir(journal.branch_id)
+            self.tree.store.remove_branch_dir(journal.branch_id)
         if outcome.interrupt is not None:
             raise outcome.interrupt
 
     def _set_aside(self, journal_path: Path, branch_id: str | None, why: str) -> None:
-        place = self._store.set_aside(journal_path, branch_id)
+        place = self.tree.store.set_aside(journal_path, branch_id)
         log.error(
             "an interrupted commit in %s could not be finished (%s); it was set aside in %s",
             self.path,
@@ -349,7 +334,7 @@ class Workspace(_Node):
         """Abort this process's ordinary branches and unmount durable ones."""
         for branch in reversed(self.open_branches()):
             with contextlib.suppress(Exception):
-                branch._close_for_exit()
+                branch.close_for_exit()
 
     def __repr__(self) -> str:
         return f"<Workspace {self.path} backend={self.fstype}>"

@@ -30,7 +30,8 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from branching_core.agent import LocalCommandRunner
-from branching_core.agent.subagents import (
+from branching_core.errors import BranchError, BranchExecutionError
+from branching_core.live.subagents import (
     BRANCH_RESULT_PREFIX,
     SubAgent,
     SubAgentBranches,
@@ -40,8 +41,7 @@ from branching_core.agent.subagents import (
     SubAgentToolResult,
     branch,
 )
-from branching_core.agent.subagents.runner import SUMMARY_INSTRUCTIONS
-from branching_core.errors import BranchError, BranchExecutionError
+from branching_core.live.subagents.runner import SUMMARY_INSTRUCTIONS
 from branching_core.workspace import Workspace
 
 DEADLINE = 20.0  # a deadlocked test fails with a clear message instead of hanging
@@ -274,7 +274,7 @@ async def test_two_branches_in_one_turn_overlap_and_both_land(
     assert (project / "alpha.txt").read_text() == "alpha\n"
     assert (project / "beta.txt").read_text() == "beta\n"
     runs = {r.name: r for r in subagents.runs}
-    assert {r.state for r in runs.values()} == {"succeeded"}
+    assert {r.state for r in runs.values()} == {"done"}
     assert all(r.committed for r in runs.values())
     # the first to finish committed; the other, now stale, was applied path by path
     assert sorted(r.landed_by or "" for r in runs.values()) == ["commit", "per_path"]
@@ -631,7 +631,7 @@ async def test_cancel_a_running_branch_from_a_listener(workspace: Workspace, pro
     assert "FactCheck was cancelled (the user pressed stop)" in part.content
     assert not (project / "x.txt").exists()
     assert events[0] == "SubAgentStarted" and events[-1] == "SubAgentFinished"
-    assert subagents.runs[0].state == "cancelled"
+    assert subagents.runs[0].state == "terminated"
 
 
 async def test_budget_stops_a_branch_after_the_response_that_crossed_it(
@@ -859,7 +859,7 @@ async def test_runs_are_kept_with_events_for_an_expandable_tool_call(
     assert "-> write_file" in run.transcript_lines()[1]
     assert run.duration_s is not None and run.duration_s >= 0
     saved = json.loads((tmp_path / "runs" / f"{run.run_id}.json").read_text())
-    assert saved["state"] == "succeeded" and saved["created"] == ["r.txt"]
+    assert saved["state"] == "done" and saved["created"] == ["r.txt"]
     assert saved["output"] == {"verified": True, "explanation": "ok"}
     assert saved["tool_call_id"] == part.tool_call_id
 

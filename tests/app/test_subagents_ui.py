@@ -16,7 +16,7 @@ from app.forkdeck_app import ForkdeckApp
 from app.session import ChatSession
 from app.tui import load_subagents, main
 from app.widgets.message_list import MessageList, ToolCallView
-from branching_core.agent.subagents import SubAgent, SubAgentBranches
+from branching_core.live.subagents import SubAgent, SubAgentBranches
 from tests.app.conftest import TERMINAL, ready, submit, wait_for
 
 
@@ -77,12 +77,12 @@ async def test_a_sub_agent_run_shows_as_an_expandable_tool_call(project: Path) -
         views = lambda: list(app.screen.query(ToolCallView))  # noqa: E731
         await wait_for(
             pilot,
-            lambda: any(v.subagent_text and "succeeded" in v.subagent_text for v in views()),
+            lambda: any(v.subagent_text and "· done" in v.subagent_text for v in views()),
             what=lambda: [v.subagent_text for v in views()],
         )
         (view,) = [v for v in views() if v.tool_name == "branch"]
         text = view.subagent_text or ""
-        assert text.startswith("sub-agent Checker · succeeded")
+        assert text.startswith("sub-agent Checker · done")
         assert "checked.txt" in text and "write_file" in text
         view.collapsed = False
         await pilot.pause()
@@ -95,7 +95,7 @@ async def test_a_sub_agent_run_shows_as_an_expandable_tool_call(project: Path) -
         )
     # the sub-agent succeeded, so its branch's file landed in the workspace
     assert (project / "checked.txt").read_text() == "ok\n"
-    assert [r.state for r in subagents.runs] == ["succeeded"]
+    assert [r.state for r in subagents.runs] == ["done"]
 
 
 def test_subagents_flag_loads_definitions_and_refuses_bad_specs(project: Path, capsys: Any) -> None:

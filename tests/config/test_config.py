@@ -474,6 +474,19 @@ def test_user_comments_are_backed_up_once_then_not_again(tmp_path: Path) -> None
     assert path.read_text().startswith("# forkdeck settings")
 
 
+def test_a_file_written_by_the_previous_header_is_not_backed_up(tmp_path: Path) -> None:
+    # config.py became a package, so the header's pointer changed; files written with the
+    # old header hold no comment of the user's own and must not be backed up.
+    old = (
+        "# forkdeck settings; rewritten by /fork-* commands (comments are not kept).\n"
+        "# Format: see the docstring of branching_core/config.py.\n\n[fork]\nbranches = 3\n"
+    )
+    path = write_config(tmp_path, old)
+    result = SettingsStore(tmp_path).set_branch_count(4)
+    assert result.backup is None
+    assert "branching_core/config/__init__.py" in path.read_text()
+
+
 def test_mutators_reread_the_file_so_hand_edits_are_kept(tmp_path: Path) -> None:
     store = SettingsStore(tmp_path)
     store.set_branch_count(3)

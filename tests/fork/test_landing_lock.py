@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic_ai import Agent
 
-from branching_core.agent.subagents.merge import land
 from branching_core.fork import BranchSpec, ForkCoordinator
+from branching_core.live.subagents.merge import land
 
 from .helpers import Scripted, call
 

@@ -26,8 +26,8 @@ requires_cgroups = pytest.mark.skipif(_NO_CGROUPS is not None, reason=_NO_CGROUP
 
 MAKE_AND_HANG = r'''
 import sys, time
-from branching_core.sandbox import CommandBranch, ResourceLimits
-branch = CommandBranch(f"sleep {sys.argv[2]}", sys.argv[1], limits=ResourceLimits(pids=64))
+from branching_core.sandbox import SandboxedCommand, ResourceLimits
+branch = SandboxedCommand(f"sleep {sys.argv[2]}", sys.argv[1], limits=ResourceLimits(pids=64))
 print("READY", ",".join(str(p) for p in branch._b.cgroups.paths), flush=True)
 time.sleep(600)
 '''

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from branching_core.sandbox import CommandBranch, run_command, run_command_async
+from branching_core.sandbox import SandboxedCommand, run_command, run_command_async
 
 from .conftest import wait_until_gone
 
@@ -25,7 +25,7 @@ def test_lines_stream_as_they_come(ws: Path) -> None:
     # The command blocks until the parent has seen its first line: proof of streaming.
     gate = ws / "gate"
     script = f"echo one; while [ ! -e {gate} ]; do sleep 0.01; done; echo two >&2; printf tail"
-    with CommandBranch(script, ws, on_output=on_output) as branch:
+    with SandboxedCommand(script, ws, on_output=on_output) as branch:
         assert first_line.wait(timeout=30)
         assert seen == [("stdout", "one")]
         gate.touch()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from branching_core.sandbox import CommandBranch, run_command
+from branching_core.sandbox import SandboxedCommand, run_command
 from branching_core.sandbox import launcher as launcher_mod
 
 from .conftest import processes_with, wait_until_gone
@@ -65,7 +65,7 @@ def test_commands_are_forked_by_the_launcher(
     ws: Path, no_leftover: str, fresh_launcher: launcher_mod.Launcher
 ) -> None:
     assert fresh_launcher.proc is not None
-    with CommandBranch(f"sleep {no_leftover}", ws) as branch:
+    with SandboxedCommand(f"sleep {no_leftover}", ws) as branch:
         # The keeper is the launcher's child, not ours: our interpreter was not forked.
         assert _ppid(branch.pid) == fresh_launcher.proc.pid
         assert branch.alive
@@ -88,10 +88,10 @@ def test_the_launcher_holds_nothing_of_the_owner(fresh_launcher: launcher_mod.La
 
 OWNER = textwrap.dedent("""\
     import sys, time
-    from branching_core.sandbox import CommandBranch, launcher
+    from branching_core.sandbox import SandboxedCommand, launcher
     got = launcher.wait_ready(30)
     assert got is not None and got.proc is not None
-    branch = CommandBranch("setsid sleep {marker} & sleep {marker}", sys.argv[1])
+    branch = SandboxedCommand("setsid sleep {marker} & sleep {marker}", sys.argv[1])
     print(got.proc.pid, branch.pid, flush=True)
     time.sleep(600)
 """)
@@ -149,7 +149,7 @@ def test_launcher_killed_mid_run_kills_the_tree_and_the_direct_path_takes_over(
 ) -> None:
     marker = no_leftover
     assert fresh_launcher.proc is not None
-    branch = CommandBranch(f"setsid sleep {marker} & sleep {marker}", ws)
+    branch = SandboxedCommand(f"setsid sleep {marker} & sleep {marker}", ws)
     deadline = time.monotonic() + 10
     while len(processes_with(marker)) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -112,8 +112,8 @@ def run_trial(
     as_left = classify(snapshot(ws_dir))
     ws = Workspace(ws_dir, backend=backend)
     reopened = classify(snapshot(ws_dir))
-    leftovers = [str(p) for p in ws._store.journal_dir.iterdir()]
-    leftovers += ws._store.branch_ids()
+    leftovers = [str(p) for p in ws.tree.store.journal_dir.iterdir()]
+    leftovers += ws.tree.store.branch_ids()
     if (ws_dir / ".pydantic-deep").exists():
         leftovers.append(".pydantic-deep")
     return TrialResult(as_left, reopened, interrupted, leftovers)

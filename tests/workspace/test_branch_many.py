@@ -76,4 +76,4 @@ def test_a_failed_mount_rolls_back_every_sibling(
     monkeypatch.undo()
     assert ws.open_branches() == [] and ws.list_branches() == []
     mounts = Path(f"/proc/{helper.pid}/mounts").read_text()
-    assert str(ws._store.root) not in mounts, "a sibling's overlay stayed mounted"
+    assert str(ws.tree.store.root) not in mounts, "a sibling's overlay stayed mounted"

@@ -43,10 +43,10 @@ def _expected(ws_dir: Path, tmp: Path) -> tuple[dict, dict]:  # type: ignore[typ
 
 
 def _assert_clean(ws: Workspace) -> None:
-    assert list(ws._store.journal_dir.iterdir()) == []
-    assert ws._store.branch_ids() == []
+    assert list(ws.tree.store.journal_dir.iterdir()) == []
+    assert ws.tree.store.branch_ids() == []
     assert not (ws.path / ".pydantic-deep").exists()
-    assert not (ws._store.root / "failed").exists()
+    assert not (ws.tree.store.root / "failed").exists()
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -121,9 +121,9 @@ def test_a_commit_left_pending_keeps_its_sources_until_the_replay(
     monkeypatch.delenv("FORKDECK_CRASH_AT")
     monkeypatch.setattr(journal_module, "crash_point", real)
     assert branch.state == "pending"
-    assert ws._store.branch_dir(branch.id).exists(), "cleanup disposed a branch mid-commit"
+    assert ws.tree.store.branch_dir(branch.id).exists(), "cleanup disposed a branch mid-commit"
     ws.close()  # what interpreter exit runs
-    assert ws._store.branch_dir(branch.id).exists()
+    assert ws.tree.store.branch_dir(branch.id).exists()
     reopened = Workspace(ws_dir, backend=backend)
     # the journal was marked for rollback when forward failed: the replay finishes that
     assert snapshot(ws_dir) == before
@@ -216,8 +216,8 @@ for step in steps.split(","):
         assert snap(ws_dir) == want, (step, fault)
         ws2 = Workspace(ws_dir, backend=backend)
         assert snap(ws_dir) == want, (step, fault)
-        assert list(ws2._store.journal_dir.iterdir()) == [], (step, fault)
-        assert ws2._store.branch_ids() == [], (step, fault)
+        assert list(ws2.tree.store.journal_dir.iterdir()) == [], (step, fault)
+        assert ws2.tree.store.branch_ids() == [], (step, fault)
         assert not (ws_dir / ".pydantic-deep").exists(), (step, fault)
         count += 1
 print("ok", count)
@@ -246,7 +246,7 @@ except CommitError as exc:
 assert snap() == before, "partial commit"
 assert branch.is_open
 branch.abort()
-assert ws._store.branch_ids() == []
+assert ws.tree.store.branch_ids() == []
 print("ok refused")
 """
 

@@ -80,8 +80,8 @@ def test_sigkill_during_commit_is_all_or_nothing(
     ws = Workspace(ws_dir, backend=backend)  # opening recovers
     state = snapshot(ws_dir)
     assert state == (before if crash_at == "staged" else after)
-    assert list(ws._store.journal_dir.iterdir()) == []
-    assert ws._store.branch_ids() == []
+    assert list(ws.tree.store.journal_dir.iterdir()) == []
+    assert ws.tree.store.branch_ids() == []
     # the commit made .pydantic-deep for its scratch: recovery removes it again
     assert not (ws_dir / ".pydantic-deep").exists()
 
@@ -93,7 +93,7 @@ def test_recovery_removes_half_written_journal_and_generation_files(
     ws_dir = fs_root / "ws"
     _seed(ws_dir)
     ws = Workspace(ws_dir, backend=backend)
-    store = ws._store
+    store = ws.tree.store
     (store.journal_dir / ".abcd-1.json.tmp-999999").write_text('{"half":')
     (store.root / "gen" / ".root.tmp").write_text("")
     Workspace(ws_dir, backend=backend)
@@ -148,5 +148,5 @@ def test_normal_exit_and_crash_leave_nothing_but_durable_branches(
     ws = Workspace(ws_dir, backend=backend)
     assert [b.name for b in ws.list_branches()] == ["keeper"]
     ws.open_branch(info["durable"]).abort()
-    assert ws._store.branch_ids() == []
+    assert ws.tree.store.branch_ids() == []
     assert snapshot(ws_dir) == before

@@ -61,7 +61,7 @@ def test_directory_renames_commit_their_whole_content(fs_root: Path, backend: st
         )
         assert snapshot(branch.path) == snapshot(expected_dir)
     assert snapshot(ws_dir) == snapshot(expected_dir)
-    assert ws._store.branch_ids() == []
+    assert ws.tree.store.branch_ids() == []
 
 
 def test_nested_branches_rename_and_commit_up_the_stack(fs_root: Path, backend: str) -> None:

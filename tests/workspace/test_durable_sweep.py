@@ -44,7 +44,7 @@ def test_list_and_discard_a_dead_process_durable_branch(fs_root: Path, backend: 
 
     ws.discard_branch(info["durable"])  # takes the nested one with it
     assert ws.list_branches() == []
-    assert ws._store.branch_ids() == []
+    assert ws.tree.store.branch_ids() == []
     assert snapshot(ws_dir) == before
     with pytest.raises(BranchNotFoundError):
         ws.discard_branch(info["durable"])
@@ -60,7 +60,7 @@ def test_a_live_process_durable_branch_is_refused(fs_root: Path, backend: str) -
         ws = Workspace(ws_dir, backend=backend)
         with pytest.raises(BranchError, match="running process"):
             ws.discard_branch(info["durable"])
-        assert info["durable"] in ws._store.branch_ids()
+        assert info["durable"] in ws.tree.store.branch_ids()
     finally:
         child.kill()
         child.wait(timeout=30)
@@ -70,4 +70,4 @@ def test_discarding_a_branch_open_here_aborts_it(ws_dir: Path, backend: str) -> 
     ws = Workspace(ws_dir, backend=backend)
     branch = ws.branch("d", durable=True)
     ws.discard_branch(branch.id)
-    assert branch.state == "aborted" and ws._store.branch_ids() == []
+    assert branch.state == "aborted" and ws.tree.store.branch_ids() == []

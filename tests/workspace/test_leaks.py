@@ -24,7 +24,7 @@ def test_create_write_abort_cycles_leak_nothing(ws_dir: Path, backend: str) -> N
         for j in range(3):
             (b.path / f"f{j}.txt").write_text(str(i))
         b.abort()
-    assert ws._store.branch_ids() == []
+    assert ws.tree.store.branch_ids() == []
     assert len(os.listdir("/proc/self/fd")) == fds_before
     if backend == "overlay":
-        assert _helper_mounts(ws._store.root) == []
+        assert _helper_mounts(ws.tree.store.root) == []

@@ -49,7 +49,7 @@ def test_abort_leaves_parent_exactly_as_it_was(ws_dir: Path, backend: str) -> No
     b.abort()
     assert b.state == "aborted"
     assert snapshot(ws_dir) == before
-    assert ws._store.branch_ids() == []
+    assert ws.tree.store.branch_ids() == []
 
 
 def test_exception_in_block_aborts(ws_dir: Path, backend: str) -> None:

@@ -21,7 +21,7 @@ ws = Workspace(sys.argv[1], backend="copy")
 with ws.branch("b", durable=True) as branch:
     (branch.path / "f.txt").write_text("f")
 ws.branch("kept", durable=True)
-print(ws._store.root)
+print(ws.tree.store.root)
 """
 
 

@@ -156,11 +156,11 @@ def test_a_journal_that_cannot_be_replayed_is_set_aside(fs_root: Path, backend: 
 
 def test_an_unreadable_journal_is_set_aside(ws_dir: Path, backend: str) -> None:
     ws = Workspace(ws_dir, backend=backend)
-    (ws._store.journal_dir / "deadbeef-1.json").write_text("{not json")
+    (ws.tree.store.journal_dir / "deadbeef-1.json").write_text("{not json")
     with pytest.warns(RuntimeWarning, match="unreadable journal"):
         Workspace(ws_dir, backend=backend)
-    assert list(ws._store.journal_dir.iterdir()) == []
-    assert (ws._store.root / "failed").exists()
+    assert list(ws.tree.store.journal_dir.iterdir()) == []
+    assert (ws.tree.store.root / "failed").exists()
 
 
 def test_top_level_names_are_judged_exactly(ws_dir: Path, backend: str) -> None:

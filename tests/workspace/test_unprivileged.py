@@ -42,7 +42,7 @@ except ConflictError as exc:
 # abort leaves nothing
 z = ws.branch("z"); (z.path / "junk").write_text("j"); z.abort()
 assert not (ws_dir / "junk").exists()
-assert ws._store.branch_ids() == [], ws._store.branch_ids()
+assert ws.tree.store.branch_ids() == [], ws.tree.store.branch_ids()
 print("ok", ws.fstype)
 """
 

@@ -65,6 +65,7 @@ from branching_core.fork.types import FINAL_STATES
 
 if TYPE_CHECKING:
     from branching_core.fork.coordinator import ForkCoordinator
+    from branching_core.workspace.branch import Branch
 
 log = logging.getLogger(__name__)
 
@@ -101,30 +102,24 @@ def mirror_dirname(label: str, taken: Iterable[str] = ()) -> str:
     return name
 
 
-def own_layer(branch: Any) -> Path:
-    """Where ``branch``'s own writes physically land: the overlay upper dir, else its view.
-
-    The workspace keeps this in the branch's (private) layout: the first layer is always
-    the branch's writable one. This is the one place the mirror reads it.
-    """
-    layout = getattr(branch, "_layout", None)
-    layers = getattr(layout, "layers", None)
-    return Path(layers[0]) if layers else Path(branch.path)
+def own_layer(branch: Branch) -> Path:
+    """Where ``branch``'s own writes physically land: the overlay upper dir, else its view
+    (:attr:`Branch.write_layer`)."""
+    return branch.write_layer
 
 
 @contextlib.contextmanager
-def _branch_held(branch: Any) -> Iterator[bool]:
+def _branch_held(branch: Branch | None) -> Iterator[bool]:
     """Hold the branch's lock while mirroring it; yields False once it is closed.
 
     Commit and abort take the same lock, so the mirror never reads a view halfway through
     being published or thrown away (which would look like every file was deleted).
     """
-    lock = getattr(branch, "_lock", None) if branch is not None else None
-    if lock is None:
+    if branch is None:
         yield True
         return
-    with lock:
-        yield bool(getattr(branch, "is_open", True))
+    with branch.hold() as is_open:
+        yield is_open
 
 
 def _try_lock(path: Path) -> int | None:

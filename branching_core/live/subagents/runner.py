@@ -33,21 +33,23 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.usage import UsageLimits
 
-from branching_core.agent.pricing import PriceFn, default_price, price_response
-from branching_core.agent.subagents.definition import SubAgent
-from branching_core.agent.subagents.history import inherited_history, input_prompt
-from branching_core.agent.subagents.merge import abort_quietly, land
-from branching_core.agent.subagents.render import branch_result_xml, summary_text
-from branching_core.agent.subagents.tools import FINISH_TOOL, ParentToolset
-from branching_core.agent.subagents.transcript import (
+from branching_core.agent.pricing import PriceFn, UsageMeter, default_price
+from branching_core.agent.stream import ToolReturned, translate
+from branching_core.atomicio import atomic_write
+from branching_core.live.subagents.definition import SubAgent
+from branching_core.live.subagents.history import inherited_history, input_prompt
+from branching_core.live.subagents.merge import abort_quietly, land
+from branching_core.live.subagents.render import branch_result_xml, summary_text
+from branching_core.live.subagents.tools import FINISH_TOOL, ParentToolset
+from branching_core.live.subagents.transcript import (
     EventHub,
+    SubAgentEvent,
     SubAgentFinished,
     SubAgentProgress,
     SubAgentRun,
     SubAgentToolResult,
     render_transcript,
 )
-from branching_core.atomicio import atomic_write
 
 SUMMARY_INSTRUCTIONS = (
     "You summarise the work of a sub-agent for the agent that delegated it. In a few "
@@ -69,7 +71,7 @@ class SubAgentConflict(Exception):
 
 
 @dataclass
-class Settings:
+class SubAgentSettings:
     """What a registry hands down to every sub-agent (and nested registry) it starts."""
 
     command_runner: Any = None
@@ -78,11 +80,7 @@ class Settings:
     model_resolver: Callable[[str], Any] | None = None
     max_depth: int = 3
     transcript_dir: Path | None = None
-    hub: EventHub = field(default_factory=EventHub)
-
-    def price(self, response: ModelResponse) -> tuple[float | None, str | None]:
-        """``(price, error)``: see ``branching_core.agent.pricing.price_response``."""
-        return price_response(response, self.price_fn or default_price)
+    hub: EventHub[SubAgentEvent] = field(default_factory=lambda: EventHub("sub-agent event"))
 
     def resolve(self, model: Any) -> Any:
         if model is None or not isinstance(model, str):
@@ -156,7 +154,7 @@ class SubAgentRunner:
         *,
         arguments: BaseModel | None,
         parent: Parent,
-        settings: Settings,
+        settings: SubAgentSettings,
         child_registry: Callable[[SubAgent, SubAgentRun, Any], Any] | None = None,
     ) -> None:
         self.definition = definition
@@ -166,6 +164,8 @@ class SubAgentRunner:
         self.settings = settings
         self.child_registry = child_registry
         self.branch: Any = None
+        self.meter = UsageMeter()
+        """The one usage meter (shared with fork branches); mirrored into ``run.cost_*``."""
         self._seen = 0
         self._history_len = 0
 
@@ -197,7 +197,7 @@ class SubAgentRunner:
                 )
             except asyncio.CancelledError as exc:
                 reason = run._cancel_reason or "the run was cancelled"
-                self._fail("cancelled", f"{definition.name} was cancelled ({reason})", exc)
+                self._fail("terminated", f"{definition.name} was cancelled ({reason})", exc)
             except BudgetExhausted as exc:
                 self._fail("budget_exhausted", str(exc), exc)
             except BudgetUnknown as exc:
@@ -216,9 +216,9 @@ class SubAgentRunner:
             await self._record_discarded()
             await abort_quietly(self.branch)
             if run.state == "running":  # cancelled while landing or summarising
-                run.state = "cancelled"
+                run.state = "terminated"
                 run.error = run.error or f"{definition.name} was cancelled"
-            if run.state != "succeeded" and self.branch is not None:
+            if run.state != "done" and self.branch is not None:
                 run.error = f"{run.error}; its file changes were discarded"
             run.finished_at = time.time()
             self._persist()
@@ -228,7 +228,7 @@ class SubAgentRunner:
     async def _record_discarded(self) -> None:
         """Note what a failed sub-agent had changed before its branch is thrown away."""
         branch = self.branch
-        if branch is None or not branch.is_open or self.run.state == "succeeded":
+        if branch is None or not branch.is_open or self.run.state == "done":
             return
         with contextlib.suppress(Exception):
             changes = await asyncio.to_thread(branch.changes)
@@ -317,18 +317,17 @@ class SubAgentRunner:
                 self._capture(arun)
                 self.run.usage = arun.usage
 
-    def _on_event(self, event: Any) -> None:
-        if getattr(event, "event_kind", "") != "function_tool_result":
+    def _on_event(self, event: object) -> None:
+        item = translate(event)
+        if not isinstance(item, ToolReturned):
             return
-        part = event.part
-        content = getattr(part, "content", "")
         self.settings.hub.publish(
             SubAgentToolResult(
                 self.run,
-                tool_name=getattr(part, "tool_name", ""),
-                tool_call_id=getattr(part, "tool_call_id", ""),
-                content=content if isinstance(content, str) else repr(content),
-                outcome=getattr(part, "outcome", "success"),
+                tool_name=item.tool_name,
+                tool_call_id=item.tool_call_id,
+                content=item.content,
+                outcome=item.outcome,
             )
         )
 
@@ -340,19 +339,21 @@ class SubAgentRunner:
             self._seen = len(messages)
             self.settings.hub.publish(SubAgentProgress(self.run, new))
 
+    def _add_to_meter(self, response: ModelResponse) -> str | None:
+        """Account one response; returns why it could not be priced (see ``price_response``)."""
+        self.meter.add(response, self.settings.price_fn or default_price)
+        self.run.cost_usd, self.run.cost_known = self.meter.cost_usd, self.meter.cost_known
+        return self.meter.price_error
+
     def _account(self, response: ModelResponse) -> None:
-        price, error = self.settings.price(response)
-        if price is None:
-            self.run.cost_known = False
-        else:
-            self.run.cost_usd += float(price)
+        error = self._add_to_meter(response)
         budget = self.definition.budget_usd
         if budget is not None and error is not None:
             raise BudgetUnknown(
                 f"{self.definition.name} stopped: its cost is unknown, so its budget of "
                 f"${budget:g} cannot be checked ({error})"
             )
-        if budget is not None and self.run.cost_known and self.run.cost_usd > budget:
+        if self.meter.over(budget):
             raise BudgetExhausted(
                 f"{self.definition.name} exhausted its budget of ${budget:g} "
                 f"(spent ${self.run.cost_usd:.6f})"
@@ -392,7 +393,7 @@ class SubAgentRunner:
             run.result_text = summary_text(run.summary, output)
         else:
             run.result_text = branch_result_xml(output)
-        run.state = "succeeded"
+        run.state = "done"
 
     async def _summarize(self, model: Any) -> str:
         """A second model call: the summary the parent reads (``merge="summarize"``)."""
@@ -421,11 +422,7 @@ class SubAgentRunner:
         return str(result.output)
 
     def _account_summary(self, response: ModelResponse) -> None:
-        price, _error = self.settings.price(response)
-        if price is None:
-            self.run.cost_known = False
-        else:
-            self.run.cost_usd += float(price)
+        self._add_to_meter(response)
 
     def _persist(self) -> None:
         directory = self.settings.transcript_dir
@@ -440,9 +437,9 @@ class SubAgentRunner:
 __all__ = [
     "BudgetExhausted",
     "Parent",
-    "Settings",
     "SubAgentConflict",
     "SubAgentRunner",
+    "SubAgentSettings",
     "model_label",
     "new_run_id",
 ]

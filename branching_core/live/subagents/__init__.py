@@ -11,25 +11,25 @@ and a failure keeps its cause.
 
 from __future__ import annotations
 
-from branching_core.agent.subagents.definition import (
+from branching_core.live.subagents.definition import (
     BranchDefinition,
     MergeMode,
     SubAgent,
 )
-from branching_core.agent.subagents.history import BRANCH_RESULT_PREFIX
-from branching_core.agent.subagents.registry import (
+from branching_core.live.subagents.history import BRANCH_RESULT_PREFIX
+from branching_core.live.subagents.registry import (
     SubAgentBranches,
     branch,
     current_registry,
 )
-from branching_core.agent.subagents.tools import (
+from branching_core.live.subagents.tools import (
     BRANCH_TOOL,
     CALL_PARENT_TOOL,
     FINISH_TOOL,
     BranchToolset,
     ParentToolset,
 )
-from branching_core.agent.subagents.transcript import (
+from branching_core.live.subagents.transcript import (
     RunState,
     SubAgentEvent,
     SubAgentFinished,

@@ -30,32 +30,32 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
-from branching_core.agent.subagents.definition import (
+from branching_core.errors import BranchExecutionError
+from branching_core.live.subagents.definition import (
     MERGE_MODES,
     MergeMode,
     SubAgent,
     check_unique_names,
 )
-from branching_core.agent.subagents.history import branch_result_message, branch_result_text
-from branching_core.agent.subagents.render import discovery_xml
-from branching_core.agent.subagents.runner import (
+from branching_core.live.subagents.history import branch_result_message, branch_result_text
+from branching_core.live.subagents.render import discovery_xml
+from branching_core.live.subagents.runner import (
     Parent,
-    Settings,
     SubAgentRunner,
+    SubAgentSettings,
     new_run_id,
 )
-from branching_core.agent.subagents.tools import (
+from branching_core.live.subagents.tools import (
     BranchToolset,
     split_arguments,
     validation_message,
 )
-from branching_core.agent.subagents.transcript import (
+from branching_core.live.subagents.transcript import (
     Listener,
     SubAgentFinished,
     SubAgentRun,
     SubAgentStarted,
 )
-from branching_core.errors import BranchExecutionError
 
 _CURRENT: contextvars.ContextVar[SubAgentBranches | None] = contextvars.ContextVar(
     "forkdeck_subagents", default=None
@@ -95,7 +95,7 @@ class SubAgentBranches(AbstractCapability[Any]):
 
     runs: list[SubAgentRun] = field(default_factory=list, repr=False, compare=False)
     """Top-level runs, oldest first (nested runs are in each run's ``children``)."""
-    _settings: Settings | None = field(default=None, repr=False, compare=False)
+    _settings: SubAgentSettings | None = field(default=None, repr=False, compare=False)
     _owner: SubAgentRun | None = field(default=None, repr=False, compare=False)
     _ws: Any = field(default=None, repr=False, compare=False)
     _toolset: BranchToolset | None = field(default=None, repr=False, compare=False)
@@ -104,7 +104,7 @@ class SubAgentBranches(AbstractCapability[Any]):
         self.definitions = list(self.definitions)
         check_unique_names(self.definitions)
         if self._settings is None:
-            self._settings = Settings(
+            self._settings = SubAgentSettings(
                 command_runner=self.command_runner,
                 command_timeout=self.command_timeout,
                 price_fn=self.price_fn,
@@ -115,7 +115,7 @@ class SubAgentBranches(AbstractCapability[Any]):
 
     # -- registration --------------------------------------------------------------------------
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> SubAgentSettings:
         assert self._settings is not None
         return self._settings
 
@@ -304,7 +304,7 @@ class SubAgentBranches(AbstractCapability[Any]):
             parent=self._parent_from_ctx(ctx),
             tool_call_id=ctx.tool_call_id,
         )
-        if run.state != "succeeded":
+        if run.state != "done":
             run.result_text = FAILED_PREFIX + (run.error or run.state)
             raise ToolFailed(run.result_text)
         return run.result_text or ""
@@ -342,7 +342,7 @@ class SubAgentBranches(AbstractCapability[Any]):
         else:
             spawn = self._parent_from_ctx(parent)
         run = await self.run(definition, arguments=arguments, merge=mode, parent=spawn)
-        if run.state != "succeeded":
+        if run.state != "done":
             error = BranchExecutionError(
                 FAILED_PREFIX + (run.error or run.state), name=definition.name, run=run
             )

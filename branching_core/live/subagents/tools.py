@@ -27,7 +27,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_core import SchemaValidator, core_schema
 
-from branching_core.agent.subagents.definition import MERGE_MODES, SubAgent
+from branching_core.live.subagents.definition import MERGE_MODES, SubAgent
 
 BRANCH_TOOL = "branch"
 CALL_PARENT_TOOL = "call_parent_tool"

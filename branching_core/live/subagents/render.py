@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape
 
 from pydantic import BaseModel
 
-from branching_core.agent.subagents.definition import SubAgent
+from branching_core.live.subagents.definition import SubAgent
 
 
 def _tag(name: str) -> str:

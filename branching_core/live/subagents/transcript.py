@@ -32,33 +32,27 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RunUsage
 
-from branching_core.agent.subagents.definition import MergeMode
+from branching_core.agent.hub import EventHub
+from branching_core.live.subagents.definition import MergeMode
+from branching_core.run_states import SHARED_FINAL_STATES
 
 log = logging.getLogger(__name__)
 
 RunState = Literal[
     "running",
-    "succeeded",
+    "done",
     "failed",
-    "timed_out",
-    "cancelled",
+    "terminated",
     "budget_exhausted",
     "budget_unknown",
+    "timed_out",
     "step_limit",
     "conflict",
 ]
-FINAL_STATES: frozenset[str] = frozenset(
-    {
-        "succeeded",
-        "failed",
-        "timed_out",
-        "cancelled",
-        "budget_exhausted",
-        "budget_unknown",
-        "step_limit",
-        "conflict",
-    }
-)
+"""The names fork branches use too (``branching_core.run_states``), plus sub-agent ones:
+``timed_out`` (its ``timeout_s``), ``step_limit`` (its ``max_steps``), ``conflict`` (its
+files could not land in the parent)."""
+FINAL_RUN_STATES: frozenset[str] = SHARED_FINAL_STATES | {"timed_out", "step_limit", "conflict"}
 
 
 @dataclass(eq=False)
@@ -261,32 +255,8 @@ SubAgentEvent = SubAgentStarted | SubAgentProgress | SubAgentToolResult | SubAge
 Listener = Callable[[SubAgentEvent], None]
 
 
-class EventHub:
-    """Synchronous listeners, shared by a registry and every nested registry under it."""
-
-    def __init__(self) -> None:
-        self._listeners: list[Listener] = []
-
-    def add_listener(self, callback: Listener) -> Callable[[], None]:
-        """Call ``callback(event)`` on the event loop thread; returns an unsubscribe function."""
-        self._listeners.append(callback)
-
-        def remove() -> None:
-            if callback in self._listeners:
-                self._listeners.remove(callback)
-
-        return remove
-
-    def publish(self, event: SubAgentEvent) -> None:
-        for callback in list(self._listeners):
-            try:
-                callback(event)
-            except Exception:  # a broken listener must not break a run
-                log.exception("sub-agent event listener failed")
-
-
 __all__ = [
-    "FINAL_STATES",
+    "FINAL_RUN_STATES",
     "EventHub",
     "Listener",
     "RunState",
