@@ -398,7 +398,9 @@ async def merge_combined(
         discarded = [rt.branch_id for rt in c.branches.values() if rt is not winner]
         history: list[ModelMessage] = list(winner.partial_history or winner.seed_history)
         history.append(ModelRequest(parts=[UserPromptPart(plan.note())]))
-        post_id = c.checkpoints.save(
+        # file writes with fsync: in a worker thread, as a pick does (never on the loop)
+        post_id = await asyncio.to_thread(
+            c.checkpoints.save,
             handle.fork_id,
             "post-fork",
             dumps_history(history),
@@ -409,7 +411,7 @@ async def merge_combined(
         c._resolution = f"combine:{winner.branch_id}"
         c._post_checkpoint = post_id
         await c._writer.flush()
-        c._persist(durable=True)
+        await c._persist_durable()
         c._publish(
             ev.ForkResolved(
                 fork_id=handle.fork_id,

@@ -31,8 +31,15 @@ Stat = tuple[str, int, int, int, int]
 # ``_record`` formats it): "<type> <mode, octal> <size> <sec>.<nsec>0 <inode> <path>".
 _FIND_FORMAT = "%y %m %s %T@ %i %P\\0"
 _ENV = {"LC_ALL": "C", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-_TYPES = {stat.S_IFDIR: b"d", stat.S_IFLNK: b"l", stat.S_IFREG: b"f", stat.S_IFIFO: b"p",
-          stat.S_IFSOCK: b"s", stat.S_IFBLK: b"b", stat.S_IFCHR: b"c"}
+_TYPES = {
+    stat.S_IFDIR: b"d",
+    stat.S_IFLNK: b"l",
+    stat.S_IFREG: b"f",
+    stat.S_IFIFO: b"p",
+    stat.S_IFSOCK: b"s",
+    stat.S_IFBLK: b"b",
+    stat.S_IFCHR: b"c",
+}
 
 
 def kind_of(mode: int) -> str:
@@ -126,8 +133,18 @@ def _list_with_find(root: Path) -> frozenset[bytes] | None:
     try:
         proc = subprocess.run(
             # cwd=root and ".": no pattern or option is ever made of the (arbitrary) path
-            ["find", ".", "-mindepth", "1", "-path", f"./{PROJECT_STATE_DIR}", "-prune",
-             "-o", "-printf", _FIND_FORMAT],
+            [
+                "find",
+                ".",
+                "-mindepth",
+                "1",
+                "-path",
+                f"./{PROJECT_STATE_DIR}",
+                "-prune",
+                "-o",
+                "-printf",
+                _FIND_FORMAT,
+            ],
             cwd=root,
             env=_ENV,
             stdin=subprocess.DEVNULL,

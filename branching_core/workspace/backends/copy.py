@@ -95,7 +95,8 @@ class CopyBackend(Backend):
     def collect(self, layout: BranchLayout, parent: ParentView) -> list[Op]:
         cached = layout.extra.get("manifest")
         manifest: dict[str, Entry] = (
-            cached if isinstance(cached, dict) and cached
+            cached
+            if isinstance(cached, dict) and cached
             else read_json(layout.store_dir / "manifest.json")
         )
         assert layout.view is not None
