@@ -16,6 +16,7 @@ Rows (p50 / min over ``--reps`` runs):
   changed path, read the parent and branch file and run ``difflib.unified_diff``.
 
     /work/venv/bin/python benchmarks/review.py [--reps 9] [--branches 10] [--changed 100]
+    /work/venv/bin/python benchmarks/review.py --combine [--backend copy] [--reps 9]
 
 ``--combine``: the combined merge instead (target < 100 ms for 100 paths). Two branches
 each change the same ``--changed`` files of a fresh fork per run (one line near the top,
@@ -96,13 +97,15 @@ def timed(fn: Callable[[], Any], reps: int) -> tuple[float, float]:
 _ROUND = [0]
 
 
-async def _fork_for_combine(root: Path, paths: list[str]) -> Any:
+async def _fork_for_combine(root: Path, paths: list[str], backend: str = "auto") -> Any:
     from pydantic_ai import Agent
     from pydantic_ai.models.test import TestModel
 
     from branching_core.fork import BranchSpec, ForkCoordinator
 
-    coord = ForkCoordinator(Agent(TestModel(call_tools=[])), workspace=root)
+    coord = ForkCoordinator(
+        Agent(TestModel(call_tools=[])), workspace=Workspace(root, backend=backend)
+    )
     await coord.fork([BranchSpec("a", "x"), BranchSpec("b", "y")], parent_history=[])
     await coord.wait(timeout=60)
     _ROUND[0] += 1  # every fork changes the lines anew (the parent has the last merge)
@@ -116,7 +119,7 @@ async def _fork_for_combine(root: Path, paths: list[str]) -> Any:
     return coord
 
 
-def bench_combine(root: Path, paths: list[str], reps: int) -> None:
+def bench_combine(root: Path, paths: list[str], reps: int, backend: str = "auto") -> None:
     import asyncio
 
     def selection() -> dict[str, Any]:
@@ -129,7 +132,7 @@ def bench_combine(root: Path, paths: list[str], reps: int) -> None:
         return sel
 
     async def one(action: str) -> float:
-        coord = await _fork_for_combine(root, paths)
+        coord = await _fork_for_combine(root, paths, backend)
         t0 = time.perf_counter()
         if action == "combine":
             await coord.merge_or_select("combine", selection=selection())
@@ -140,7 +143,7 @@ def bench_combine(root: Path, paths: list[str], reps: int) -> None:
         return took
 
     async def plan_only() -> float:
-        coord = await _fork_for_combine(root, paths)
+        coord = await _fork_for_combine(root, paths, backend)
         t0 = time.perf_counter()
         coord.combine_preview(selection())
         took = (time.perf_counter() - t0) * 1000
@@ -158,7 +161,9 @@ def bench_combine(root: Path, paths: list[str], reps: int) -> None:
 
     res = asyncio.run(run())
     print(
-        f"backend {Workspace(root).fstype}; 2 branches x {len(paths)} changed paths; reps {reps}\n"
+        f"backend {Workspace(root, backend=backend).fstype}; 2 branches x {len(paths)} "
+        f"changed paths; reps {reps}; load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores\n"
     )
     print("| measure | p50 ms | min ms | vs pick |")
     print("|---|---:|---:|---:|")
@@ -181,6 +186,9 @@ def main() -> None:
     ap.add_argument("--branches", type=int, default=10)
     ap.add_argument("--changed", type=int, default=100)
     ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument(
+        "--backend", default="auto", help="workspace backend for --combine (auto, copy, ...)"
+    )
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="forkdeck-bench-review-"))
@@ -190,7 +198,7 @@ def main() -> None:
     try:
         paths = make_project(root, args.files)
         if args.combine:
-            bench_combine(root, paths[: args.changed], args.reps)
+            bench_combine(root, paths[: args.changed], args.reps, args.backend)
             return
         changed = paths[: args.changed - 1]  # + the renamed one below = args.changed
         ws = Workspace(root)

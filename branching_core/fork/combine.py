@@ -17,11 +17,14 @@ All or nothing: the whole selection is planned first (:func:`plan_combination`, 
 effects; a UI shows it as the running "combined result"). Two chosen hunks that overlap in
 the parent's text (or insert at the same place) are a conflict; a path the parent changed
 since the fork is a conflict; a binary file chosen per hunk is refused (it can be chosen
-per file). Any of these raises before anything is written. Otherwise the result is written
-into ONE fresh workspace branch of the parent, committed through the workspace layer's
-journaled commit (so a crash leaves the old parent or the new one), then the fork's
-branches are discarded. The merged history is the base branch's (``base=``, default: the
-branch most paths were taken from) plus a note telling the model what came from where.
+per file). Any of these raises before anything is written. Otherwise the result lands in
+ONE journaled commit of the workspace layer (``workspace.land.land_files``: the new files
+are staged beside the parent and published by the same commit engine as a branch's, so a
+crash leaves the old parent or the new one), then the fork's branches are discarded. No
+intermediate branch is made: on the copy backend that was a full copy of the tree, on
+overlay a copy-up per file, plus two diffs of it (most of the combine's cost). The merged
+history is the base branch's (``base=``, default: the branch most paths were taken from)
+plus a note telling the model what came from where.
 """
 
 from __future__ import annotations
@@ -30,10 +33,8 @@ import asyncio
 import contextlib
 import difflib
 import os
-import shutil
 import stat
 import time
-import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.history import dumps_history
 from branching_core.fork.types import MergeResult
+from branching_core.workspace.land import NewFile, land_files
 
 PARENT = "parent"
 HunkChoice = str | tuple[str, int] | Mapping[str, Any]
@@ -306,39 +308,18 @@ def plan_combination(
     return CombinePlan(plans, base)
 
 
-def _write(plan: CombinePlan, root: Path) -> None:
+def _new_files(plan: CombinePlan) -> dict[str, NewFile | None]:
+    """What lands where: a branch's file (bytes, mode; a symlink as a symlink), planned
+    bytes (hunks), or nothing (a deletion); kept paths are left out."""
+    out: dict[str, NewFile | None] = {}
     for p in plan.paths:
-        target = root / p.path
-        if p.action == "keep":
-            continue
         if p.action == "delete":
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            elif os.path.lexists(target):
-                target.unlink()
-            continue
-        try:
-            st: os.stat_result | None = os.lstat(target)
-        except FileNotFoundError:
-            st = None
-            target.parent.mkdir(parents=True, exist_ok=True)
-        is_link = p.action == "copy" and p.source is not None and p.source.is_symlink()
-        if st is not None and (is_link or not stat.S_ISREG(st.st_mode)):
-            if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(target)
-            else:
-                target.unlink()
-        # a regular file is rewritten in place (on overlay: one copy-up, no whiteout)
-        if p.action == "copy":
-            assert p.source is not None
-            if is_link:
-                os.symlink(os.readlink(p.source), target)
-            else:
-                shutil.copyfile(p.source, target)
-                shutil.copymode(p.source, target)
-        else:
-            assert p.data is not None
-            target.write_bytes(p.data)
+            out[p.path] = None
+        elif p.action == "copy":
+            out[p.path] = NewFile(source=p.source)
+        elif p.action == "write":
+            out[p.path] = NewFile(data=p.data)
+    return out
 
 
 def _parent_changed(plan: CombinePlan, parent: Path, since_ns: int) -> list[str]:
@@ -383,33 +364,33 @@ async def merge_combined(
         touched = [p.path for p in plan.paths if p.action != "keep"]
         # the one landing lock per parent path, shared with fork merges and sub-agents
         async with landing_lock(c.parent_node):
-            name = f"combine-{handle.fork_id}-{uuid.uuid4().hex[:6]}"
-            combined = await asyncio.to_thread(c.parent_node.branch, name, None, None)
             held = None
             try:
-                # the pre-merge files (for rewind) are held open while the result is written;
+                # the pre-merge files (for rewind) are held open while the result lands;
                 # their copies are made after the commit, off the event loop
-                held, _ = await asyncio.gather(
-                    asyncio.to_thread(
-                        c.checkpoints.hold_files, handle.fork_id, "fork", parent_dir, touched
-                    ),
-                    asyncio.to_thread(_write, plan, Path(combined.path)),
+                held = await asyncio.to_thread(
+                    c.checkpoints.hold_files, handle.fork_id, "fork", parent_dir, touched
                 )
-                changes = await asyncio.to_thread(combined.changes)
-                try:
-                    await asyncio.to_thread(combined.commit)
-                except ConflictError as exc:  # the parent changed between plan and commit
-                    raise CombineConflict(
-                        [f"{p}: changed in the parent during the merge" for p in exc.paths]
-                        or [str(exc)]
-                    ) from exc
+                # staged and committed in one journaled commit, no intermediate branch
+                changes = await asyncio.to_thread(
+                    land_files,
+                    c.parent_node,
+                    _new_files(plan),
+                    since_ns=since,
+                    label=f"the combination of fork {handle.fork_id}",
+                )
+            except ConflictError as exc:  # the parent changed between plan and commit
+                if held is not None:
+                    with contextlib.suppress(Exception):
+                        held.finish()
+                raise CombineConflict(
+                    [f"{p}: changed in the parent during the merge" for p in exc.paths]
+                    or [str(exc)]
+                ) from exc
             except BaseException:
                 if held is not None:
                     with contextlib.suppress(Exception):
                         held.finish()  # what the parent held before is still worth keeping
-                if combined.is_open:
-                    with contextlib.suppress(Exception):
-                        await asyncio.to_thread(combined.abort)
                 raise
         c._record_post_fork(handle.fork_id, parent_dir, touched, held)
         winner = next(rt for rt in c.branches.values() if rt.label == plan.base_label)
@@ -417,7 +398,9 @@ async def merge_combined(
         discarded = [rt.branch_id for rt in c.branches.values() if rt is not winner]
         history: list[ModelMessage] = list(winner.partial_history or winner.seed_history)
         history.append(ModelRequest(parts=[UserPromptPart(plan.note())]))
-        post_id = c.checkpoints.save(
+        # file writes with fsync: in a worker thread, as a pick does (never on the loop)
+        post_id = await asyncio.to_thread(
+            c.checkpoints.save,
             handle.fork_id,
             "post-fork",
             dumps_history(history),
@@ -428,7 +411,7 @@ async def merge_combined(
         c._resolution = f"combine:{winner.branch_id}"
         c._post_checkpoint = post_id
         await c._writer.flush()
-        c._persist(durable=True)
+        await c._persist_durable()
         c._publish(
             ev.ForkResolved(
                 fork_id=handle.fork_id,

@@ -36,8 +36,10 @@ from branching_core.workspace.fsutil import (
     strip_overlay_xattrs,
     write_json_atomic,
 )
+from branching_core.workspace.treescan import remove_tree
 
 log = logging.getLogger(__name__)
+EXTERNAL_REMOVE_OPS = 32  # from this many ops on, finish() removes the scratch with rm -rf
 
 
 def scratch_dir(parent_root: Path, commit_id: str) -> Path:
@@ -243,7 +245,12 @@ class Journal:
             self.path.unlink()
         try:
             crash_point("finishing")
-            rmtree(scratch_dir(self.parent_root, self.commit_id))
+            # one entry per displaced file: a big commit's are unlinked out of process
+            # (treescan.remove_tree), so the committing thread does not hog the GIL
+            remove_tree(
+                scratch_dir(self.parent_root, self.commit_id),
+                external=len(self.ops) >= EXTERNAL_REMOVE_OPS,
+            )
             _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir)
         except OSError as exc:
             log.warning("commit %s done; its scratch is left for recovery: %s", self.commit_id, exc)

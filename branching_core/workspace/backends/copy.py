@@ -5,6 +5,13 @@ semantic of the overlay backend is tested against it too. The manifest records w
 each entry looked like right after copying (type, mode, size, mtime, inode); a file
 whose mtime falls in the last moments before the copy also gets a content hash, so a
 same-size rewrite within one timestamp tick is still seen as a change.
+
+Listing the view (at creation and at every ``collect``) and removing it are the parts
+whose cost grows with the tree; both go through ``workspace.treescan``, which does the
+per-entry syscalls in a child process, so a commit running in a worker thread does not
+starve the event loop's thread of the GIL (see that module). The diff compares the
+listing with the one taken at creation as two sets of records (in C); only the records
+that differ, and the few hashed files, are looked at in Python.
 """
 
 from __future__ import annotations
@@ -23,8 +30,14 @@ from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     lstat_or_none,
     read_json,
-    rmtree,
     write_json_atomic,
+)
+from branching_core.workspace.treescan import (
+    Stat,
+    list_tree,
+    parse_records,
+    record_of,
+    remove_tree,
 )
 
 RACY_WINDOW_NS = 50_000_000  # files touched this close to the copy are hashed
@@ -37,14 +50,6 @@ def _digest(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "d"
-    if stat.S_ISLNK(mode):
-        return "l"
-    return "f"
 
 
 class CopyBackend(Backend):
@@ -76,77 +81,42 @@ class CopyBackend(Backend):
             ignore=_ignore_state_dir(parent.root),
             copy_function=self.copy_file,
         )
-        manifest = _build_manifest(view, started_ns)
+        listing = list_tree(view)
+        manifest = _build_manifest(view, listing, started_ns)
         write_json_atomic(store_dir / "manifest.json", manifest)
         return BranchLayout(
             branch_id=branch_id,
             store_dir=store_dir,
             view=view,
             layers=[view],
-            extra={"manifest": manifest},
+            extra={"manifest": manifest, "listing": listing},
         )
 
     def collect(self, layout: BranchLayout, parent: ParentView) -> list[Op]:
         cached = layout.extra.get("manifest")
         manifest: dict[str, Entry] = (
-            cached if isinstance(cached, dict) and cached
+            cached
+            if isinstance(cached, dict) and cached
             else read_json(layout.store_dir / "manifest.json")
         )
         assert layout.view is not None
-        ops: list[Op] = []
-        seen: set[str] = set()
-        self._collect_dir(layout.view, "", manifest, parent.root, ops, seen)
-        deleted_dirs: list[str] = []
-        for rel in sorted(manifest):
-            if rel in seen or any(rel.startswith(d + "/") for d in deleted_dirs):
-                continue
-            if lstat_or_none(parent.root / rel) is not None:
-                ops.append(Op("delete", rel))
-            if manifest[rel][0] == "d":
-                deleted_dirs.append(rel)
-        return ops
-
-    def _collect_dir(
-        self,
-        view_dir: Path,
-        rel_dir: str,
-        manifest: dict[str, Entry],
-        parent_root: Path,
-        ops: list[Op],
-        seen: set[str],
-    ) -> None:
-        for entry in os.scandir(view_dir):
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            if not rel_dir and entry.name == PROJECT_STATE_DIR:
-                continue
-            st = entry.stat(follow_symlinks=False)
-            kind = _kind(st.st_mode)
-            old = manifest.get(rel)
-            source = Path(entry.path)
-            if old is not None and old[0] == kind:
-                seen.add(rel)
-                if kind == "d":
-                    if stat.S_IMODE(st.st_mode) != old[1]:
-                        ops.append(Op("chmod", rel, mode=stat.S_IMODE(st.st_mode)))
-                    self._collect_dir(source, rel, manifest, parent_root, ops, seen)
-                elif _changed(source, st, old):
-                    ops.append(Op("put", rel, source=str(source), existed=True))
-                continue
-            # new entry, or the type changed (file <-> dir <-> symlink)
-            parent_st = lstat_or_none(parent_root / rel)
-            if old is not None:
-                seen.add(rel)
-                _mark_subtree_seen(rel, manifest, seen)
-            if parent_st is not None and (
-                kind == "d" or stat.S_ISDIR(parent_st.st_mode) or old is not None
-            ):
-                ops.append(Op("delete", rel))
-            ops.append(
-                Op("put", rel, source=str(source), tree=kind == "d", existed=old is not None)
-            )
+        before = layout.extra.get("listing")
+        if not isinstance(before, frozenset):
+            # reopened: the listing the manifest describes (a fifo or device is listed
+            # under its own type, so it is merely looked at again below)
+            before = frozenset(record_of(rel, _as_stat(e)) for rel, e in manifest.items())
+            layout.extra["listing"] = before
+        now = list_tree(layout.view)
+        return _diff(
+            str(layout.view),
+            parse_records(now - before),
+            parse_records(before - now),
+            manifest,
+            parent.root,
+        )
 
     def destroy(self, layout: BranchLayout) -> None:
-        rmtree(layout.store_dir)
+        remove_tree(layout.store_dir)
 
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:
         store_dir = self.store_root / branch_id
@@ -170,42 +140,94 @@ def _ignore_state_dir(root: Path) -> Callable[[str, list[str]], list[str]]:
     return ignore
 
 
-def _build_manifest(view: Path, started_ns: int) -> dict[str, Entry]:
+def _build_manifest(view: Path, listing: frozenset[bytes], started_ns: int) -> dict[str, Entry]:
     manifest: dict[str, Entry] = {}
-    for dirpath, dirnames, filenames in os.walk(view):
-        rel_dir = os.path.relpath(dirpath, view)
-        for name in dirnames + filenames:
-            full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            digest = None
-            if stat.S_ISREG(st.st_mode) and st.st_mtime_ns >= started_ns - RACY_WINDOW_NS:
-                digest = _digest(Path(full))
-            manifest[rel] = [
-                _kind(st.st_mode),
-                stat.S_IMODE(st.st_mode),
-                st.st_size,
-                st.st_mtime_ns,
-                st.st_ino,
-                digest,
-            ]
+    for rel, (kind, mode, size, mtime_ns, ino) in parse_records(listing).items():
+        digest = None
+        if kind == "f" and mtime_ns >= started_ns - RACY_WINDOW_NS:
+            full = view / rel
+            if stat.S_ISREG(os.lstat(full).st_mode):
+                digest = _digest(full)
+        manifest[rel] = [kind, mode, size, mtime_ns, ino, digest]
     return manifest
 
 
-def _changed(path: Path, st: os.stat_result, old: Entry) -> bool:
+def _diff(
+    view: str,
+    now: dict[str, Stat],
+    was: dict[str, Stat],
+    manifest: dict[str, Entry],
+    parent_root: Path,
+) -> list[Op]:
+    """The view's changes against its manifest. ``now``: the entries whose listing record
+    is new or differs from the one taken at creation; ``was``: the records at creation
+    that are no longer listed as they were. Every other entry is unchanged, except a file
+    hashed at creation (``_changed``). Parents sort before their children, so one pass
+    skips what lies inside a directory that moves into the parent whole."""
+    ops: list[Op] = []
+    moved_whole: set[str] = set()  # view directories published by one rename
+    replaced: set[str] = set()  # manifest paths whose type changed
+    # hashed at creation and listed exactly as then: only the content can tell
+    hashed = [
+        rel for rel, e in manifest.items() if e[5] is not None and rel not in now and rel not in was
+    ]
+    for rel in sorted({*now, *hashed}):
+        kind, mode, size, mtime_ns, ino = now[rel] if rel in now else _as_stat(manifest[rel])
+        if rel.rpartition("/")[0] in moved_whole:
+            if kind == "d":
+                moved_whole.add(rel)
+            continue
+        old = manifest.get(rel)
+        source = os.path.join(view, rel)
+        if old is not None and old[0] == kind:
+            if kind == "d":
+                if mode != old[1]:
+                    ops.append(Op("chmod", rel, mode=mode))
+            elif _changed(source, kind, (mode, size, mtime_ns, ino), old):
+                ops.append(Op("put", rel, source=source, existed=True))
+            continue
+        # new entry, or the type changed (file <-> dir <-> symlink)
+        parent_st = lstat_or_none(parent_root / rel)
+        if old is not None:
+            replaced.add(rel)
+        if parent_st is not None and (
+            kind == "d" or stat.S_ISDIR(parent_st.st_mode) or old is not None
+        ):
+            ops.append(Op("delete", rel))
+        ops.append(Op("put", rel, source=source, tree=kind == "d", existed=old is not None))
+        if kind == "d":
+            moved_whole.add(rel)
+    gone: set[str] = set()  # manifest directories removed or replaced: their subtree too
+    for rel in sorted(was):
+        old = manifest.get(rel)
+        if old is None:
+            continue
+        was_dir = old[0] == "d"
+        if rel.rpartition("/")[0] in gone or rel in replaced:
+            if was_dir:
+                gone.add(rel)
+            continue
+        entry = now.get(rel)
+        if entry is not None and entry[0] == old[0]:
+            continue  # still there (compared above)
+        if lstat_or_none(parent_root / rel) is not None:
+            ops.append(Op("delete", rel))
+        if was_dir:
+            gone.add(rel)
+    return ops
+
+
+def _as_stat(entry: Entry) -> Stat:
+    kind, mode, size, mtime_ns, ino = entry[:5]
+    assert isinstance(mode, int) and isinstance(size, int)
+    assert isinstance(mtime_ns, int) and isinstance(ino, int)
+    return (str(kind), mode, size, mtime_ns, ino)
+
+
+def _changed(path: str, kind: str, now: tuple[int, int, int, int], old: Entry) -> bool:
     _, mode, size, mtime_ns, ino, digest = old
-    if (stat.S_IMODE(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ino) != (
-        mode,
-        size,
-        mtime_ns,
-        ino,
-    ):
+    if now != (mode, size, mtime_ns, ino):
         return True
-    if stat.S_ISLNK(st.st_mode):
+    if kind == "l":
         return False
-    return digest is not None and _digest(path) != digest
-
-
-def _mark_subtree_seen(rel: str, manifest: dict[str, Entry], seen: set[str]) -> None:
-    prefix = rel + "/"
-    seen.update(key for key in manifest if key.startswith(prefix))
+    return digest is not None and _digest(Path(path)) != digest
