@@ -67,7 +67,7 @@ def land_files(
         if not rel or Path(rel).is_absolute() or ".." in parts or parts[0] == PROJECT_STATE_DIR:
             raise ValueError(f"{rel!r}: not a path inside the workspace")
     ws = node.workspace
-    store = ws._store
+    store = ws.tree.store
     parent_root = node.parent_view().root
     with store.commit_lock():
         commit_id = store.new_branch_id()
