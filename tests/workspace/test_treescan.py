@@ -201,3 +201,30 @@ def test_reopened_copy_branch_diffs_from_its_manifest(tmp_path: Path) -> None:
     assert stat.S_IMODE(os.stat(root / "sub").st_mode) == 0o700
     assert not (root / "a.txt").exists()
     assert os.readlink(root / "sub" / "link") == "b.txt"
+
+
+def test_copy_backend_sees_a_same_size_rewrite_that_kept_every_stat_field(
+    tmp_path: Path,
+) -> None:
+    """A file written just before the branch was made is hashed at creation: a rewrite
+    that keeps size, inode and mtime (one timestamp tick) lists exactly as before, and only
+    the hash can tell. Also: an untouched hashed file is no change, and a deleted one is a
+    deletion (not a hash of a missing file)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    for name in ("x.txt", "same.txt", "gone.txt"):
+        (root / name).write_text("aaaa\n")
+    ws = Workspace(root, backend="copy")
+    branch = ws.branch("b", on_success=None)
+    target = branch.path / "x.txt"
+    st = os.lstat(target)
+    with open(target, "r+b") as fh:  # same inode, same size
+        fh.write(b"bbbb\n")
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = os.lstat(target)
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+    (branch.path / "gone.txt").unlink()
+    changes = branch.changes()
+    assert changes.modified == ["x.txt"]
+    assert changes.deleted == ["gone.txt"]
+    assert changes.created == []
