@@ -90,7 +90,7 @@ def test_lands_exactly_the_given_files(tmp_path: Path) -> None:
     assert changes.modified == ["a.txt", "d"]
     assert changes.deleted == ["sub/b.txt"]
     assert not (root / PROJECT_STATE_DIR).exists()  # nothing left in the project
-    assert list(ws._store.journal_dir.glob("*")) == []
+    assert list(ws.tree.store.journal_dir.glob("*")) == []
 
 
 def test_a_parent_change_since_is_a_conflict_and_nothing_lands(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ _CHUNK = 1 << 16
 
 Fingerprint = tuple[int, int, int, int]
 
-PARENT = None
+PARENT_VERSION = None
 """``Stamp.view`` for "the view shows the parent's version" (digested only when needed)."""
 
 
@@ -71,7 +71,7 @@ class Stamp:
 
     mirror: str
     view: str | None
-    """The view's digest at that sync; :data:`PARENT` when it is the parent's version."""
+    """The view's digest at that sync; :data:`PARENT_VERSION` when it is the parent's version."""
     fp: Fingerprint | None = None
 
 
@@ -102,7 +102,7 @@ class StampBook:
     def adopt(self, dirname: str, rel: str, view: str | None) -> None:
         """The mirror entry already equals what it should hold: record it as ours (when it
         is not recorded already with this very fingerprint). ``view`` is the view's digest,
-        ``"same"`` for "what the mirror holds", or :data:`PARENT`."""
+        ``"same"`` for "what the mirror holds", or :data:`PARENT_VERSION`."""
         target = self.branches_dir / dirname / rel
         st = lstat(target)
         rec = self._stamps.get((dirname, rel))
@@ -166,4 +166,4 @@ def stash(source: Path, conflicts_dir: Path, dirname: str, rel: str) -> Path | N
     return None
 
 
-__all__ = ["PARENT", "Stamp", "StampBook", "digest", "fingerprint", "stash"]
+__all__ = ["PARENT_VERSION", "Stamp", "StampBook", "digest", "fingerprint", "stash"]

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.fork.mirror.stamps import (
-    PARENT,
+    PARENT_VERSION,
     Fingerprint,
     Stamp,
     StampBook,
@@ -237,7 +237,7 @@ class MirrorTree:
                 target = root / rel
                 if source_st is not None:
                     if _same_file(source, source_st, target):
-                        self.stamps.adopt(dirname, rel, PARENT)
+                        self.stamps.adopt(dirname, rel, PARENT_VERSION)
                         continue
                     if self._yield_to_user(dirname, rel, None):
                         continue
@@ -245,11 +245,11 @@ class MirrorTree:
                     if _kind(_lstat(target)) == "d":
                         _remove(target)
                     with contextlib.suppress(FileNotFoundError):
-                        self._put(dirname, rel, source, source_st, PARENT)
+                        self._put(dirname, rel, source, source_st, PARENT_VERSION)
                 elif _lstat(target) is not None and _kind(_lstat(target)) != "d":
                     if self._yield_to_user(dirname, rel, None):
                         continue
-                    self._drop(dirname, rel, PARENT)
+                    self._drop(dirname, rel, PARENT_VERSION)
                     _prune_empty(root, target.parent)
 
     # -- touched bookkeeping -----------------------------------------------------------------
@@ -342,7 +342,7 @@ class MirrorTree:
             removed = 0
             if not self._yield_to_user(b.dirname, rel, source):
                 removed = int(_lstat(target) is not None)
-                self._drop(b.dirname, rel, PARENT)
+                self._drop(b.dirname, rel, PARENT_VERSION)
             self._untouch(b.dirname, rel)
             _prune_empty(self.branch_root(b.dirname), target.parent)
             return removed
