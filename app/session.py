@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.merge_support import MergeConflict, build_report, merge_summary, test_line
+from app.merge.outcome import MergeConflict, build_report, merge_summary, test_line
 from branching_core.config import ConfigProblem, Settings, SettingsStore
 
 if TYPE_CHECKING:
@@ -125,10 +125,13 @@ class ChatSession:
     merged_messages: list[Any] = field(init=False, default_factory=list)
     """What the last merge added to the chat's history (the chat appends these)."""
     on_busy: Callable[[str | None], None] | None = field(init=False, default=None)
-    """Told what long wait starts (a label) and when it ends (None): the status spinner."""
+    """Told what long wait is in front now (a label) and when none is left (None): the
+    status line's spinner, the app's one display of waits."""
+    busy_labels: list[str] = field(init=False, default_factory=list)
+    """The waits under way, innermost last (the one shown): the one source of truth for
+    "busy", whether the session or a screen flow started the wait."""
     branch_tests: dict[str, str] = field(init=False, default_factory=dict)
     """label -> one line of the configured ``test_command``'s result in that branch."""
-    """What the last merge added to the chat's history (the chat appends these)."""
     coordinator: ForkCoordinator | None = field(init=False, default=None)
     totals: Totals = field(init=False, default_factory=Totals)
     notices: list[StartupNotice] = field(init=False, default_factory=list)
@@ -141,14 +144,27 @@ class ChatSession:
     # -- settings ------------------------------------------------------------------------
     @contextlib.contextmanager
     def busy(self, label: str) -> Iterator[None]:
-        """Announce a wait of seconds (spawning, a merge waiting on a branch, the judge)."""
-        if self.on_busy is not None:
-            self.on_busy(label)
+        """Announce a wait of seconds (spawning, a merge waiting on a branch, the judge).
+
+        Waits nest (a screen flow around a session call): the innermost is shown, and the
+        one around it again once the inner one ends.
+        """
+        self.busy_labels.append(label)
+        self._tell_busy()
         try:
             yield
         finally:
-            if self.on_busy is not None:
-                self.on_busy(None)
+            self.busy_labels.remove(label)
+            self._tell_busy()
+
+    @property
+    def busy_label(self) -> str | None:
+        """The wait shown now (None: nothing long is under way)."""
+        return self.busy_labels[-1] if self.busy_labels else None
+
+    def _tell_busy(self) -> None:
+        if self.on_busy is not None:
+            self.on_busy(self.busy_label)
 
     @property
     def settings(self) -> Settings:
@@ -365,7 +381,7 @@ class ChatSession:
         if is_offline(model):
             return (
                 "the judge needs a model and no LLM is configured (set one of "
-                f"{', '.join(MODEL_ENV_KEYS[:3])}, ..., or merge_strategy = \"manual\" "
+                f'{", ".join(MODEL_ENV_KEYS[:3])}, ..., or merge_strategy = "manual" '
                 "under [review]): pick the winner yourself"
             )
         return None
@@ -383,9 +399,7 @@ class ChatSession:
             raise RuntimeError("no fork is open")
         with self.busy("asking the judge"):
             outcome = await resolve(coordinator, judges=self.judges, settings=self.settings)
-        self.branch_tests = {
-            r.label: test_line(r) for r in (outcome.test_results or {}).values()
-        }
+        self.branch_tests = {r.label: test_line(r) for r in (outcome.test_results or {}).values()}
         return outcome
 
     def fork_totals(self) -> ForkTotals:
@@ -541,7 +555,7 @@ def offline_greeting() -> str:
         f"For a real model set one of {keys}, start with `--model provider:name` "
         "(or `--model openai-compatible:NAME@http://host:port/v1` for a local server), "
         "or set `default` under [model] in .pydantic-deep/config.toml; recipes: README "
-        "section \"Use a real model\"; `forkdeck models` checks the setup."
+        'section "Use a real model"; `forkdeck models` checks the setup.'
     )
 
 
