@@ -1,11 +1,13 @@
 """``ChatScreen``: the one screen forkdeck lives on -- chat, and the live fork inside it.
 
-Why this shape: the screen is a dispatcher. What a line means is decided in
-``app.commands``; what it does to the run is done by ``app.session.ChatSession``; the fork
-widgets (``ForkArea``, ``ForkBadgeWidget``) and modals (fork picker, confirm, approval,
-merge picker, diff explorer) are mounted or pushed here and report back with their results.
-Long flows (a turn, a fork, a merge) run as workers, so the screen keeps taking keys while
-branches stream; ``ctrl+g`` always brings focus back to the input.
+Why this shape: the screen owns the layout, the keys (what Esc, Tab, alt+N do *now*), the
+status line and the notices, and nothing else. What a submitted line means is decided in
+``app.commands`` and ``app.command_registry``; what it does lives with its feature:
+``app.chat`` (the submission queue, parent turns, ``!cmd``, chat commands), ``app.fork``
+(the fork view, starting/terminating/aborting/recovering a fork, steering, approvals,
+``/fork diff``) and ``app.merge`` (the merge workflow and its modals); the run itself is
+``app.session.ChatSession``. Long flows run as workers, so the screen keeps taking keys
+while branches stream; ``ctrl+g`` always brings focus back to the input.
 """
 
 from __future__ import annotations
