@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.merge.outcome import MergeConflict, build_report, merge_summary, test_line
 from branching_core.config import ConfigProblem, Settings, SettingsStore
 
 if TYPE_CHECKING:
@@ -361,47 +360,6 @@ class ChatSession:
         self.coordinator = coordinator
         return coordinator
 
-    def judge_unavailable(self) -> str | None:
-        """Why the judge cannot run (no LLM for it), or None when it can.
-
-        The offline model cannot give a structured verdict; asking it anyway ends in a raw
-        ``UnexpectedModelBehavior``. Say what is missing instead (issue 13.24).
-        """
-        if self.judges:
-            return None
-        from branching_core.agent import is_offline, resolve_model
-        from branching_core.errors import ConfigError
-
-        handle = self.coordinator.handle if self.coordinator is not None else None
-        name = handle.merge_strategy.judge_model if handle is not None else None
-        try:
-            model = resolve_model(name, env=self.env)
-        except ConfigError as exc:
-            return f"the judge has no usable model ({exc}): pick the winner yourself"
-        if is_offline(model):
-            return (
-                "the judge needs a model and no LLM is configured (set one of "
-                f'{", ".join(MODEL_ENV_KEYS[:3])}, ..., or merge_strategy = "manual" '
-                "under [review]): pick the winner yourself"
-            )
-        return None
-
-    async def run_judge(self) -> Any:
-        """``branching_core.review.resolve`` on the open fork; keeps its test results for
-        the merge picker. Raises ``RuntimeError`` with a readable reason."""
-        from branching_core.review import resolve
-
-        reason = self.judge_unavailable()
-        if reason is not None:
-            raise RuntimeError(reason)
-        coordinator = self.coordinator
-        if coordinator is None:
-            raise RuntimeError("no fork is open")
-        with self.busy("asking the judge"):
-            outcome = await resolve(coordinator, judges=self.judges, settings=self.settings)
-        self.branch_tests = {r.label: test_line(r) for r in (outcome.test_results or {}).values()}
-        return outcome
-
     def fork_totals(self) -> ForkTotals:
         if self.coordinator is None or self.coordinator.handle is None:
             return ForkTotals()
@@ -413,76 +371,41 @@ class ChatSession:
             any(b.tokens_estimated for b in summary.branches),
         )
 
-    async def merge(self, action: str) -> MergeResult:
-        """Resolve the fork; a picked winner's history becomes the chat's history.
+    # -- resolving the fork: app.merge.resolution does the work ---------------------------
+    def judge_unavailable(self) -> str | None:
+        """Why the judge cannot run (no LLM for it), or None when it can."""
+        from app.merge import resolution
 
-        A winner whose changes collide with the parent (a path changed here since the fork)
-        is refused before anything happens (:class:`MergeConflict`): the fork stays open,
-        the chat and every file stay as they are, and the user can pick another branch,
-        abort, or undo the parent's change. Should the parent change between that check and
-        the commit, the engine leaves the colliding paths alone; the chat then keeps its own
-        history too (the branch's conversation would describe files that did not land).
-        """
-        if self.coordinator is None:
-            raise RuntimeError("no fork to merge")
-        coordinator = self.coordinator
-        label = action[5:].strip() if action.startswith("pick:") else ""
-        if label:
-            await self._refuse_conflicts(coordinator, label)
-        spent = self.fork_totals()
-        with self.busy(f"merging branch {label}" if label else "closing the fork"):
-            result = await coordinator.merge_or_select(action)
-        self._settle_fork(spent)
-        self._adopt_history(result)
-        return result
+        return resolution.judge_unavailable(self)
+
+    async def run_judge(self) -> Any:
+        """``branching_core.review.resolve`` on the open fork (see ``app.merge.resolution``)."""
+        from app.merge import resolution
+
+        return await resolution.run_judge(self)
+
+    async def merge(self, action: str) -> MergeResult:
+        """Resolve the fork; a picked winner's history becomes the chat's history. A winner
+        colliding with the parent is refused first (``MergeConflict``; nothing changes)."""
+        from app.merge import resolution
+
+        return await resolution.merge(self, action)
 
     def adopt_merge(self, result: MergeResult) -> MergeResult:
         """Take over a merge someone else ran on our coordinator (the judge's ``auto``)."""
-        self._settle_fork(self.fork_totals())
-        self._adopt_history(result)
-        return result
+        from app.merge import resolution
 
-    def _adopt_history(self, result: MergeResult) -> None:
-        """The winner's conversation becomes the chat's; ``merged_messages`` is what it adds
-        to what the chat already shows (the whole of it for a fork of an earlier session)."""
-        self.merged_messages = []
-        if result.aborted or result.conflicts:
-            return
-        before, after = self.history, list(result.history_after_merge)
-        same_start = len(after) >= len(before) and after[: len(before)] == before
-        self.merged_messages = after[len(before) :] if same_start else after
-        self.history = after
-
-    async def _refuse_conflicts(self, coordinator: ForkCoordinator, label: str) -> None:
-        from branching_core.workspace.apply import changed_since
-
-        try:
-            rt = coordinator.get_branch(label)
-        except (KeyError, ValueError):
-            return  # merge_or_select says what is wrong with the label
-        if rt.task is not None and not rt.task.done():
-            # The winner is awaited anyway (check what it leaves); "s" in the merge picker
-            # stops it instead.
-            with self.busy(f"waiting for branch {rt.label} to finish"):
-                await asyncio.wait([rt.task])
-        branch = rt.ws_branch
-        if branch is None:
-            return
-        conflicts = await asyncio.to_thread(
-            changed_since, branch.changes(), coordinator.parent_path, branch.created_ns
-        )
-        if conflicts:
-            raise MergeConflict(rt.label, conflicts)
+        return resolution.adopt_merge(self, result)
 
     async def abort_fork(self) -> list[str]:
         if self.coordinator is None:
             return []
         spent = self.fork_totals()
         ids = await self.coordinator.abort_fork()
-        self._settle_fork(spent)
+        self.settle_fork(spent)
         return ids
 
-    def _settle_fork(self, spent: ForkTotals) -> None:
+    def settle_fork(self, spent: ForkTotals) -> None:
         """Fold a resolved fork's spend into the session totals and drop the coordinator."""
         self.totals.cost_usd += spent.cost_usd
         self.totals.input_tokens += spent.input_tokens
@@ -593,17 +516,13 @@ def _tool_event(event: Any, sink: TurnSink) -> None:
         sink.on_tool_result(part.tool_call_id, getattr(part, "tool_name", "") or "", text, ok)
 
 
-__all__ = [  # build_report and merge_summary are re-exported for the chat screen
+__all__ = [
     "MODEL_ENV_KEYS",
     "ChatSession",
     "ForkTotals",
-    "MergeConflict",
     "StartupNotice",
     "Totals",
     "TurnSink",
-    "build_report",
     "env_has_model_key",
-    "merge_summary",
     "offline_greeting",
-    "test_line",
 ]

@@ -748,7 +748,7 @@ async def test_the_diff_report_is_built_off_the_event_loop(
     project: Path, gated: GatedModel
 ) -> None:
     """Issue 15.5: while the report is built, the event loop keeps running callbacks."""
-    from app.session import build_report
+    from app.merge.outcome import build_report
 
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
