@@ -18,8 +18,9 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from app.chat.turn_stream import TurnSink, stream_text, tool_event
 from branching_core.config import ConfigProblem, Settings, SettingsStore
 
 if TYPE_CHECKING:
@@ -38,16 +39,6 @@ MODEL_ENV_KEYS = (
     "OPENROUTER_API_KEY",
     "OLLAMA_BASE_URL",
 )
-
-
-class TurnSink(Protocol):
-    """Where a parent turn's stream goes (the message list, or a test's recorder)."""
-
-    def on_text(self, delta: str) -> None: ...
-
-    def on_tool_call(self, tool_call_id: str, tool_name: str, args: Any) -> None: ...
-
-    def on_tool_result(self, tool_call_id: str, tool_name: str, content: str, ok: bool) -> None: ...
 
 
 @dataclass
@@ -263,12 +254,12 @@ class ChatSession:
                     if Agent.is_model_request_node(node):
                         async with node.stream(run.ctx) as stream:
                             async for event in stream:
-                                _stream_text(event, sink)
+                                stream_text(event, sink)
                     elif Agent.is_call_tools_node(node):
                         self.totals.add_response(node.model_response)
                         async with node.stream(run.ctx) as stream:
                             async for event in stream:
-                                _tool_event(event, sink)
+                                tool_event(event, sink)
             assert run.result is not None
             self.history = list(run.result.all_messages())
             output = run.result.output
@@ -485,35 +476,6 @@ def offline_greeting() -> str:
 def env_has_model_key(env: dict[str, str] | None = None) -> bool:
     source = os.environ if env is None else env
     return any(source.get(k, "").strip() for k in MODEL_ENV_KEYS)
-
-
-def _stream_text(event: Any, sink: TurnSink) -> None:
-    kind = getattr(event, "event_kind", "")
-    if kind == "part_start" and getattr(event.part, "part_kind", "") == "text":
-        if event.part.content:
-            sink.on_text(event.part.content)
-    elif kind == "part_delta":
-        text = getattr(event.delta, "content_delta", None)
-        if text and getattr(event.delta, "part_delta_kind", "") == "text":
-            sink.on_text(text)
-
-
-def _tool_event(event: Any, sink: TurnSink) -> None:
-    kind = getattr(event, "event_kind", "")
-    part = getattr(event, "part", None)
-    if part is None:
-        return
-    if kind == "function_tool_call":
-        sink.on_tool_call(part.tool_call_id, part.tool_name, part.args)
-    elif kind == "function_tool_result":
-        content = getattr(part, "content", "")
-        ok = getattr(part, "part_kind", "") == "tool-return" and (
-            getattr(part, "outcome", "success") != "failed"
-        )
-        text = content if isinstance(content, str) else repr(content)
-        if getattr(part, "part_kind", "") == "retry-prompt":
-            text = part.model_response()
-        sink.on_tool_result(part.tool_call_id, getattr(part, "tool_name", "") or "", text, ok)
 
 
 __all__ = [
