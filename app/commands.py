@@ -2,7 +2,9 @@
 
 Why apart from the screen: the rules (what ``>>a fix it`` means, which commands a live
 fork allows, what ``/fork-budget aggregate 2`` writes) are plain functions here, tested
-without a terminal; the screen only dispatches.
+without a terminal. Which slash commands exist, what they take and which handler runs
+them is declared once in ``app.command_registry``; :func:`resolve` checks a command
+against it before ``app.chat.submission`` runs the handler.
 
 Every problem is a :class:`CommandError` (or a ``ConfigError`` from the settings store)
 whose message is one line, and nothing is written when a command is refused.

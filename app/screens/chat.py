@@ -194,16 +194,8 @@ class ChatScreen(Screen[None]):
         return self.turns.running
 
     @property
-    def turn_task(self) -> Any:
-        return self.turns.task
-
-    @property
     def shell_task(self) -> Any:
         return self.shell.task
-
-    @property
-    def shell_running(self) -> bool:
-        return self.shell.running
 
     # -- keys -------------------------------------------------------------------------------
     def on_key(self, event: events.Key) -> None:
@@ -234,7 +226,7 @@ class ChatScreen(Screen[None]):
         """What Esc does now: clear, stop, terminate, abort (None: nothing to do)."""
         if self.focused is self.input and self.input.text:
             return "clear"
-        if self.turn_running or self.shell_running:
+        if self.turn_running or self.shell.running:
             return "stop"
         if self.fork_area is not None and self.session.fork_active:
             label = self.fork_area.active_label
