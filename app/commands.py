@@ -2,7 +2,9 @@
 
 Why apart from the screen: the rules (what ``>>a fix it`` means, which commands a live
 fork allows, what ``/fork-budget aggregate 2`` writes) are plain functions here, tested
-without a terminal; the screen only dispatches.
+without a terminal. Which slash commands exist, what they take and which handler runs
+them is declared once in ``app.command_registry``; :func:`resolve` checks a command
+against it before ``app.chat.submission`` runs the handler.
 
 Every problem is a :class:`CommandError` (or a ``ConfigError`` from the settings store)
 whose message is one line, and nothing is written when a command is refused.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.command_registry import REGISTRY, PaletteEntry, SlashCommand
 from branching_core.config import SaveResult, SettingsStore
 from branching_core.errors import ConfigError
 
@@ -53,76 +56,39 @@ class Prompt:
 Parsed = Slash | Steer | Shell | Prompt
 
 
-@dataclass(frozen=True)
-class CommandInfo:
-    usage: str
-    summary: str
+COMMANDS: dict[str, SlashCommand] = {command.name: command for command in REGISTRY}
+"""Every slash command by name, in the order ``/help`` lists them (``fork diff`` is a
+sub-command); declared in :mod:`app.command_registry`."""
 
-
-COMMANDS: dict[str, CommandInfo] = {
-    "help": CommandInfo("/help", "this list of commands and keys"),
-    "fork": CommandInfo("/fork", "open the fork picker and spawn branches from this chat"),
-    "fork diff": CommandInfo("/fork diff [PATH]", "open the diff tool on a path (or all paths)"),
-    "merge": CommandInfo("/merge", "pick the winning branch; its files and history are kept"),
-    "fork-branches": CommandInfo("/fork-branches [N]", "branch count of the next /fork"),
-    "fork-budget": CommandInfo(
-        "/fork-budget per-branch USD | aggregate USD | clear",
-        "budgets prefilled into the next /fork",
-    ),
-    "fork-model": CommandInfo(
-        "/fork-model I MODEL | I clear | clear", "model of branch slot I in the next /fork"
-    ),
-    "cost": CommandInfo("/cost", "what the chat and the live fork cost so far"),
-    "tokens": CommandInfo("/tokens", "tokens used so far"),
-    "version": CommandInfo("/version", "forkdeck and library versions"),
-    "copy": CommandInfo(
-        "/copy", "copy the last answer (on a branch tab: that branch's transcript)"
-    ),
-    "clear": CommandInfo("/clear", "start a new conversation (not during a fork)"),
-    "quit": CommandInfo("/quit", "leave forkdeck (an open fork is kept for next time)"),
-}
-"""Every slash command, in the order ``/help`` lists them (``fork diff`` is a sub-command)."""
-
-ALLOWED_DURING_FORK = frozenset({"merge", "help", "cost", "tokens", "version", "quit", "copy"})
+ALLOWED_DURING_FORK = frozenset(c.name for c in REGISTRY if c.during_fork and " " not in c.name)
 """Seed 003's allow-list (plus ``/fork diff``, ``>>label`` and ``!cmd``): anything else would
 start a new parent run under the branches' feet."""
 
-KEYS_HELP: tuple[tuple[str, str], ...] = (
-    ("ctrl+g", "focus the input (from anywhere)"),
-    ("tab / shift+tab", "next / previous fork tab (or complete a /command)"),
-    ("ctrl+pgdn / ctrl+pgup", "next / previous fork tab"),
-    ("F1..F9 / alt+1..9", "jump to branch N (1..9 too when the tab strip has focus)"),
-    ("enter", "send; ctrl+j (or shift+enter where the terminal tells it apart): new line"),
-    ("esc", "clear the input; else stop a turn or !cmd, terminate a branch, abort the fork"),
-    ("up / down", "input history (on the first / last line)"),
-    ("ctrl+q", "quit (asks first while branches run)"),
-)
-
-
-@dataclass(frozen=True)
-class PaletteEntry:
-    """One command palette (ctrl+p) row: ``line`` is run at once, or (``needs_args``) put
-    into the composer for the user to finish."""
-
-    title: str
-    help: str
-    line: str
-    needs_args: bool
+BEFORE_READY = frozenset(c.name for c in REGISTRY if c.before_ready)
+"""Slash commands that run at once even during start-up (nothing else is queued behind)."""
 
 
 def palette_entries() -> list[PaletteEntry]:
     """Every slash command and setting, as the command palette lists them."""
-    entries = []
-    for name, info in COMMANDS.items():
-        needs_args = name in SETTINGS_COMMANDS or name == "fork diff"
-        line = f"/{name}" + (" " if needs_args else "")
-        entries.append(PaletteEntry(info.usage, info.summary, line, needs_args))
-        if name in SETTINGS_COMMANDS:
-            # the bare command shows the current value: a row of its own
-            entries.append(
-                PaletteEntry(f"/{name}", f"show the current {name} setting", line.strip(), False)
-            )
-    return entries
+    return REGISTRY.palette_entries()
+
+
+def help_text() -> str:
+    return REGISTRY.help_text()
+
+
+def resolve(command: Slash) -> tuple[SlashCommand, Slash]:
+    """The registered command ``command`` runs, and the command as its handler gets it (a
+    sub-command's handler gets the words after it). A malformed one raises CommandError."""
+    try:
+        spec, args = REGISTRY.find(command.name, command.args)
+    except KeyError:
+        raise CommandError(f"unknown command /{command.name}; /help lists the commands") from None
+    most = spec.args.most
+    if most is not None and len(args) > most:
+        takes = "no arguments" if most == 0 else f"at most {most} argument(s)"
+        raise CommandError(f"usage: {spec.usage} (it takes {takes})")
+    return spec, Slash(spec.name, args)
 
 
 def parse_input(text: str) -> Parsed | None:
@@ -144,7 +110,7 @@ def parse_input(text: str) -> Parsed | None:
     if stripped.startswith("/") and len(stripped) > 1 and not stripped.startswith("//"):
         words = stripped[1:].split()
         name = words[0].lower()
-        if name not in COMMANDS or name == "fork diff":
+        if name not in REGISTRY:
             raise CommandError(f"unknown command /{words[0]}; /help lists the commands")
         return Slash(name, tuple(words[1:]))
     return Prompt(text)
@@ -162,7 +128,7 @@ def blocked_reason(parsed: Parsed, *, fork_active: bool, on_branch_tab: bool = F
         if is_fork_diff(parsed):
             return "no fork is open: /fork diff compares the branches of a live fork"
         return None
-    if isinstance(parsed, Steer) or is_fork_diff(parsed):
+    if isinstance(parsed, Steer):
         return None
     if isinstance(parsed, Shell) and not on_branch_tab:
         return (
@@ -172,7 +138,11 @@ def blocked_reason(parsed: Parsed, *, fork_active: bool, on_branch_tab: bool = F
     if isinstance(parsed, Shell):
         return None
     if isinstance(parsed, Slash):
-        if parsed.name in ALLOWED_DURING_FORK:
+        try:
+            found, _ = REGISTRY.find(parsed.name, parsed.args)
+        except KeyError:
+            return None  # an unknown command gets its own error from resolve()
+        if found.during_fork:
             return None
         allowed = ", ".join(f"/{n}" for n in sorted(ALLOWED_DURING_FORK))
         return (
@@ -187,24 +157,9 @@ def blocked_reason(parsed: Parsed, *, fork_active: bool, on_branch_tab: bool = F
     return None
 
 
-def help_text() -> str:
-    width = max(len(c.usage) for c in COMMANDS.values())
-    lines = ["Commands:"]
-    lines += [f"  {c.usage.ljust(width)}  {c.summary}" for c in COMMANDS.values()]
-    lines += [f"  {'>>label message'.ljust(width)}  steer a running branch of the open fork"]
-    lines += [
-        f"  {'!command'.ljust(width)}  run a shell command (sandboxed) in the workspace, "
-        "or on a branch tab in that branch (esc stops it)"
-    ]
-    lines.append("Keys:")
-    key_width = max(len(k) for k, _ in KEYS_HELP)
-    lines += [f"  {k.ljust(key_width)}  {v}" for k, v in KEYS_HELP]
-    return "\n".join(lines)
-
-
 # ------------------------------------------------------------------------- settings commands
 
-SETTINGS_COMMANDS = frozenset({"fork-branches", "fork-budget", "fork-model"})
+SETTINGS_COMMANDS = frozenset(c.name for c in REGISTRY if c.setting)
 
 
 def _saved(message: str, result: SaveResult) -> str:
@@ -282,6 +237,7 @@ def _model(store: SettingsStore, args: tuple[str, ...]) -> str:
 
 __all__ = [
     "ALLOWED_DURING_FORK",
+    "BEFORE_READY",
     "COMMANDS",
     "SETTINGS_COMMANDS",
     "CommandError",
@@ -297,5 +253,6 @@ __all__ = [
     "is_fork_diff",
     "palette_entries",
     "parse_input",
+    "resolve",
     "run_settings_command",
 ]

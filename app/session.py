@@ -18,9 +18,9 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from app.merge_support import MergeConflict, build_report, merge_summary, test_line
+from app.chat.turn_stream import TurnSink, stream_text, tool_event
 from branching_core.config import ConfigProblem, Settings, SettingsStore
 
 if TYPE_CHECKING:
@@ -39,16 +39,6 @@ MODEL_ENV_KEYS = (
     "OPENROUTER_API_KEY",
     "OLLAMA_BASE_URL",
 )
-
-
-class TurnSink(Protocol):
-    """Where a parent turn's stream goes (the message list, or a test's recorder)."""
-
-    def on_text(self, delta: str) -> None: ...
-
-    def on_tool_call(self, tool_call_id: str, tool_name: str, args: Any) -> None: ...
-
-    def on_tool_result(self, tool_call_id: str, tool_name: str, content: str, ok: bool) -> None: ...
 
 
 @dataclass
@@ -125,10 +115,13 @@ class ChatSession:
     merged_messages: list[Any] = field(init=False, default_factory=list)
     """What the last merge added to the chat's history (the chat appends these)."""
     on_busy: Callable[[str | None], None] | None = field(init=False, default=None)
-    """Told what long wait starts (a label) and when it ends (None): the status spinner."""
+    """Told what long wait is in front now (a label) and when none is left (None): the
+    status line's spinner, the app's one display of waits."""
+    busy_labels: list[str] = field(init=False, default_factory=list)
+    """The waits under way, innermost last (the one shown): the one source of truth for
+    "busy", whether the session or a screen flow started the wait."""
     branch_tests: dict[str, str] = field(init=False, default_factory=dict)
     """label -> one line of the configured ``test_command``'s result in that branch."""
-    """What the last merge added to the chat's history (the chat appends these)."""
     coordinator: ForkCoordinator | None = field(init=False, default=None)
     totals: Totals = field(init=False, default_factory=Totals)
     notices: list[StartupNotice] = field(init=False, default_factory=list)
@@ -141,14 +134,27 @@ class ChatSession:
     # -- settings ------------------------------------------------------------------------
     @contextlib.contextmanager
     def busy(self, label: str) -> Iterator[None]:
-        """Announce a wait of seconds (spawning, a merge waiting on a branch, the judge)."""
-        if self.on_busy is not None:
-            self.on_busy(label)
+        """Announce a wait of seconds (spawning, a merge waiting on a branch, the judge).
+
+        Waits nest (a screen flow around a session call): the innermost is shown, and the
+        one around it again once the inner one ends.
+        """
+        self.busy_labels.append(label)
+        self._tell_busy()
         try:
             yield
         finally:
-            if self.on_busy is not None:
-                self.on_busy(None)
+            self.busy_labels.remove(label)
+            self._tell_busy()
+
+    @property
+    def busy_label(self) -> str | None:
+        """The wait shown now (None: nothing long is under way)."""
+        return self.busy_labels[-1] if self.busy_labels else None
+
+    def _tell_busy(self) -> None:
+        if self.on_busy is not None:
+            self.on_busy(self.busy_label)
 
     @property
     def settings(self) -> Settings:
@@ -248,12 +254,12 @@ class ChatSession:
                     if Agent.is_model_request_node(node):
                         async with node.stream(run.ctx) as stream:
                             async for event in stream:
-                                _stream_text(event, sink)
+                                stream_text(event, sink)
                     elif Agent.is_call_tools_node(node):
                         self.totals.add_response(node.model_response)
                         async with node.stream(run.ctx) as stream:
                             async for event in stream:
-                                _tool_event(event, sink)
+                                tool_event(event, sink)
             assert run.result is not None
             self.history = list(run.result.all_messages())
             output = run.result.output
@@ -345,49 +351,6 @@ class ChatSession:
         self.coordinator = coordinator
         return coordinator
 
-    def judge_unavailable(self) -> str | None:
-        """Why the judge cannot run (no LLM for it), or None when it can.
-
-        The offline model cannot give a structured verdict; asking it anyway ends in a raw
-        ``UnexpectedModelBehavior``. Say what is missing instead (issue 13.24).
-        """
-        if self.judges:
-            return None
-        from branching_core.agent import is_offline, resolve_model
-        from branching_core.errors import ConfigError
-
-        handle = self.coordinator.handle if self.coordinator is not None else None
-        name = handle.merge_strategy.judge_model if handle is not None else None
-        try:
-            model = resolve_model(name, env=self.env)
-        except ConfigError as exc:
-            return f"the judge has no usable model ({exc}): pick the winner yourself"
-        if is_offline(model):
-            return (
-                "the judge needs a model and no LLM is configured (set one of "
-                f"{', '.join(MODEL_ENV_KEYS[:3])}, ..., or merge_strategy = \"manual\" "
-                "under [review]): pick the winner yourself"
-            )
-        return None
-
-    async def run_judge(self) -> Any:
-        """``branching_core.review.resolve`` on the open fork; keeps its test results for
-        the merge picker. Raises ``RuntimeError`` with a readable reason."""
-        from branching_core.review import resolve
-
-        reason = self.judge_unavailable()
-        if reason is not None:
-            raise RuntimeError(reason)
-        coordinator = self.coordinator
-        if coordinator is None:
-            raise RuntimeError("no fork is open")
-        with self.busy("asking the judge"):
-            outcome = await resolve(coordinator, judges=self.judges, settings=self.settings)
-        self.branch_tests = {
-            r.label: test_line(r) for r in (outcome.test_results or {}).values()
-        }
-        return outcome
-
     def fork_totals(self) -> ForkTotals:
         if self.coordinator is None or self.coordinator.handle is None:
             return ForkTotals()
@@ -399,77 +362,42 @@ class ChatSession:
             any(b.tokens_estimated for b in summary.branches),
         )
 
-    async def merge(self, action: str, **options: Any) -> MergeResult:
-        """Resolve the fork; a picked winner's history becomes the chat's history.
+    # -- resolving the fork: app.merge.resolution does the work ---------------------------
+    def judge_unavailable(self) -> str | None:
+        """Why the judge cannot run (no LLM for it), or None when it can."""
+        from app.merge import resolution
 
-        A winner whose changes collide with the parent (a path changed here since the fork)
-        is refused before anything happens (:class:`MergeConflict`): the fork stays open,
-        the chat and every file stay as they are, and the user can pick another branch,
-        abort, or undo the parent's change. Should the parent change between that check and
-        the commit, the engine leaves the colliding paths alone; the chat then keeps its own
-        history too (the branch's conversation would describe files that did not land).
-        """
-        if self.coordinator is None:
-            raise RuntimeError("no fork to merge")
-        coordinator = self.coordinator
-        label = action[5:].strip() if action.startswith("pick:") else ""
-        if label:
-            await self._refuse_conflicts(coordinator, label)
-        spent = self.fork_totals()
-        with self.busy(f"merging branch {label}" if label else "closing the fork"):
-            # options: "combine"'s selection/base (issue 17.1)
-            result = await coordinator.merge_or_select(action, **options)
-        self._settle_fork(spent)
-        self._adopt_history(result)
-        return result
+        return resolution.judge_unavailable(self)
+
+    async def run_judge(self) -> Any:
+        """``branching_core.review.resolve`` on the open fork (see ``app.merge.resolution``)."""
+        from app.merge import resolution
+
+        return await resolution.run_judge(self)
+
+    async def merge(self, action: str, **options: Any) -> MergeResult:
+        """Resolve the fork; a picked winner's history becomes the chat's history. A winner
+        colliding with the parent is refused first (``MergeConflict``; nothing changes).
+        ``options`` go to ``merge_or_select`` ("combine"'s selection/base, issue 17.1)."""
+        from app.merge import resolution
+
+        return await resolution.merge(self, action, **options)
 
     def adopt_merge(self, result: MergeResult) -> MergeResult:
         """Take over a merge someone else ran on our coordinator (the judge's ``auto``)."""
-        self._settle_fork(self.fork_totals())
-        self._adopt_history(result)
-        return result
+        from app.merge import resolution
 
-    def _adopt_history(self, result: MergeResult) -> None:
-        """The winner's conversation becomes the chat's; ``merged_messages`` is what it adds
-        to what the chat already shows (the whole of it for a fork of an earlier session)."""
-        self.merged_messages = []
-        if result.aborted or result.conflicts:
-            return
-        before, after = self.history, list(result.history_after_merge)
-        same_start = len(after) >= len(before) and after[: len(before)] == before
-        self.merged_messages = after[len(before) :] if same_start else after
-        self.history = after
-
-    async def _refuse_conflicts(self, coordinator: ForkCoordinator, label: str) -> None:
-        from branching_core.workspace.apply import changed_since
-
-        try:
-            rt = coordinator.get_branch(label)
-        except (KeyError, ValueError):
-            return  # merge_or_select says what is wrong with the label
-        if rt.task is not None and not rt.task.done():
-            # The winner is awaited anyway (check what it leaves); "s" in the merge picker
-            # stops it instead.
-            with self.busy(f"waiting for branch {rt.label} to finish"):
-                await asyncio.wait([rt.task])
-        branch = rt.ws_branch
-        if branch is None:
-            return
-        conflicts = await asyncio.to_thread(
-            changed_since, branch.changes(), coordinator.parent_path, branch.created_ns
-        )
-        if conflicts:
-            raise MergeConflict(rt.label, conflicts)
+        return resolution.adopt_merge(self, result)
 
     async def abort_fork(self) -> list[str]:
         if self.coordinator is None:
             return []
         spent = self.fork_totals()
         ids = await self.coordinator.abort_fork()
-        self._settle_fork(spent)
+        self.settle_fork(spent)
         return ids
 
-    def _settle_fork(self, spent: ForkTotals) -> None:
+    def settle_fork(self, spent: ForkTotals) -> None:
         """Fold a resolved fork's spend into the session totals and drop the coordinator."""
         self.totals.cost_usd += spent.cost_usd
         self.totals.input_tokens += spent.input_tokens
@@ -542,7 +470,7 @@ def offline_greeting() -> str:
         f"For a real model set one of {keys}, start with `--model provider:name` "
         "(or `--model openai-compatible:NAME@http://host:port/v1` for a local server), "
         "or set `default` under [model] in .pydantic-deep/config.toml; recipes: README "
-        "section \"Use a real model\"; `forkdeck models` checks the setup."
+        'section "Use a real model"; `forkdeck models` checks the setup.'
     )
 
 
@@ -551,46 +479,13 @@ def env_has_model_key(env: dict[str, str] | None = None) -> bool:
     return any(source.get(k, "").strip() for k in MODEL_ENV_KEYS)
 
 
-def _stream_text(event: Any, sink: TurnSink) -> None:
-    kind = getattr(event, "event_kind", "")
-    if kind == "part_start" and getattr(event.part, "part_kind", "") == "text":
-        if event.part.content:
-            sink.on_text(event.part.content)
-    elif kind == "part_delta":
-        text = getattr(event.delta, "content_delta", None)
-        if text and getattr(event.delta, "part_delta_kind", "") == "text":
-            sink.on_text(text)
-
-
-def _tool_event(event: Any, sink: TurnSink) -> None:
-    kind = getattr(event, "event_kind", "")
-    part = getattr(event, "part", None)
-    if part is None:
-        return
-    if kind == "function_tool_call":
-        sink.on_tool_call(part.tool_call_id, part.tool_name, part.args)
-    elif kind == "function_tool_result":
-        content = getattr(part, "content", "")
-        ok = getattr(part, "part_kind", "") == "tool-return" and (
-            getattr(part, "outcome", "success") != "failed"
-        )
-        text = content if isinstance(content, str) else repr(content)
-        if getattr(part, "part_kind", "") == "retry-prompt":
-            text = part.model_response()
-        sink.on_tool_result(part.tool_call_id, getattr(part, "tool_name", "") or "", text, ok)
-
-
-__all__ = [  # build_report and merge_summary are re-exported for the chat screen
+__all__ = [
     "MODEL_ENV_KEYS",
     "ChatSession",
     "ForkTotals",
-    "MergeConflict",
     "StartupNotice",
     "Totals",
     "TurnSink",
-    "build_report",
     "env_has_model_key",
-    "merge_summary",
     "offline_greeting",
-    "test_line",
 ]

@@ -313,7 +313,7 @@ class MergePickerModal(ModalScreen[Any]):
 
     async def _run_tests(self) -> None:
         """The configured ``test_command`` in every branch (sandboxed, concurrently)."""
-        from app.merge_support import test_line
+        from app.merge.outcome import test_line
         from branching_core.review.branch_tests import run_branch_tests
 
         runtimes = [rt for rt in self.coordinator.branches.values() if rt.ws_branch is not None]

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from textual import events
 
 from app.forkdeck_app import ForkdeckApp
+from app.screens.chat import ChatScreen
 from app.session import MODEL_ENV_KEYS, ChatSession
 from branching_core.agent import plan_response
 
@@ -168,3 +170,71 @@ async def submit(pilot: Any, text: str) -> None:
     entry.value = text
     await pilot.press("enter")
     await pilot.pause()
+
+
+# ---------------------------------------------------------------- Pilot helpers shared by files
+
+
+def chat_screen(app: Any) -> ChatScreen:
+    """The app's chat screen (whatever modal is in front of it)."""
+    chat = app.chat
+    assert isinstance(chat, ChatScreen)
+    return chat
+
+
+def burst(app: Any, *keys: str) -> None:
+    """Queue ``keys`` at once (one terminal read): single characters are typed text."""
+    for key in keys:
+        if len(key) == 1:
+            name = {" ": "space", "!": "exclamation_mark", ">": "greater_than_sign"}.get(key, key)
+            app.post_message(events.Key(name, key))
+        else:
+            app.post_message(events.Key(key, "\r" if key == "enter" else None))
+
+
+def typed(text: str) -> list[str]:
+    return list(text)
+
+
+async def settle(pilot: Any) -> None:
+    for _ in range(4):
+        await pilot.pause()
+
+
+async def open_fork(pilot: Any, steers: list[str], *, aggregate: str = "") -> Any:
+    """``/fork``, fill one steer per row, submit; returns the mounted ``ForkArea``."""
+    from textual.widgets import Input
+
+    from app.modals.fork_picker import ForkPickerModal
+
+    app = pilot.app
+    if app.session.settings.fork_branch_count != len(steers):
+        await submit(pilot, f"/fork-branches {len(steers)}")
+    await submit(pilot, "/fork")
+    await wait_for(pilot, lambda: isinstance(app.screen, ForkPickerModal), what="the picker")
+    picker = app.screen
+    assert picker.n == len(steers)
+    for slot, steer in enumerate(steers, start=1):
+        picker.query_one(f"#steer-{slot}", Input).value = steer
+    picker.query_one("#aggregate", Input).value = aggregate
+    await pilot.press("ctrl+s")
+    chat = chat_screen(app)
+    await wait_for(pilot, lambda: chat.fork_area is not None, what="the fork area")
+    return chat.fork_area
+
+
+def states(app: Any) -> dict[str, str]:
+    """Each branch's state in the open fork, by label."""
+    coordinator = app.session.coordinator
+    return {s.label: s.state for s in coordinator.inspect_branches()}
+
+
+async def escape(pilot: Any, until: type | None = None) -> Any:
+    """Press Esc; with ``until``, wait until a screen of that type is in front (a confirm
+    dialog, or back on the chat). Returns the screen in front."""
+    await pilot.press("escape")
+    if until is not None:
+        await wait_for(
+            pilot, lambda: isinstance(pilot.app.screen, until), what=f"{until.__name__} in front"
+        )
+    return pilot.app.screen

@@ -6,19 +6,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.screens.chat import ChatScreen
 from app.tui import main
 from app.widgets.chat_input import ChatInput
 from app.widgets.message_list import AssistantMessage, MessageList, ToolCallView
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, type_line, wait_for
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    chat_screen,
+    make_app,
+    ready,
+    type_line,
+    wait_for,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _chat(app: object) -> ChatScreen:
-    screen = app.screen  # type: ignore[attr-defined]
-    assert isinstance(screen, ChatScreen)
-    return screen
 
 
 async def test_without_a_key_it_greets_with_the_offline_model_and_how_to_configure(
@@ -27,7 +28,7 @@ async def test_without_a_key_it_greets_with_the_offline_model_and_how_to_configu
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         text = "\n".join(chat.messages.transcript())
         assert "offline model" in text
         for hint in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "--model", "[model]", "config.toml"):
@@ -42,7 +43,7 @@ async def test_a_bad_model_name_falls_back_to_offline_and_says_why(project: Path
     app = make_app(project, "nosuchprovider:some-model")
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        text = "\n".join(_chat(app).messages.transcript())
+        text = "\n".join(chat_screen(app).messages.transcript())
         assert "unknown model provider 'nosuchprovider'" in text
         assert "using the offline model instead" in text
         assert app.session.offline
@@ -54,7 +55,7 @@ async def test_a_turn_streams_text_runs_tools_and_keeps_the_history(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await type_line(pilot, "ls src")
         await wait_for(
             pilot,
@@ -85,7 +86,7 @@ async def test_streamed_text_arrives_delta_by_delta(project: Path, gated: GatedM
     seen: list[str] = []
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         original = MessageList.on_text
 
         def spy(self: MessageList, delta: str) -> None:
@@ -106,7 +107,7 @@ async def test_escape_stops_a_running_turn_and_keeps_a_valid_history(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await type_line(pilot, "answer slowly")
         await wait_for(pilot, lambda: bool(gated.requests), what="the model was asked")
         assert chat.turn_running
@@ -123,7 +124,7 @@ async def test_input_history_up_and_down(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await type_line(pilot, "/fork-branches")
         await type_line(pilot, "/tokens")
         await pilot.press(*"draft")
@@ -142,14 +143,14 @@ async def test_first_keys_typed_at_start_are_not_dropped(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await pilot.press(*"abc")  # before the session is even prepared
-        assert _chat(app).input.value == "abc"
+        assert chat_screen(app).input.value == "abc"
 
 
 async def test_ctrl_g_returns_focus_to_the_input(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         chat.messages.focus()
         await pilot.pause()
         assert app.focused is not chat.input
@@ -161,7 +162,7 @@ async def test_shell_lines_run_in_the_workspace(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await type_line(pilot, "!echo made > made.txt && cat README.txt")
         await wait_for(pilot, lambda: "(exit 0)" in chat.last_notice)
         assert "hello" in chat.last_notice

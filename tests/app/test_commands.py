@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from app.command_registry import REGISTRY
 from app.commands import (
     ALLOWED_DURING_FORK,
     COMMANDS,
@@ -17,6 +18,7 @@ from app.commands import (
     Steer,
     blocked_reason,
     parse_input,
+    resolve,
 )
 from app.screens.chat import ChatScreen
 from tests.app.conftest import TERMINAL, make_app, ready, submit, type_line, wait_for
@@ -83,6 +85,53 @@ def test_allow_list_during_a_fork() -> None:
     assert set(ALLOWED_DURING_FORK) <= set(COMMANDS)
 
 
+# ----------------------------------------------------------------------------- the registry
+
+
+def test_every_registered_command_has_a_handler_and_a_help_line() -> None:
+    """Declared once: what dispatch runs is what /help, Tab and the palette list."""
+    help_lines = REGISTRY.help_text().splitlines()
+    for command in REGISTRY:
+        assert callable(command.load()), command.name
+        assert any(line.strip().startswith(command.usage) for line in help_lines), command.name
+    assert REGISTRY.completions() == [n for n in REGISTRY.names() if " " not in n]
+    assert set(REGISTRY.names()) == set(COMMANDS)
+
+
+@pytest.mark.parametrize(
+    ("line", "name", "args"),
+    [
+        ("/fork diff", "fork diff", ()),
+        ("/fork DIFF src/app.py", "fork diff", ("src/app.py",)),
+        ("/fork", "fork", ()),
+        ("/fork-budget aggregate 2", "fork-budget", ("aggregate", "2")),
+    ],
+)
+def test_a_line_resolves_to_its_registered_command(
+    line: str, name: str, args: tuple[str, ...]
+) -> None:
+    parsed = parse_input(line)
+    assert isinstance(parsed, Slash)
+    spec, command = resolve(parsed)
+    assert spec.name == name and command == Slash(name, args)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("/help me", "usage: /help (it takes no arguments)"),
+        ("/merge now", "usage: /merge (it takes no arguments)"),
+        ("/fork diff a b", "usage: /fork diff [PATH] (it takes at most 1 argument(s))"),
+    ],
+)
+def test_malformed_commands_get_a_one_line_usage_error(line: str, message: str) -> None:
+    parsed = parse_input(line)
+    assert isinstance(parsed, Slash)
+    with pytest.raises(CommandError) as caught:
+        resolve(parsed)
+    assert str(caught.value) == message
+
+
 # ----------------------------------------------------------------------------- in the app
 
 
@@ -128,6 +177,8 @@ BAD_SETTINGS = [
     ("/fork-model 1 gpt4", "needs a provider prefix"),
     ("/fork-model 9 openai:gpt-6-luna", "between 1 and fork.branches (3)"),
     ("/frobnicate now", "unknown command /frobnicate"),
+    ("/cost now", "usage: /cost (it takes no arguments)"),
+    ("/fork diff a.txt b.txt", "no fork is open: /fork diff"),
 ]
 
 
@@ -191,6 +242,7 @@ async def test_help_cost_tokens_version_copy(project: Path) -> None:
         await ready(pilot)
         chat = app.screen
         assert isinstance(chat, ChatScreen)
+        assert chat.input.commands == sorted(REGISTRY.completions())
         await submit(pilot, "/help")
         for usage in ("/fork-budget per-branch USD", "/merge", ">>label message", "ctrl+g"):
             assert usage in chat.last_notice

@@ -7,94 +7,22 @@ both ✓ chips, merges branch 1 with ``/merge`` + ``1`` and checks the files on 
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.tmux import kill_server
-
-REPO = Path(__file__).resolve().parents[2]
-TMUX = shutil.which("tmux")
-KEY_GAP = 0.15
+from tests.support.tmux import TMUX, Terminal, forkdeck_terminal
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
 
-class Terminal:
-    """One detached tmux session on a private server socket."""
-
-    def __init__(self, socket: str, name: str) -> None:
-        self.socket = socket
-        self.name = name
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(
-            [TMUX or "tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        return done.stdout
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", self.name)
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", self.name, "-l", text)
-        time.sleep(KEY_GAP)
-
-    def key(self, *keys: str) -> None:
-        # One key at a time, at typing pace: a key that moves the focus is handled after
-        # the keys already queued behind it, so a machine-speed burst is not what a person
-        # types (see the report: the picker could bind tab with priority).
-        for key in keys:
-            self.tmux("send-keys", "-t", self.name, key)
-            time.sleep(KEY_GAP)
-
-    def wait_for(self, check: Callable[[str], bool], what: str, timeout: float = 60.0) -> str:
-        """Poll the screen until ``check`` holds (the timeout only turns a hang into a failure)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.screen()
-            if check(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"waited for {what}; the screen shows:\n{text}")
-            time.sleep(0.2)
-
-
 @pytest.fixture
 def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, Path]]:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    (workspace / "README.txt").write_text("hello\n")
-    socket = f"forkdeck-e2e-{uuid.uuid4().hex[:8]}"
-    term = Terminal(socket, "forkdeck")
-    env = {
-        "FORKDECK_STORE": os.environ["FORKDECK_STORE"],
-        "PYTHONPATH": str(REPO),
-        "TERM": "xterm-256color",
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp_path),
-    }
-    exports = " ".join(f"{k}='{v}'" for k, v in env.items())
-    command = (
-        f"cd '{workspace}' && env -i {exports} '{sys.executable}' -m app.entry . ; "
-        "echo FORKDECK-EXIT=$?; sleep 60"
-    )
-    term.tmux("new-session", "-d", "-s", term.name, "-x", "160", "-y", "48", command)
-    try:
-        yield term, workspace
-    finally:
-        kill_server(term.socket)
+    with forkdeck_terminal(tmp_path, "forkdeck-e2e") as term:
+        term.start()
+        yield term, term.workspace
 
 
 def test_fork_two_offline_branches_merge_one_and_quit(terminal: tuple[Terminal, Path]) -> None:
@@ -127,29 +55,23 @@ def test_fork_two_offline_branches_merge_one_and_quit(terminal: tuple[Terminal, 
     term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
 
 
-def burst(term: Terminal, *keys: str) -> None:
-    """Every key in ONE ``send-keys`` call, as a fast typist's keys arrive in one read.
-    Arguments that are not tmux key names are sent as literal text."""
-    term.tmux("send-keys", "-t", term.name, *keys)
-
-
 def test_typed_ahead_lines_and_a_bracketed_paste_arrive_whole(
     terminal: tuple[Terminal, Path],
 ) -> None:
     term, workspace = terminal
     # From the first frame, typically before the model is ready: queued, not refused.
     term.wait_for(lambda s: "Message, /command" in s, "the first frame")
-    burst(term, "!echo early > early.txt", "Enter")
+    term.burst("!echo early > early.txt", "Enter")
     term.wait_for(lambda s: "offline (scripted, no LLM)" in s and "workspace " in s, "start-up")
     term.wait_for(lambda _s: (workspace / "early.txt").exists(), "the early line ran")
     # Two lines and a third typed ahead, in one read.
-    burst(term, "!echo one > one.txt", "Enter", "!echo two > two.txt", "Enter", "!echo thr")
+    term.burst("!echo one > one.txt", "Enter", "!echo two > two.txt", "Enter", "!echo thr")
     term.wait_for(lambda _s: (workspace / "two.txt").exists(), "both lines ran")
     assert (workspace / "one.txt").read_text() == "one\n"
     assert (workspace / "two.txt").read_text() == "two\n"
     screen = term.wait_for(lambda s: "!echo thr" in s, "the typed-ahead rest stays in the input")
     assert "one.txt!echo" not in screen
-    burst(term, "ee > three.txt", "Enter")
+    term.burst("ee > three.txt", "Enter")
     term.wait_for(lambda _s: (workspace / "three.txt").exists(), "the third line ran")
     # A multi-line paste (bracketed: tmux paste-buffer -p) keeps every line; Enter sends.
     term.tmux("set-buffer", "-b", "fd", "write notes.txt\nline one\nline two\nend")
@@ -159,10 +81,10 @@ def test_typed_ahead_lines_and_a_bracketed_paste_arrive_whole(
     term.wait_for(lambda _s: (workspace / "notes.txt").exists(), "the write ran")
     assert (workspace / "notes.txt").read_text() == "line one\nline two\n"
     # ctrl+j is a newline that works in every terminal
-    burst(term, "write more.txt", "C-j", "x", "C-j", "end", "Enter")
+    term.burst("write more.txt", "C-j", "x", "C-j", "end", "Enter")
     term.wait_for(lambda _s: (workspace / "more.txt").exists(), "the ctrl+j block ran")
     assert (workspace / "more.txt").read_text() == "x\n"
-    burst(term, "/quit", "Enter")
+    term.burst("/quit", "Enter")
     term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
 
 
@@ -179,7 +101,7 @@ def test_esc_then_enter_keys_and_jumping_during_a_fork(terminal: tuple[Terminal,
     term.key("C-s")
     term.wait_for(lambda s: "● a" in s and "● b" in s, "two running branches")
     # Esc out of habit, then Enter, in one read: the fork is not aborted.
-    burst(term, "Escape", "Enter")
+    term.burst("Escape", "Enter")
     time.sleep(1.0)
     screen = term.wait_for(lambda s: "Abort the entire fork?" not in s, "no dialog left open")
     assert "● a" in screen and "● b" in screen and "fork aborted" not in screen
@@ -190,19 +112,19 @@ def test_esc_then_enter_keys_and_jumping_during_a_fork(terminal: tuple[Terminal,
     screen = term.wait_for(lambda s: "Abort the entire fork?" not in s, "the dialog closed")
     assert "fork aborted" not in screen
     # Esc with text only clears the text.
-    burst(term, ">>a half a thought", "Escape")
-    time.sleep(1.0)
-    screen = term.screen()
-    assert "half a thought" not in screen and "Abort the entire fork?" not in screen
+    term.burst(">>a half a thought", "Escape")
+    screen = term.wait_for(lambda s: "half a thought" not in s, "the text cleared")
+    time.sleep(1.0)  # an Esc taken for "abort" would show its dialog by now
+    assert "Abort the entire fork?" not in term.screen()
     # Jumping: F2, alt+1 (ESC 1 in tmux), ctrl+pagedown.
-    burst(term, "F2")
+    term.burst("F2")
     term.wait_for(lambda s: "branch b ·" in s, "F2 shows branch b")
-    burst(term, "M-1")
+    term.burst("M-1")
     term.wait_for(lambda s: "branch a ·" in s, "alt+1 shows branch a")
-    burst(term, "C-NPage")
+    term.burst("C-NPage")
     term.wait_for(lambda s: "branch b ·" in s, "ctrl+pagedown shows the next branch")
     # !cmd on a branch tab runs in that branch, not in the workspace.
-    burst(term, "!echo trap > trap.txt", "Enter")
+    term.burst("!echo trap > trap.txt", "Enter")
     term.wait_for(lambda s: "exit 0, branch b" in s, "the command ran in branch b")
     assert not (workspace / "trap.txt").exists()
     # ctrl+q with running branches asks, Enter keeps running.

@@ -11,112 +11,21 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import shutil
-import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.tmux import kill_server
-
-REPO = Path(__file__).resolve().parents[2]
-TMUX = shutil.which("tmux")
-KEY_GAP = 0.15
+from tests.support.tmux import TMUX, Terminal, forkdeck_terminal
 
 pytestmark = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")
 
 
-@dataclass
-class Terminal:
-    """One detached tmux session on a private server socket running forkdeck."""
-
-    socket: str
-    workspace: Path
-    env: dict[str, str]
-    name: str = "forkdeck"
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(
-            [TMUX or "tmux", "-L", self.socket, "-f", "/dev/null", *args],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        return done.stdout
-
-    def start(self) -> None:
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        command = (
-            f"cd {shlex.quote(str(self.workspace))} && env -i {exports} "
-            f"{shlex.quote(sys.executable)} -m app.entry . ; echo FORKDECK-EXIT=$?; sleep 60"
-        )
-        self.tmux("kill-session", "-t", self.name)
-        self.tmux("new-session", "-d", "-s", self.name, "-x", "160", "-y", "48", command)
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", self.name)
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", self.name, "-l", text)
-        time.sleep(KEY_GAP)
-
-    def key(self, *keys: str) -> None:
-        for key in keys:
-            self.tmux("send-keys", "-t", self.name, key)
-            time.sleep(KEY_GAP)
-
-    def wait_for(self, check: Callable[[str], bool], what: str, timeout: float = 60.0) -> str:
-        """Poll the screen until ``check`` holds (the timeout only turns a hang into a failure)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.screen()
-            if check(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"waited for {what}; the screen shows:\n{text}")
-            time.sleep(0.2)
-
-    def app_pid(self) -> int:
-        """The pid of the forkdeck Python process (the pane's shell's child)."""
-        shell = int(self.tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip())
-        out = subprocess.run(
-            ["ps", "-o", "pid=,args=", "--ppid", str(shell)],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
-        for line in out.splitlines():
-            pid, _, args = line.strip().partition(" ")
-            if "app.entry" in args:
-                return int(pid)
-        raise AssertionError(f"no forkdeck process under the pane's shell: {out!r}")
-
-
 @pytest.fixture
 def terminal(tmp_path: Path) -> Iterator[Terminal]:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    (workspace / "README.txt").write_text("hello\n")
-    env = {
-        "PYTHONPATH": str(REPO),
-        "TERM": "xterm-256color",
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp_path),
-    }
-    if "FORKDECK_STORE" in os.environ:
-        env["FORKDECK_STORE"] = os.environ["FORKDECK_STORE"]
-    term = Terminal(f"tui-fork-e2e-{uuid.uuid4().hex[:8]}", workspace, env)
-    try:
+    with forkdeck_terminal(tmp_path, "tui-fork-e2e") as term:
         yield term
-    finally:
-        kill_server(term.socket)
 
 
 def fork_two(term: Terminal, steer_a: str, steer_b: str) -> None:

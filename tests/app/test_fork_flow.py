@@ -17,52 +17,32 @@ from pathlib import Path
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from app.modals.approval import ApprovalModal
 from app.modals.confirm import ConfirmModal
-from app.modals.fork_picker import ForkPickerModal
 from app.modals.merge_picker import BranchColumn, MergePickerModal
 from app.modals.recover_fork import RecoverForkModal
 from app.modals.tool_output import ToolOutputModal
 from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.session import ChatSession
-from app.widgets.fork_area import ForkArea
 from app.widgets.fork_badge import ForkBadgeWidget
 from app.widgets.merge_acceptance import MergeAcceptanceModal
 from branching_core.fork import BranchSpec, list_open_forks
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    chat_screen,
+    escape,
+    make_app,
+    open_fork,
+    ready,
+    states,
+    submit,
+    wait_for,
+)
 from tests.app.fixtures_merge import recording_difftool
-
-
-def _chat(app: object) -> ChatScreen:
-    chat = app.chat  # type: ignore[attr-defined]
-    assert isinstance(chat, ChatScreen)
-    return chat
-
-
-async def open_fork(pilot: object, steers: list[str], *, aggregate: str = "") -> ForkArea:
-    """``/fork``, fill one steer per row, submit; returns the mounted ForkArea."""
-    app = pilot.app  # type: ignore[attr-defined]
-    if app.session.settings.fork_branch_count != len(steers):
-        await submit(pilot, f"/fork-branches {len(steers)}")
-    await submit(pilot, "/fork")
-    await wait_for(pilot, lambda: isinstance(app.screen, ForkPickerModal), what="the picker")
-    picker = app.screen
-    assert picker.n == len(steers)
-    for slot, steer in enumerate(steers, start=1):
-        picker.query_one(f"#steer-{slot}", Input).value = steer
-    picker.query_one("#aggregate", Input).value = aggregate
-    await pilot.press("ctrl+s")  # type: ignore[attr-defined]
-    chat = _chat(app)
-    await wait_for(pilot, lambda: chat.fork_area is not None, what="the fork area")
-    return chat.fork_area
-
-
-def states(app: object) -> dict[str, str]:
-    coordinator = app.session.coordinator  # type: ignore[attr-defined]
-    return {s.label: s.state for s in coordinator.inspect_branches()}
 
 
 async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_history(
@@ -71,7 +51,7 @@ async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_histo
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await submit(pilot, "remember the parent turn")
         await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
         area = await open_fork(
@@ -117,7 +97,7 @@ async def test_steering_reaches_only_that_branch_and_unknown_labels_are_refused(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["hold a", "hold b"])
         await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
         await submit(pilot, ">>zzz do something")
@@ -141,7 +121,7 @@ async def test_tab_cycles_numbers_jump_and_ctrl_g_returns_to_the_input(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         area = await open_fork(pilot, ["one", "two", "three"])
         assert area.active_label is None
         seen = []
@@ -169,7 +149,7 @@ async def test_plain_text_on_a_branch_tab_continues_that_branch_only(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         area = await open_fork(pilot, ["quick", "hold b"])
         await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
         await pilot.press("alt+2")
@@ -194,12 +174,11 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         area = await open_fork(pilot, ["hold !echo a > a.txt", "hold b"])
         await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
         await pilot.press("alt+1")
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="confirm")
+        await escape(pilot, ConfirmModal)
         assert "Terminate branch a?" in app.screen.question
         await pilot.press("y")
         await wait_for(pilot, lambda: states(app)["a"] == "terminated", what=states)
@@ -219,8 +198,7 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
         await pilot.pause()
         assert states(app)["b"] == "running"
         area.select(None)
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="confirm")
+        await escape(pilot, ConfirmModal)
         assert "Abort the entire fork?" in app.screen.question
         await pilot.press("y")
         await wait_for(pilot, lambda: chat.fork_area is None and not app.session.fork_active)
@@ -238,7 +216,7 @@ async def test_commands_outside_the_allow_list_are_blocked_during_a_fork(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["one", "two"])
         for line in ("/fork", "/fork-branches 3", "/clear"):
             await submit(pilot, line)
@@ -264,7 +242,7 @@ async def test_fork_diff_launches_the_configured_diff_tool(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["!echo one >> README.txt", "!echo two >> README.txt"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
         await submit(pilot, "/fork diff README.txt")
@@ -293,8 +271,7 @@ async def test_fork_diff_without_a_diff_tool_opens_the_explorer(
         await submit(pilot, "/fork diff notes.md")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffExplorerScreen), what="explorer")
         assert app.screen.selected_path == "notes.md"
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen), what="back to chat")
+        await escape(pilot, ChatScreen)
         assert app.session.fork_active
 
 
@@ -312,7 +289,7 @@ async def test_judge_verdict_is_shown_before_the_merge_and_enter_accepts(
     ]
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
         await submit(pilot, "/merge")
@@ -355,7 +332,7 @@ async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
         # the merged branch's turns are appended to the chat once the merge has landed
         await wait_for(
             pilot,
-            lambda: "> !echo b > b.txt" in "\n".join(_chat(app).messages.transcript()),
+            lambda: "> !echo b > b.txt" in "\n".join(chat_screen(app).messages.transcript()),
             what="the merged turns in the chat",
         )
 
@@ -443,7 +420,7 @@ async def test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["!echo one >> README.txt", "!echo new > new.txt"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
         mirror = project / ".pydantic-deep" / "forks" / app.session.coordinator.fork_id
@@ -525,7 +502,7 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
     app = make_app(project, gated.model, recovery=True)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
         assert app.screen.option_ids()[0] == "reopen-0"
         await pilot.press("enter")
@@ -577,14 +554,13 @@ async def test_decide_later_then_fork_offers_the_open_fork_and_never_opens_a_sec
     app = make_app(project, gated.model, recovery=True)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
         await pilot.press("escape")  # decide later
         await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
         await submit(pilot, "/fork")
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="re-offer")
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        await escape(pilot, ChatScreen)
         try:
             await app.session.start_fork([BranchSpec("x", "second")], None)
         except RuntimeError as exc:
@@ -603,7 +579,7 @@ async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         area = await open_fork(pilot, ["!seq 1 200", "!echo short"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
         await pilot.press("ctrl+o")  # on the overview: nothing to show, says so
@@ -635,8 +611,7 @@ async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
         modal = app.screen
         assert modal.shown.text == result.full_text
         assert "200" in str(modal.query_one("#text").render())
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, ChatScreen))
+        await escape(pilot, ChatScreen)
 
 
 async def test_a_merge_appends_the_winners_turns_and_keeps_notices_and_output(
@@ -646,7 +621,7 @@ async def test_a_merge_appends_the_winners_turns_and_keeps_notices_and_output(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await submit(pilot, "the parent turn")
         await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
         await submit(pilot, "!echo shell-output-before")
@@ -691,7 +666,7 @@ async def test_merging_a_recovered_branch_whose_change_conflicts_changes_nothing
     app = make_app(project, gated.model, recovery=True)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
         await pilot.press("down", "enter")  # merge a, blind, from the dialog
         await wait_for(pilot, lambda: "was not merged" in chat.last_notice, what="the error")
@@ -720,7 +695,7 @@ async def test_the_merge_picker_is_live_and_s_stops_a_running_branch_and_merges_
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["hold-a then finish", "hold-b forever"])
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
@@ -748,7 +723,7 @@ async def test_a_judge_without_a_model_says_so_and_the_picker_shows_branch_tests
     app = make_app(project)  # no model, no key: the offline model
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         assert app.session.offline
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
@@ -773,7 +748,7 @@ async def test_the_diff_report_is_built_off_the_event_loop(
     project: Path, gated: GatedModel
 ) -> None:
     """Issue 15.5: while the report is built, the event loop keeps running callbacks."""
-    from app.session import build_report
+    from app.merge.outcome import build_report
 
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
@@ -861,7 +836,7 @@ async def test_a_merge_waiting_on_a_running_branch_shows_a_spinner_and_seconds(
     seen: list[str | None] = []
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         bar = chat.status
         original = bar.set_busy
 

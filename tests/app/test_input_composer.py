@@ -8,45 +8,29 @@ ordering defect of issue 13.1.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from textual import events
 
-from app.screens.chat import ChatScreen
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, wait_for
-from tests.app.test_fork_flow import open_fork, states
-
-
-def _chat(app: Any) -> ChatScreen:
-    chat = app.chat
-    assert isinstance(chat, ChatScreen)
-    return chat
-
-
-def burst(app: Any, *keys: str) -> None:
-    """Queue ``keys`` at once (one terminal read): single characters are typed text."""
-    for key in keys:
-        if len(key) == 1:
-            name = {" ": "space", "!": "exclamation_mark", ">": "greater_than_sign"}.get(key, key)
-            app.post_message(events.Key(name, key))
-        else:
-            app.post_message(events.Key(key, "\r" if key == "enter" else None))
-
-
-def typed(text: str) -> list[str]:
-    return list(text)
-
-
-async def settle(pilot: Any) -> None:
-    for _ in range(4):
-        await pilot.pause()
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    burst,
+    chat_screen,
+    make_app,
+    open_fork,
+    ready,
+    settle,
+    states,
+    typed,
+    wait_for,
+)
 
 
 async def test_each_enter_sends_exactly_what_was_typed_before_it(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         sent: list[str] = []
         original = chat.handle_line
         chat.handle_line = lambda text: (sent.append(text), original(text))  # type: ignore[method-assign]
@@ -70,7 +54,7 @@ async def test_bindings_of_the_composer_keep_their_order_with_typed_keys(project
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         burst(app, "a", "b", "backspace", "c", "left", "d")
         await settle(pilot)
         assert chat.input.value == "adc"
@@ -83,7 +67,7 @@ async def test_steers_typed_ahead_reach_only_the_branch_they_name(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["hold a", "hold b"])
         await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
         burst(app, *typed(">>a only for a"), "enter", *typed(">>b write b.txt"), "enter")
@@ -105,7 +89,7 @@ async def test_ctrl_j_inserts_a_newline_and_enter_sends_every_line(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         burst(app, *typed("first"), "ctrl+j", *typed("second"), "shift+enter", *typed("third"))
         await settle(pilot)
         assert chat.input.value == "first\nsecond\nthird"
@@ -120,7 +104,7 @@ async def test_a_bracketed_paste_keeps_every_line(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         block = "write notes.txt\nline one\nline two\nend"
         app.post_message(events.Paste(block))
         await settle(pilot)
@@ -137,7 +121,7 @@ async def test_history_moves_only_from_the_first_and_last_line(project: Path) ->
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         entry = chat.input
         entry.value = "/tokens"
         await pilot.press("enter")
@@ -155,7 +139,7 @@ async def test_tab_completes_a_slash_command(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         burst(app, "/", "t", "o")
         await settle(pilot)
         assert "/tokens" in str(chat.input.border_subtitle)
@@ -171,5 +155,5 @@ async def test_the_offline_greeting_mentions_write(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        text = "\n".join(_chat(app).messages.transcript())
+        text = "\n".join(chat_screen(app).messages.transcript())
         assert "write PATH" in text and "end" in text

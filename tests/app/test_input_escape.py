@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from app.modals.confirm import ConfirmModal
-from app.screens.chat import ChatScreen
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, wait_for
-from tests.app.test_fork_flow import open_fork, states
-from tests.app.test_input_composer import burst, settle, typed
-
-
-def _chat(app: Any) -> ChatScreen:
-    chat = app.chat
-    assert isinstance(chat, ChatScreen)
-    return chat
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    burst,
+    chat_screen,
+    escape,
+    make_app,
+    open_fork,
+    ready,
+    settle,
+    states,
+    typed,
+    wait_for,
+)
 
 
 async def test_esc_then_enter_on_the_overview_does_not_abort_the_fork(
@@ -25,11 +28,10 @@ async def test_esc_then_enter_on_the_overview_does_not_abort_the_fork(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["hold a", "hold b"])
         await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="confirm")
+        await escape(pilot, ConfirmModal)
         assert app.screen.focused is not None and app.screen.focused.id == "no"
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.screen is chat, what="the dialog closed")
@@ -44,7 +46,7 @@ async def test_esc_with_text_only_clears_the_text(project: Path, gated: GatedMod
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["hold a", "hold b"])
         await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
         burst(app, *typed(">>a half a thought"), "escape")
@@ -64,7 +66,7 @@ async def test_esc_on_a_finished_branch_offers_nothing_to_terminate(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         area = await open_fork(pilot, ["quick a", "quick b"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
         area.select("a")

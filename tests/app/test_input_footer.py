@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from app.screens.chat import ChatScreen
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, wait_for
-from tests.app.test_fork_flow import open_fork
+from tests.app.conftest import TERMINAL, GatedModel, make_app, open_fork, ready, wait_for
 
 
 def hints(chat: ChatScreen) -> dict[str, str]:

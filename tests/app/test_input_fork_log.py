@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from app.screens.chat import ChatScreen
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
-from tests.app.test_fork_flow import open_fork, states
-
-
-def _chat(app: Any) -> ChatScreen:
-    chat = app.chat
-    assert isinstance(chat, ChatScreen)
-    return chat
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    chat_screen,
+    make_app,
+    open_fork,
+    ready,
+    states,
+    submit,
+    wait_for,
+)
 
 
 def on_screen(chat: ChatScreen, text: str) -> bool:
@@ -29,7 +31,7 @@ async def test_notices_and_command_output_show_in_the_fork_view(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         assert not chat.fork_log.display  # no fork: the transcript shows everything
         area = await open_fork(pilot, ["hold a", "hold b"])
         await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
@@ -60,7 +62,7 @@ async def test_the_log_strip_goes_away_with_the_fork(project: Path, gated: Gated
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["quick a", "quick b"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
         assert chat.fork_log.display

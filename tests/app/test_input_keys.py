@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from textual import events
 
-from app.screens.chat import ChatScreen
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready
-from tests.app.test_fork_flow import open_fork
-from tests.app.test_input_composer import burst, settle
-
-
-def _chat(app: Any) -> ChatScreen:
-    chat = app.chat
-    assert isinstance(chat, ChatScreen)
-    return chat
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    burst,
+    chat_screen,
+    make_app,
+    open_fork,
+    ready,
+    settle,
+)
 
 
 async def test_f_keys_and_ctrl_page_keys_switch_branches(project: Path, gated: GatedModel) -> None:
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         area = await open_fork(pilot, ["quick a", "quick b", "quick c"])
         await pilot.press("f2")
         assert area.active_label == "b"
@@ -45,7 +44,7 @@ async def test_alt_digits_sent_as_esc_prefix_jump_during_a_fork_only(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         burst(app, "¡")  # no fork: a character like any other
         await settle(pilot)
         assert chat.input.value == "¡"
@@ -67,7 +66,7 @@ async def test_typing_after_clicking_a_tab_goes_to_the_composer(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         area = await open_fork(pilot, ["quick a", "quick b"])
         await pilot.click(area.tabs.chip("b"))
         await settle(pilot)

@@ -19,16 +19,17 @@ async def test_busy_shows_what_is_awaited_with_elapsed_seconds(project: Path) ->
         release = asyncio.Event()
 
         async def wait_long() -> None:
-            with chat.busy("asking the judge…"):
+            with chat.busy("asking the judge"):
                 await release.wait()
 
         task = asyncio.create_task(wait_long())
         await wait_for(
             pilot,
-            lambda: "asking the judge… 1 s" in chat.status.text,
+            lambda: "asking the judge… 1." in chat.status.text,
             what=lambda: chat.status.text,
         )
         release.set()
         await task
         await pilot.pause()
         assert "asking the judge" not in chat.status.text
+        assert app.session.busy_label is None

@@ -6,8 +6,16 @@ from pathlib import Path
 
 from app.modals.confirm import ConfirmModal
 from branching_core.fork import list_open_forks
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
-from tests.app.test_fork_flow import open_fork, states
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    make_app,
+    open_fork,
+    ready,
+    states,
+    submit,
+    wait_for,
+)
 
 
 async def test_ctrl_q_with_running_branches_asks_and_enter_keeps_running(

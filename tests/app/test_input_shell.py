@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
-from app.screens.chat import ChatScreen
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
-from tests.app.test_fork_flow import open_fork, states
-
-
-def _chat(app: Any) -> ChatScreen:
-    chat = app.chat
-    assert isinstance(chat, ChatScreen)
-    return chat
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    chat_screen,
+    make_app,
+    open_fork,
+    ready,
+    states,
+    submit,
+    wait_for,
+)
 
 
 async def test_shell_on_a_branch_tab_runs_in_that_branch_only(
@@ -23,7 +24,7 @@ async def test_shell_on_a_branch_tab_runs_in_that_branch_only(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         area = await open_fork(pilot, ["quick a", "quick b"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
         area.select("b")
@@ -45,7 +46,7 @@ async def test_shell_on_the_overview_is_refused(project: Path, gated: GatedModel
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await open_fork(pilot, ["quick a", "quick b"])
         await submit(pilot, "!echo trap > trap.txt")
         assert "pick a branch tab" in chat.last_notice
@@ -57,7 +58,7 @@ async def test_a_backgrounded_child_does_not_hold_the_command(project: Path) -> 
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         started = time.monotonic()
         await submit(pilot, "!sleep 30 & echo started")
         await wait_for(
@@ -73,7 +74,7 @@ async def test_esc_stops_a_running_shell_command(project: Path) -> None:
     app = make_app(project)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
+        chat = chat_screen(app)
         await submit(pilot, "!echo begun; sleep 40; echo never > never.txt")
         await wait_for(pilot, lambda: chat.shell_task is not None, what="the command started")
         await wait_for(pilot, lambda: "running" in chat.status.text, what=lambda: chat.status.text)

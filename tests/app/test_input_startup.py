@@ -9,8 +9,7 @@ from typing import Any
 from app.forkdeck_app import ForkdeckApp
 from app.screens.chat import ChatScreen
 from app.session import ChatSession, StartupNotice
-from tests.app.conftest import TERMINAL, GatedModel, ready, wait_for
-from tests.app.test_input_composer import burst, settle, typed
+from tests.app.conftest import TERMINAL, GatedModel, burst, ready, settle, typed, wait_for
 
 
 class SlowStart(ChatSession):

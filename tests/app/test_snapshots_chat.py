@@ -11,7 +11,7 @@ from typing import Any
 
 from app.forkdeck_app import ForkdeckApp
 from app.session import ChatSession
-from tests.app.conftest import ready
+from tests.app.conftest import open_fork, ready, states
 
 SIZE = (110, 30)
 
@@ -56,7 +56,6 @@ def test_chat_composer_multiline(project: Path, snap_compare: Any) -> None:
 def test_fork_view_with_the_log_strip(project: Path, snap_compare: Any) -> None:
     """Two finished offline branches, branch a in front, /tokens and a !cmd in the strip."""
     from tests.app.conftest import submit, wait_for
-    from tests.app.test_fork_flow import open_fork, states
 
     async def fork(pilot: Any) -> None:
         await _settled(pilot)

@@ -5,42 +5,24 @@ forks two branches that reach the same server, and quits cleanly. A second run w
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
-import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.app.test_e2e_tmux import REPO, Terminal
 from tests.support.openai_server import Reply, ScriptedServer
-from tests.support.tmux import kill_server
+from tests.support.tmux import Terminal, forkdeck_terminal
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
-def start(tmp_path: Path, *args: str) -> tuple[Terminal, Path]:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir(exist_ok=True)
-    (workspace / "README.txt").write_text("hello\n")
-    term = Terminal(f"models-e2e-{uuid.uuid4().hex[:8]}", "forkdeck")
-    env = {
-        "FORKDECK_STORE": os.environ["FORKDECK_STORE"],
-        "PYTHONPATH": str(REPO),
-        "TERM": "xterm-256color",
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(tmp_path),
-    }
-    exports = " ".join(f"{k}='{v}'" for k, v in env.items())
-    quoted = " ".join(f"'{a}'" for a in args)
-    command = (
-        f"cd '{workspace}' && env -i {exports} '{sys.executable}' -m app.entry . {quoted}; "
-        "echo FORKDECK-EXIT=$?; sleep 60"
-    )
-    term.tmux("new-session", "-d", "-s", term.name, "-x", "160", "-y", "48", command)
-    return term, workspace
+@contextlib.contextmanager
+def start(tmp_path: Path, *args: str) -> Iterator[Terminal]:
+    with forkdeck_terminal(tmp_path, "models-e2e") as term:
+        term.start(*args)
+        yield term
 
 
 @pytest.fixture
@@ -53,14 +35,11 @@ def tui_server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-def test_tui_chats_and_forks_on_a_local_server(
-    tmp_path: Path, tui_server: ScriptedServer
-) -> None:
+def test_tui_chats_and_forks_on_a_local_server(tmp_path: Path, tui_server: ScriptedServer) -> None:
     config = tmp_path / "workspace" / ".pydantic-deep" / "config.toml"
     config.parent.mkdir(parents=True)
     config.write_text("[model]\nmax_concurrent_requests = 1\n")
-    term, _ = start(tmp_path, "--model", f"openai-compatible:scripted-model@{tui_server.url}")
-    try:
+    with start(tmp_path, "--model", f"openai-compatible:scripted-model@{tui_server.url}") as term:
         term.wait_for(lambda s: "scripted-model @" in s, "start-up on the server model")
         term.type("hello there")
         term.key("Enter")
@@ -82,13 +61,10 @@ def test_tui_chats_and_forks_on_a_local_server(
         term.type("/quit")
         term.key("Enter")
         term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
-    finally:
-        kill_server(term.socket)
 
 
 def test_tui_without_a_key_starts_offline_and_says_why(tmp_path: Path) -> None:
-    term, _ = start(tmp_path, "--model", "openai:gpt-6-luna")
-    try:
+    with start(tmp_path, "--model", "openai:gpt-6-luna") as term:
         screen = term.wait_for(lambda s: "offline (scripted, no LLM)" in s, "offline start-up")
         term.wait_for(lambda s: "OPENAI_API_KEY" in s, "the reason")
         term.type("ls")
@@ -98,5 +74,3 @@ def test_tui_without_a_key_starts_offline_and_says_why(tmp_path: Path) -> None:
         term.type("/quit")
         term.key("Enter")
         term.wait_for(lambda s: "FORKDECK-EXIT=0" in s, "a clean exit")
-    finally:
-        kill_server(term.socket)

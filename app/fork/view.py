@@ -1,0 +1,91 @@
+"""The fork view on the chat screen: tabs and panels in place of the transcript, the badge
+on top, the log strip under them, and the status line kept up to date while branches run.
+
+Why apart from the flows that open and close it: a fork is shown by three paths (a new
+fork, a recovered one, a merge that was refused) and hidden by two (merge, abort); each
+calls :meth:`ForkView.open` / :meth:`ForkView.close` and nothing else touches the widgets.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from app.widgets.edit_notices import EDIT_EVENTS, edit_notice
+
+if TYPE_CHECKING:
+    from app.screens.chat import ChatScreen
+
+ALT_DIGIT_GLYPH_KEYS = (
+    "inverted_exclamation_mark",
+    "trade_mark_sign",
+    "pound_sign",
+    "cent_sign",
+    "infinity",
+    "section_sign",
+    "pilcrow_sign",
+    "bullet",
+    "ª",
+)
+"""What alt+1..alt+9 arrive as. Terminals that send Alt as an ESC prefix (tmux, screen,
+xterm, the VS Code terminal) send ``ESC 1``; Textual's parser maps that to ``¡`` (the
+macOS option+1 glyph, as WezTerm sends it), and macOS terminals type the glyph itself.
+While a fork is open these keys jump to branch N; otherwise they are typed as text."""
+
+
+def lazy(module: str, name: str) -> Any:
+    """``module.name``, imported on first use: the fork and merge UIs (and pydantic-ai behind
+    them) load only when a fork starts, which keeps the first frame fast."""
+    return getattr(importlib.import_module(module), name)
+
+
+class ForkView:
+    """Shows and hides ``screen``'s fork (``screen.fork_area`` is set while one is shown)."""
+
+    def __init__(self, screen: ChatScreen) -> None:
+        self.screen = screen
+        self._remove_listener: Callable[[], None] | None = None
+
+    async def open(self, coordinator: Any) -> None:
+        screen = self.screen
+        area_cls = lazy("app.widgets.fork_area", "ForkArea")
+        slot = screen.query_one("#fork-slot")
+        screen.fork_area = area_cls(coordinator, id="fork-area")
+        await slot.mount(screen.fork_area)
+        slot.display = True
+        screen.fork_log.clear()
+        screen.fork_log.display = True
+        screen.input.passthrough_keys = frozenset(ALT_DIGIT_GLYPH_KEYS)
+        screen.messages.display = False
+        screen.fork_badge.set_coordinator(coordinator)
+        self._remove_listener = coordinator.add_listener(self._on_fork_event)
+        screen.refresh_status()
+        screen.input.focus()
+
+    def close(self) -> None:
+        screen = self.screen
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
+        if screen.fork_area is not None:
+            screen.fork_area.remove()
+            screen.fork_area = None
+        screen.query_one("#fork-slot").display = False
+        screen.fork_log.display = False
+        screen.input.passthrough_keys = frozenset()
+        screen.messages.display = True
+        screen.fork_badge.set_coordinator(None)
+        screen.refresh_status()
+
+    def _on_fork_event(self, event: Any) -> None:
+        # Runs inside the coordinator's publish: only cheap work here.
+        # Called for every streamed token of every branch: the cheap name test comes first;
+        # not attached means the app is shutting down while branches still report.
+        watched = ("BranchCostUpdated", "BranchStateChanged")
+        if type(event).__name__ in watched and self.screen.is_attached:
+            self.screen.refresh_status()
+        elif type(event).__name__ in EDIT_EVENTS and self.screen.is_attached:
+            line = edit_notice(event)  # the user's own edits in a branch's mirror (17.2)
+            if line is not None:
+                self.screen.notice(*line)

@@ -1,0 +1,18 @@
+"""The handler of ``/merge`` (declared in ``app.command_registry``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.merge.screen_flow import start_merge
+
+if TYPE_CHECKING:
+    from app.commands import Slash
+    from app.screens.chat import ChatScreen
+
+
+def merge(screen: ChatScreen, command: Slash) -> None:
+    if not screen.session.fork_active:
+        screen.notice("no fork is open: /fork first", "warning")
+        return
+    start_merge(screen)

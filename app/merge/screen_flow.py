@@ -1,0 +1,97 @@
+"""The merge workflow on the chat screen: its questions as the acceptance modal and the
+merge picker, and what the screen does after a merge (fork view closed, the winner's turns
+appended to the transcript, the summary notice, the chat saved for ``--resume``).
+
+Why apart from ``workflow``: this is the only part that needs a mounted screen.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from app.fork.view import lazy
+from app.merge.outcome import merge_summary
+from app.merge.workflow import MergeWorkflow
+
+if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
+    from app.screens.chat import ChatScreen
+    from branching_core.fork import MergeResult
+
+
+class ScreenMergeUI:
+    """:class:`app.merge.workflow.MergeUI` on ``screen``: modals and notices."""
+
+    def __init__(self, screen: ChatScreen) -> None:
+        self.screen = screen
+
+    def notice(self, text: str, severity: SeverityLevel = "information") -> None:
+        self.screen.notice(text, severity)
+
+    async def accept(self, outcome: Any) -> str | None:
+        """The acceptance modal (it also handles ``d`` for the diff)."""
+        modal_cls = lazy("app.widgets.merge_acceptance", "MergeAcceptanceModal")
+        session = self.screen.session
+        coordinator = session.coordinator
+        statuses = coordinator.inspect_branches() if coordinator is not None else []
+        return await self.screen.app.push_screen_wait(
+            modal_cls(
+                outcome,
+                statuses=statuses,
+                paths=session.diff_paths(),
+                difftool=session.settings.difftool,
+            )
+        )
+
+    async def pick(
+        self, report: Any, statuses: list[Any], *, preselect: str | None, subtitle: str | None
+    ) -> Any:
+        picker_cls = lazy("app.modals.merge_picker", "MergePickerModal")
+        session = self.screen.session
+        detected = await lazy("app.review.detected_tests", "session_tests")(session)  # 17.4
+        return await self.screen.app.push_screen_wait(
+            picker_cls(
+                report,
+                statuses,
+                difftool=session.settings.difftool,
+                paths=session.diff_paths(),  # the fork's live mirror (issue 13.6)
+                preselect=preselect,
+                subtitle=subtitle,
+                coordinator=session.coordinator,  # live columns, "s" stop+merge (13.11, 13.10)
+                branch_tests=session.branch_tests,
+                test_command=session.settings.test_command,
+                combiner=lazy("app.review.combine_flow", "live_combiner")(session),  # 17.1
+                detected_tests=detected,
+            )
+        )
+
+
+def workflow(screen: ChatScreen) -> MergeWorkflow:
+    return MergeWorkflow(screen.session, ScreenMergeUI(screen))
+
+
+def start_merge(screen: ChatScreen) -> None:
+    """``/merge``: the workflow in a worker (its modals wait for the user)."""
+    screen.run_worker(_merge(screen), group="merge", exclusive=True)
+
+
+async def _merge(screen: ChatScreen) -> None:
+    result = await workflow(screen).run()
+    if result is not None:
+        await after_merge(screen, result)
+
+
+async def apply_merge(screen: ChatScreen, action: str) -> None:
+    """Merge as ``action`` says without asking (a recovered fork's chosen branch)."""
+    result = await workflow(screen).apply(action)
+    if result is not None:
+        await after_merge(screen, result)
+
+
+async def after_merge(screen: ChatScreen, result: MergeResult) -> None:
+    screen.fork_view.close()
+    screen.turns.save_history()
+    # Append the winner's new turns: notices and command output stay (issue 13.12).
+    screen.messages.append_history(screen.session.merged_messages)
+    screen.notice(*merge_summary(result))
