@@ -16,9 +16,8 @@ from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.widgets.merge_diff import DiffPaths
 from branching_core.fork.mirror.materializer import _branch_held
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, wait_for
+from tests.app.conftest import TERMINAL, GatedModel, make_app, open_fork, ready, wait_for
 from tests.app.fixtures_merge import ScreenHost, run_fork
-from tests.app.test_fork_flow import open_fork
 from tests.fork.test_mirror import aeventually, read
 
 SIZE = (140, 40)

@@ -10,8 +10,17 @@ import pytest
 from app.modals.merge_picker import MergePickerModal
 from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
-from tests.app.test_fork_flow import _chat, open_fork, states
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    make_app,
+    open_fork,
+    ready,
+    states,
+    submit,
+    wait_for,
+)
+from tests.app.conftest import chat_screen as _chat
 
 
 async def test_combined_merge_from_fork_diff_reaches_the_chat(

@@ -14,8 +14,8 @@ from app.modals.fork_picker import ForkPickerModal
 from app.review.fork_estimate import RowValues, lenient_specs
 from branching_core.fork.estimate import estimate_fork
 from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
+from tests.app.conftest import chat_screen as _chat
 from tests.app.fixtures_merge import ScreenHost
-from tests.app.test_fork_flow import _chat
 
 PRICED = "anthropic:claude-sonnet-4-5"
 

@@ -13,8 +13,17 @@ from pydantic_ai.models.test import TestModel
 from app.modals.merge_picker import MergePickerModal
 from app.widgets.merge_acceptance import MergeAcceptanceModal
 from branching_core.review.judge_log import judge_agreement, read_judge_log
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
-from tests.app.test_fork_flow import _chat, open_fork, states
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    make_app,
+    open_fork,
+    ready,
+    states,
+    submit,
+    wait_for,
+)
+from tests.app.conftest import chat_screen as _chat
 
 
 def _app(project: Path, gated: GatedModel, threshold: float) -> object:
