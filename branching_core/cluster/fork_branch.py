@@ -13,6 +13,8 @@ workspace ``Branch``:
   ``sync()`` whenever something reads it: ``changes()`` (the diff report, the merge,
   ``file_changes``), or after every tool call that writes when ``live_view`` is on (the
   on-disk mirror follows the view);
+* ``branch(name)``: a local child of the refreshed view (where the judge's branch tests
+  run, on this machine);
 * ``commit()``: pulls the delta and lands it through the normal journaled commit with
   the conflict check against the snapshot (``delta.apply``): a path changed in the parent
   since the fork and by the branch is a ``ConflictError`` naming it, nothing applied (the
@@ -151,6 +153,12 @@ class RemoteForkBranch:
             modified=sorted(p for p in written if p in manifest),
             deleted=sorted(p for p in delta.deleted if p not in written),
         )
+
+    def branch(self, name: str, **options: Any) -> Any:
+        """A local child of the up-to-date view (e.g. a scratch copy the judge runs a
+        branch's tests in, on this machine)."""
+        self.sync()
+        return self._view.branch(name, **{"on_success": None, "on_error": None, **options})
 
     def commit(self) -> None:
         """Land the branch's delta in the parent (journaled, all or nothing); a conflict

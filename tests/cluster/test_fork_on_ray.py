@@ -151,15 +151,17 @@ class BranchModel:
         return ModelResponse([TextPart(f"done {label}\n{listing}")])
 
 
-async def _run_fork(ws: Workspace, runner: RayRunner | None) -> tuple[ForkCoordinator, Any]:
+async def _run_fork(ws: Workspace, runner: RayRunner | None,
+                    labels: str = "abc") -> tuple[ForkCoordinator, Any]:
     script = BranchModel()
     coord = ForkCoordinator(Agent(script.model), workspace=ws, runner=runner)
-    await coord.fork([BranchSpec("a", "go a"), BranchSpec("b", "go b"),
-                      BranchSpec("c", "go c")], parent_history=[])
-    assert coord.steer("b", STEER) in (True, False)
+    await coord.fork([BranchSpec(label, f"go {label}") for label in labels], parent_history=[])
+    if "b" in labels:
+        coord.steer("b", STEER)
     script.steer_sent.set()
     statuses = await coord.wait(timeout=120)
-    assert [s.state for s in statuses] == ["done"] * 3, [(s.label, s.error) for s in statuses]
+    assert [s.state for s in statuses] == ["done"] * len(labels), [
+        (s.label, s.error) for s in statuses]
     return coord, script
 
 
@@ -195,6 +197,11 @@ async def test_three_branches_on_actors_stay_isolated_and_the_winner_lands_exact
     touched = {e.path: set(e.touched_by) for e in report.paths if e.touched_by}
     assert touched["steered.txt"] == {branches["b"].branch_id}
     assert touched["a.out"] == {branches["a"].branch_id}
+
+    # a scratch child of a branch (where the judge runs branch tests) holds its files
+    scratch = remote["a"].branch("scratch")
+    assert (Path(scratch.path) / "cmd-a.txt").read_text() == "cmd-a\n"
+    scratch.abort()
 
     result = await coord.merge_or_select("pick:b")
     assert result.conflicts == [] and result.errors == []
@@ -233,7 +240,7 @@ async def test_a_parent_change_since_the_fork_is_a_conflict_left_alone(
     cluster: dict[str, Any], tmp_path: Path,
 ) -> None:
     ws = Workspace(make_tree(tmp_path / "ws"))
-    coord, _ = await _run_fork(ws, RayRunner(cache_bytes=CACHE_BYTES))
+    coord, _ = await _run_fork(ws, RayRunner(cache_bytes=CACHE_BYTES), labels="a")
     (Path(ws.path) / "a.out").write_text("the parent moved on\n")  # branch a wrote it too
     result = await coord.merge_or_select("pick:a")
     assert result.conflicts == ["a.out"]
@@ -242,6 +249,43 @@ async def test_a_parent_change_since_the_fork_is_a_conflict_left_alone(
     await coord.aclose()
     assert _wait_no_branch_actors() == []
     ws.close()
+
+
+async def test_the_mirror_follows_branches_on_actors(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    script = BranchModel()
+    coord = ForkCoordinator(Agent(script.model), workspace=ws, materialize=True,
+                            runner=RayRunner(cache_bytes=CACHE_BYTES))
+    await coord.fork([BranchSpec("a", "go a"), BranchSpec("b", "go b")], parent_history=[])
+    coord.steer("b", STEER)
+    script.steer_sent.set()
+    await coord.wait(timeout=120)
+    mat = coord.mirror_hook.materializer
+    assert mat is not None
+    want = {("a", "a.out"): "from a\n", ("a", "cmd-a.txt"): "cmd-a\n",
+            ("b", "steered.txt"): "b read the steer\n"}
+    end = time.monotonic() + 20
+    seen: dict[tuple[str, str], str | None] = {}
+    while time.monotonic() < end:
+        seen = {k: _read(mat.branch_path(*k)) for k in want}
+        if seen == want:
+            break
+        await asyncio.sleep(0.1)
+    assert seen == want
+    assert _read(mat.branch_path("b", "a.out")) is None  # a sibling's file is not b's
+    await coord.merge_or_select("abort")
+    await coord.aclose()
+    assert _wait_no_branch_actors() == []
+    ws.close()
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
 
 
 async def test_a_dead_actor_fails_its_branch_and_recovery_reports_it_lost(
@@ -259,6 +303,7 @@ async def test_a_dead_actor_fails_its_branch_and_recovery_reports_it_lost(
     [status] = await coord.wait(timeout=60)
     assert status.state == "failed"
     assert status.error is not None and "Ray actor" in status.error
+    assert _leftovers(cluster)["mounts"] == []  # the killed actor's overlay went with it
 
     # What a restarted driver finds: the branch is lost, never a half-merged state.
     recovered = ForkCoordinator.recover(Workspace(ws.path), Agent(script.model))
