@@ -28,6 +28,7 @@ run ends ``failed`` with that reason; nothing is retried behind the model's back
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import Sequence
@@ -113,15 +114,21 @@ class RemoteForkBranch:
         """Run ``tool`` on the node; a failure the tool reports is raised here as is."""
         actor = self._require_actor()
         self.stats["tool_calls"] += 1
+        ref = actor.call.remote(tool, kwargs)
         try:
-            ok, value = await actor.call.remote(tool, kwargs)
+            ok, value = await ref
         except self._ray.exceptions.RayError as exc:
             raise self._lost(exc) from None
+        except asyncio.CancelledError:
+            # The branch was terminated mid-call: cancel the call on the node too (the
+            # actor's coroutine is cancelled, so a sandboxed command is killed there, as a
+            # cancelled local call kills it here).
+            with contextlib.suppress(Exception):
+                self._ray.cancel(ref)
+            raise
         if not ok:
             raise value
         if self.live_view and tool in WRITING_TOOLS:
-            import asyncio
-
             await asyncio.to_thread(self.sync)
         return value
 

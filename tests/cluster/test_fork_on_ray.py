@@ -288,6 +288,48 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _sleepers(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == (
+                    f"sleep\0{marker}\0".encode()):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+async def test_terminating_a_branch_kills_its_command_on_the_node(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    marker = "61.25"  # a sleep nobody else runs
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not _tool_results(messages):
+            return ModelResponse([ToolCallPart("run_command", {"command": f"sleep {marker}"})])
+        return ModelResponse([TextPart("done")])
+
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    coord = ForkCoordinator(Agent(FunctionModel(respond)), workspace=ws,
+                            runner=RayRunner(cache_bytes=CACHE_BYTES))
+    await coord.fork([BranchSpec("s", "sleep")], parent_history=[])
+    end = time.monotonic() + 60
+    while not _sleepers(marker) and time.monotonic() < end:
+        await asyncio.sleep(0.1)
+    assert _sleepers(marker), "the command never started on its node"
+    status = await coord.terminate_branch("s")
+    assert status.state == "terminated"
+    end = time.monotonic() + 10
+    while _sleepers(marker) and time.monotonic() < end:
+        await asyncio.sleep(0.1)
+    assert _sleepers(marker) == [], "the branch's command outlived its termination"
+    assert len(_branch_actors()) == 1  # killed the command, not the branch
+    await coord.aclose()
+    assert _wait_no_branch_actors() == []
+    ws.close()
+
+
 async def test_a_dead_actor_fails_its_branch_and_recovery_reports_it_lost(
     cluster: dict[str, Any], tmp_path: Path,
 ) -> None:
