@@ -288,6 +288,38 @@ def _read(path: Path) -> str | None:
         return None
 
 
+async def test_an_approved_command_runs_on_the_node_and_a_denied_one_never_does(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        label = current_branch().runtime.label  # type: ignore[union-attr]
+        results = _tool_results(messages)
+        if not results:
+            return ModelResponse([ToolCallPart("run_command", {
+                "command": f"echo ran > ran-{label}.txt"})])
+        return ModelResponse([TextPart(f"{label}: {results[0].content}")])
+
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    coord = ForkCoordinator(Agent(FunctionModel(respond)), workspace=ws,
+                            approval_required=["run_command"],
+                            runner=RayRunner(cache_bytes=CACHE_BYTES))
+    await coord.fork([BranchSpec("yes", "y"), BranchSpec("no", "n")], parent_history=[])
+    statuses = await coord.wait(timeout=120)
+    assert [s.state for s in statuses] == ["awaiting_approval"] * 2
+    assert coord.file_changes("yes") == [] and coord.file_changes("no") == []
+    for label, ok in (("yes", True), ("no", False)):
+        [call] = coord.pending_approvals(label)
+        await (await coord.approve(label, {call.tool_call_id: ok}))
+    assert [c.path for c in coord.file_changes("yes")] == ["ran-yes.txt"]
+    assert coord.file_changes("no") == []
+    assert coord.get_branch("no").state == "done"
+    await coord.merge_or_select("pick:yes")
+    assert (Path(ws.path) / "ran-yes.txt").read_text() == "ran\n"
+    await coord.aclose()
+    assert _wait_no_branch_actors() == []
+    ws.close()
+
+
 def _sleepers(marker: str) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():
