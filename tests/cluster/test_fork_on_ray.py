@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,11 @@ from branching_core.cluster import RayRunner, RemoteForkBranch  # noqa: E402
 from branching_core.cluster.fork_branch import ACTOR_PREFIX  # noqa: E402
 from branching_core.fork import BranchSpec, current_branch  # noqa: E402
 from branching_core.fork.branch_files import HOSTED_LOST  # noqa: E402
-from branching_core.live import ForkCoordinator  # noqa: E402
+from branching_core.fork.options import ForkOptions  # noqa: E402
+from branching_core.live import ForkCoordinator, LiveForkCapability  # noqa: E402
 from branching_core.workspace import Workspace  # noqa: E402
 from tests.cluster.helpers import make_tree, tree_state  # noqa: E402
+from tests.fork.helpers import Scripted, call  # noqa: E402
 
 OBJECT_STORE = 100 << 20
 CACHE_BYTES = 64 << 20
@@ -316,6 +319,33 @@ async def test_an_approved_command_runs_on_the_node_and_a_denied_one_never_does(
     await coord.merge_or_select("pick:yes")
     assert (Path(ws.path) / "ran-yes.txt").read_text() == "ran\n"
     await coord.aclose()
+    assert _wait_no_branch_actors() == []
+    ws.close()
+
+
+async def test_an_agent_forks_itself_onto_the_cluster_through_the_capability(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    @dataclass
+    class Deps:
+        fork_coordinator: Any = None
+
+    s = Scripted({
+        "P": [call("fork_run", specs=[{"label": "x", "steer": "X"}]),
+              call("wait_branches", timeout=60), call("merge_or_select", action="pick:x")],
+        "X": [call("write_file", path="x.out", content="x"),
+              call("run_command", command="echo hi > x.cmd")],
+    })
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    cap = LiveForkCapability(workspace=ws, options=ForkOptions(
+        runner=RayRunner(cache_bytes=CACHE_BYTES)))
+    deps = Deps()
+    result = await Agent(s.model, capabilities=[cap]).run("P", deps=deps)
+    assert result.output == "P: finished"
+    # the branch's tools ran on its actor: what its view here never held landed on merge
+    assert (Path(ws.path) / "x.out").read_text() == "x"
+    assert (Path(ws.path) / "x.cmd").read_text() == "hi\n"
+    assert deps.fork_coordinator.is_resolved
     assert _wait_no_branch_actors() == []
     ws.close()
 
