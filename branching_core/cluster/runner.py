@@ -238,7 +238,12 @@ class RemoteHandle:
         threading.Thread(target=self._force_after_grace, daemon=True).start()
 
     def _force_after_grace(self) -> None:
-        ready, _ = self._ray.wait([self.ref], timeout=self.session.runner.kill_grace)
+        try:
+            ready, _ = self._ray.wait([self.ref], timeout=self.session.runner.kill_grace)
+        except (Exception, SystemExit):
+            # Ray was shut down meanwhile (its wait then raises SystemExit in this thread):
+            # every task of this driver is gone with it, nothing is left to force.
+            return
         if not ready:
             self.session.forced += 1
             try:
