@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,9 +48,10 @@ class BranchHost:
             self._held.release()
             raise
 
-    async def ready(self) -> tuple[str, bool]:
-        """Where the branch lives, and whether this actor built the node's snapshot copy."""
-        return self.node_id, self._held.materialised
+    async def ready(self) -> tuple[str, bool, int]:
+        """Where the branch lives, whether this actor built the node's snapshot copy, and
+        the actor's process id on its node."""
+        return self.node_id, self._held.materialised, os.getpid()
 
     async def call(self, tool: str, kwargs: dict[str, Any]) -> tuple[bool, Any]:
         """Run one tool: ``(True, text)``, or ``(False, exception)`` for the driver to raise

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic_ai import ToolFailed
+
 from branching_core.cluster import delta as delta_mod
 from branching_core.cluster.fork_actor import BranchHost, MakeTools
 from branching_core.cluster.snapshot import Snapshot
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from branching_core.cluster.runner import RayRunner
 
 WRITING_TOOLS = frozenset({"write_file", "edit_file", "delete_file", "run_command"})
+UNREACHABLE_AFTER = 60.0
+"""Seconds a branch's actor may stay unreachable before the branch is given up as lost."""
 CLOSE_WITHIN = 15.0
 """Seconds an actor gets to abort its branch before it is killed regardless."""
 ACTOR_PREFIX = "forkdeck-branch:"
@@ -81,6 +85,8 @@ class RemoteForkBranch:
         self._delta = delta_mod.Delta()
         self._node: str | None = None
         self.materialised = False
+        self.worker_pid: int | None = None
+        """The actor's process id on its node (known once ``cluster_node_id`` is)."""
         self._state = "open"
         self.stats = {"tool_calls": 0, "syncs": 0}
         try:
@@ -106,8 +112,8 @@ class RemoteForkBranch:
         """The node the branch's files live on (waits for the actor to start)."""
         if self._node is None and self._actor is not None:
             with contextlib.suppress(Exception):
-                self._node, self.materialised = self._ray.get(self._actor.ready.remote(),
-                                                              timeout=120)
+                self._node, self.materialised, self.worker_pid = self._ray.get(
+                    self._actor.ready.remote(), timeout=120)
         return self._node
 
     async def call_tool(self, tool: str, kwargs: dict[str, Any]) -> Any:
@@ -115,9 +121,19 @@ class RemoteForkBranch:
         actor = self._require_actor()
         self.stats["tool_calls"] += 1
         ref = actor.call.remote(tool, kwargs)
+        exceptions = self._ray.exceptions
         try:
             ok, value = await ref
-        except self._ray.exceptions.RayError as exc:
+        except exceptions.ActorUnavailableError as exc:
+            # The call did not come back and may or may not have run. A dead node shows
+            # this way first; a network blip too. Tell them apart before saying either.
+            if await self._unreachable():
+                raise self._lost(exc) from None
+            raise ToolFailed(
+                f"{tool}: the call to this branch's node did not come back "
+                f"({type(exc).__name__}); it may or may not have run: check before repeating"
+            ) from None
+        except exceptions.RayError as exc:
             raise self._lost(exc) from None
         except asyncio.CancelledError:
             # The branch was terminated mid-call: cancel the call on the node too (the
@@ -188,12 +204,30 @@ class RemoteForkBranch:
             raise BranchLost(f"{self.name} is {self._state}: its actor is gone")
         return self._actor
 
+    async def _unreachable(self) -> bool:
+        """True when the actor is dead, or unanswering for ``UNREACHABLE_AFTER`` seconds."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + UNREACHABLE_AFTER
+        exceptions = self._ray.exceptions
+        while loop.time() < end:
+            actor = self._actor
+            if actor is None:
+                return True
+            try:
+                await asyncio.wait_for(actor.ready.remote(), timeout=max(0.1, end - loop.time()))
+                return False
+            except exceptions.ActorUnavailableError:
+                await asyncio.sleep(0.5)
+            except (exceptions.RayError, TimeoutError):
+                return True
+        return True
+
     def _lost(self, exc: BaseException) -> BranchLost:
         text = str(exc).strip().splitlines()
         first = text[0][:300] if text else type(exc).__name__
         where = f" on node {self._node}" if self._node else ""
-        return BranchLost(f"branch {self.name}: its Ray actor{where} died or cannot be "
-                          f"reached ({type(exc).__name__}: {first}); its files are lost")
+        return BranchLost(f"its files are lost: its Ray actor{where} died or cannot be "
+                          f"reached ({type(exc).__name__}: {first})")
 
     def _shutdown(self) -> None:
         """Abort the branch on its node, kill the actor, drop the local view (idempotent)."""

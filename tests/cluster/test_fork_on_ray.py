@@ -31,7 +31,7 @@ from pydantic_ai.messages import (  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from branching_core.cluster import RayRunner, RemoteForkBranch  # noqa: E402
+from branching_core.cluster import BranchLost, RayRunner, RemoteForkBranch  # noqa: E402
 from branching_core.cluster.fork_branch import ACTOR_PREFIX  # noqa: E402
 from branching_core.fork import BranchSpec, current_branch  # noqa: E402
 from branching_core.fork.branch_files import HOSTED_LOST  # noqa: E402
@@ -387,6 +387,39 @@ async def test_terminating_a_branch_kills_its_command_on_the_node(
         await asyncio.sleep(0.1)
     assert _sleepers(marker) == [], "the branch's command outlived its termination"
     assert len(_branch_actors()) == 1  # killed the command, not the branch
+    await coord.aclose()
+    assert _wait_no_branch_actors() == []
+    ws.close()
+
+
+async def test_a_node_dying_fails_the_branch_on_it_and_nothing_lands(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    c = cluster["cluster"]
+    doomed = c.add_node(num_cpus=1, resources={"doomed": 1}, object_store_memory=OBJECT_STORE,
+                        env_vars={"FORKDECK_RAY_CACHE": str(cluster["base"] / "cache-doomed")})
+    c.wait_for_nodes()
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    before = tree_state(ws.path)
+    script = BranchModel()  # branch b waits in its first request until steer_sent
+    # b's actor needs the doomed node's resource
+    on_doomed = RayRunner(cache_bytes=CACHE_BYTES, branch_resources={"CPU": 0, "doomed": 1})
+    coord = ForkCoordinator(Agent(script.model), workspace=ws, runner=on_doomed)
+    await coord.fork([BranchSpec("b", "go b")], parent_history=[])
+    [b] = coord.branches.values()
+    assert b.ws_branch.cluster_node_id == doomed.node_id
+    pid = b.ws_branch.worker_pid  # (every node of this test cluster is this machine)
+    c.remove_node(doomed, allow_graceful=False)
+    end = time.monotonic() + 30  # the actor's worker outlives its raylet for a moment
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
+        await asyncio.sleep(0.05)
+    script.steer_sent.set()  # b's first tool call now meets its dead node
+    [status] = await coord.wait(timeout=60)
+    assert status.state == "failed"
+    assert status.error is not None and status.error.startswith("BranchLost: its files are lost")
+    with pytest.raises(BranchLost):  # nothing to merge: refused, the workspace untouched
+        await coord.merge_or_select("pick:b")
+    assert tree_state(ws.path) == before
     await coord.aclose()
     assert _wait_no_branch_actors() == []
     ws.close()
