@@ -35,8 +35,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import ToolFailed
-
 from branching_core.cluster import delta as delta_mod
 from branching_core.cluster.fork_actor import BranchHost, MakeTools
 from branching_core.cluster.snapshot import Snapshot
@@ -129,6 +127,8 @@ class RemoteForkBranch:
             # this way first; a network blip too. Tell them apart before saying either.
             if await self._unreachable():
                 raise self._lost(exc) from None
+            from pydantic_ai import ToolFailed  # (the pattern runner never needs pydantic-ai)
+
             raise ToolFailed(
                 f"{tool}: the call to this branch's node did not come back "
                 f"({type(exc).__name__}); it may or may not have run: check before repeating"
