@@ -350,6 +350,25 @@ async def test_an_agent_forks_itself_onto_the_cluster_through_the_capability(
     ws.close()
 
 
+async def test_a_budget_stops_a_branch_before_its_tool_call_reaches_the_node(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    script = BranchModel()
+    script.steer_sent.set()
+    coord = ForkCoordinator(Agent(script.model), workspace=ws, price_fn=lambda _r: 0.01,
+                            runner=RayRunner(cache_bytes=CACHE_BYTES))
+    await coord.fork([BranchSpec("a", "go a", budget_usd=0.005),
+                      BranchSpec("c", "go c", budget_usd=1.0)], parent_history=[])
+    a, c = await coord.wait(timeout=120)
+    assert (a.state, c.state) == ("budget_exhausted", "done")
+    assert coord.file_changes("a") == []  # its first (priced) response's call never ran
+    assert {x.path for x in coord.file_changes("c")} == {"c.out", "cmd-c.txt"}
+    await coord.aclose()
+    assert _wait_no_branch_actors() == []
+    ws.close()
+
+
 def _sleepers(marker: str) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():
