@@ -23,11 +23,14 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from branching_core.cluster import delta as delta_mod
 from branching_core.cluster._ray import import_ray
+from branching_core.cluster.fork_actor import BranchHost, MakeTools
+from branching_core.cluster.fork_branch import RemoteForkBranch, open_fork_branches
 from branching_core.cluster.node_cache import DEFAULT_CACHE_BYTES
 from branching_core.cluster.snapshot import Snapshot, pack, take
 from branching_core.cluster.task import ShippedSnapshot, TaskReport, run_candidate, sweep_node
@@ -235,7 +238,12 @@ class RemoteHandle:
         threading.Thread(target=self._force_after_grace, daemon=True).start()
 
     def _force_after_grace(self) -> None:
-        ready, _ = self._ray.wait([self.ref], timeout=self.session.runner.kill_grace)
+        try:
+            ready, _ = self._ray.wait([self.ref], timeout=self.session.runner.kill_grace)
+        except (Exception, SystemExit):
+            # Ray was shut down meanwhile (its wait then raises SystemExit in this thread):
+            # every task of this driver is gone with it, nothing is left to force.
+            return
         if not ready:
             self.session.forced += 1
             try:
@@ -324,6 +332,9 @@ class RayRunner:
     ``locate_lost``: ask Ray's state API which node a killed or lost task ran on.
     ``timeout_margin``: how long past its ``timeout`` a task may run before the driver
     force-cancels it (the node normally kills the candidate at the timeout itself).
+    ``branch_resources``: what each fork branch's actor reserves (``ForkCoordinator(...,
+    runner=RayRunner())``); default none (``{"CPU": 0}``): a branch mostly waits for its
+    model, and a fork's branches must not queue behind each other for a CPU.
     """
 
     remote = True
@@ -341,6 +352,7 @@ class RayRunner:
         kill_grace: float = 1.0,
         locate_lost: bool = True,
         timeout_margin: float = 10.0,
+        branch_resources: dict[str, float] | None = None,
     ) -> None:
         self.ray = import_ray()
         if max_in_flight is not None and max_in_flight < 1:
@@ -357,8 +369,10 @@ class RayRunner:
         self.kill_grace = kill_grace
         self.locate_lost = locate_lost
         self.timeout_margin = timeout_margin
+        self.branch_resources = dict(branch_resources or {"CPU": 0})
         self.stats: Counter[str] = Counter()
         self._remote_fn: Any = None
+        self._actor_cls: Any = None
         self._shipped: tuple[str, Snapshot, ShippedSnapshot] | None = None
         self._lock = threading.Lock()
 
@@ -369,6 +383,22 @@ class RayRunner:
         session = _RaySession(self, parent, timeout, deadline)
         session.evaluate_fn = evaluate  # runs on the node, where the tree is
         return session
+
+    # -- fork branches (the fork layer's "branch files" port, fork/branch_files.py) -------
+    def open_fork_branches(self, parent: Any, names: Sequence[str], make_tools: MakeTools,
+                           *, live_view: bool = False) -> list[RemoteForkBranch]:
+        """One actor per fork branch, each owning that branch's files on a node
+        (``fork_branch``); ``make_tools(path)`` builds the branch's tools there."""
+        return open_fork_branches(self, parent, names, make_tools, live_view=live_view)
+
+    def branch_actor_class(self) -> Any:
+        if self._actor_cls is None:
+            self._actor_cls = self.ray.remote(max_restarts=0, max_task_retries=0)(BranchHost)
+        return self._actor_cls
+
+    def actor_options(self) -> dict[str, Any]:
+        """A branch actor's Ray options: ``branch_resources`` and the scheduling strategy."""
+        return self.task_options(self.branch_resources)
 
     # -- Ray plumbing ---------------------------------------------------------------------
     def connect(self) -> None:
@@ -384,8 +414,8 @@ class RayRunner:
             self._remote_fn = self.ray.remote(max_retries=0)(run_candidate)
         return self._remote_fn
 
-    def task_options(self) -> dict[str, Any]:
-        res = dict(self.resources)
+    def task_options(self, resources: dict[str, float] | None = None) -> dict[str, Any]:
+        res = dict(self.resources if resources is None else resources)
         opts: dict[str, Any] = {
             "num_cpus": res.pop("CPU", 1),
             "num_gpus": res.pop("GPU", 0),

@@ -56,7 +56,8 @@ class TaskReport:
     run_seconds: float = 0.0
 
 
-def _workspace(tree: Path, store: Path) -> Any:
+def workspace_on(tree: Path, store: Path) -> Any:
+    """The (per-process) ``Workspace`` opened on a cached snapshot tree."""
     from branching_core.workspace import Workspace
 
     with _WS_LOCK:
@@ -172,7 +173,7 @@ def run_candidate(
                    lambda i: ray.get(snap.packs[i]), snap.cache_bytes)
     report = TaskReport(node_id=node_id, materialised=held.materialised, outcome="ok")
     try:
-        ws = _workspace(held.tree, held.store)
+        ws = workspace_on(held.tree, held.store)
         branch = ws.branch(name, on_success=None, on_error=None)
         handle = None
         note = None
@@ -205,4 +206,4 @@ def run_candidate(
     return report
 
 
-__all__ = ["ShippedSnapshot", "TaskReport", "run_candidate", "sweep", "sweep_node"]
+__all__ = ["ShippedSnapshot", "TaskReport", "run_candidate", "sweep", "sweep_node", "workspace_on"]

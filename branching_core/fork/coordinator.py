@@ -46,6 +46,7 @@ from pydantic_ai.messages import ModelMessage
 from branching_core.agent.hub import EventHub
 from branching_core.fork import events as ev
 from branching_core.fork.approvals import Approvals, approval_predicate
+from branching_core.fork.branch_files import BranchFiles, branch_files_for
 from branching_core.fork.budget import PriceFn, default_price
 from branching_core.fork.checkpoints import CheckpointStore
 from branching_core.fork.history import copy_history, dumps_history
@@ -133,6 +134,11 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         self.save_errors: list[str] = []
         """Every failed save of fork state (each is also logged and set on its branch)."""
         self._writer = StateWriter(self.store, self._save_failed)
+        self.branch_files: BranchFiles = branch_files_for(
+            self.options.runner, command_runner=self.options.command_runner,
+            live_view=self.options.materialize,
+        )
+        """Where this fork's branch files live and how their tools reach them."""
         self._background: set[asyncio.Task[Any]] = set()
         # On-disk mirror for diff tools (fork/mirror/); nested coordinators inherit the
         # setting with their options.
@@ -300,11 +306,9 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
                 }
             )
             crash_point("fork:intent")
-            ws_branches = self.parent_node.branch_many(
+            ws_branches = self.branch_files.open(
+                self.parent_node,
                 [ws_name(spec.label, fork_id, i) for i, spec in enumerate(spec_list)],
-                on_success=None,
-                on_error=None,
-                durable=True,
             )
             try:
                 for index, (spec, ws_branch) in enumerate(zip(spec_list, ws_branches, strict=True)):

@@ -45,6 +45,9 @@ class ForkOptions:
     config.toml, default 20; see ``fork/retention.py`` for when file copies are dropped);
     ``review`` builds diff reports and runs the judge (``fork/review_port.py``; the public
     ``ForkCoordinator`` fills it with ``branching_core.review.ReviewService``).
+    ``runner`` is where branch files live: ``None`` (this machine) or a runner that hosts
+    them, e.g. ``branching_core.cluster.RayRunner()``: one Ray actor per branch on a worker
+    node, the model loops staying here (``fork/branch_files.py``).
     """
 
     max_branches: int = 10
@@ -63,6 +66,7 @@ class ForkOptions:
     keep_artifacts: bool = False
     keep_resolved: int | Literal["all", "settings"] = "settings"
     review: ForkReview | None = None
+    runner: Any = None
 
     @classmethod
     def build(cls, base: ForkOptions | None = None, **overrides: Any) -> ForkOptions:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
     from branching_core.fork import events as ev
+    from branching_core.fork.branch_files import BranchFiles
     from branching_core.fork.budget import PriceFn
     from branching_core.fork.checkpoints import CheckpointStore
     from branching_core.fork.coordinator import ForkCoordinator
@@ -48,6 +49,7 @@ class CoordinatorParts:
     recovery_errors: list[str]
     save_errors: list[str]
     mirror_hook: Any
+    branch_files: BranchFiles
     _handle: ForkHandle | None
     _branches: dict[str, BranchRuntime]
     _resolved: bool

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 from pydantic_ai.messages import ModelMessage
 
 from branching_core.atomicio import is_atomic_temp
+from branching_core.fork.branch_files import HOSTED_LOST, is_hosted_id
 from branching_core.fork.budget import UsageMeter
 from branching_core.fork.history import dumps_history, load_history
 from branching_core.fork.mirror import recover_mirrors
@@ -236,7 +237,11 @@ class Persistence(CoordinatorParts):
             if state == "running":
                 state, error = "terminated", INTERRUPTED
             ws_branch = None
-            if data.get("resolution") is None and data.get("workspace_branch_id"):
+            hosted = is_hosted_id(data.get("workspace_branch_id"))
+            if data.get("resolution") is None and hosted:
+                state, error = "failed", HOSTED_LOST
+                self.recovery_errors.append(f"{data['label']}: {HOSTED_LOST}")
+            elif data.get("resolution") is None and data.get("workspace_branch_id"):
                 try:
                     ws_branch = self.workspace.open_branch(data["workspace_branch_id"])
                 except Exception as exc:

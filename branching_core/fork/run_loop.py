@@ -92,13 +92,11 @@ class RunLoop(CoordinatorParts):
         if rt.spec.extra_instructions:
             kwargs["instructions"] = rt.spec.extra_instructions
         if self.provide_workspace_tools:
-            from branching_core.agent import create_workspace_toolset
-
-            if rt.path is None:
+            if rt.path is None or rt.ws_branch is None:
                 # a recovered branch whose workspace branch was lost: it has nothing to edit
                 raise RuntimeError(f"branch {rt.label} has no workspace (lost on recovery)")
 
-            toolset: Any = create_workspace_toolset(rt.path, command_runner=self.command_runner)
+            toolset: Any = self.branch_files.toolset(rt.ws_branch)
             if self.approval_required is not None:
                 needs = self.approval_required
                 toolset = toolset.approval_required(

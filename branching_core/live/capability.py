@@ -205,9 +205,16 @@ class LiveForkCapability(AbstractCapability[Any]):
         if self.include_workspace_tools and root is not None and Path(root).is_dir():
             from branching_core.agent import create_workspace_toolset
 
-            toolset: Any = create_workspace_toolset(
-                root, command_runner=self.command_runner, command_timeout=self.command_timeout
-            )
+            bctx = self._branch
+            if bctx is not None and bctx.runtime.ws_branch is not None:
+                # a branch run: its tools act wherever its coordinator keeps its files
+                toolset: Any = bctx.coordinator.branch_files.toolset(
+                    bctx.runtime.ws_branch, command_timeout=self.command_timeout
+                )
+            else:
+                toolset = create_workspace_toolset(
+                    root, command_runner=self.command_runner, command_timeout=self.command_timeout
+                )
             needs = self._branch.coordinator.approval_required if self._branch else None
             if needs is not None:  # a branch run: its coordinator's approvals apply
                 toolset = toolset.approval_required(
