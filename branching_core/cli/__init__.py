@@ -10,6 +10,7 @@ stderr; ``{"error": ...}`` with ``--json``), 130 after Ctrl-C (every branch abor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -59,7 +60,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.cmd = cmd
         if cmd and args.command in ("speculate", "status", "models"):
             raise UsageError(f"{args.command} takes no -- CMD")
-        return int(args.handler(args))
+        if not json_mode:
+            return int(args.handler(args))
+        # --json: stdout carries the one result object only. Libraries that print while a
+        # command runs (Ray's driver prints cluster errors such as "node marked dead" to
+        # sys.stdout) are sent to stderr; emit() writes to the stdout saved here.
+        args.json_out = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return int(args.handler(args))
     except UsageError as exc:
         error(json_mode, str(exc))
         return 2

@@ -61,10 +61,12 @@ def require_cmd(args: argparse.Namespace) -> list[str]:
 def emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
     """The result: JSON on stdout with ``--json``, else human text."""
     if args.json:
-        sys.stdout.write(json.dumps(data) + "\n")
+        out = getattr(args, "json_out", sys.stdout)  # main() keeps stdout for this line only
+        out.write(json.dumps(data) + "\n")
+        out.flush()
     else:
         sys.stdout.write(text.rstrip("\n") + "\n")
-    sys.stdout.flush()
+        sys.stdout.flush()
 
 
 def error(json_mode: bool, message: str) -> None:
