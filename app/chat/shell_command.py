@@ -45,6 +45,12 @@ def branch_target(coordinator: Any, label: str) -> ShellTarget:
     runtime = coordinator.get_branch(label)
     if runtime.path is None or runtime.ws_branch is None:
         raise ValueError(f"branch {label} has no workspace any more (merged or discarded)")
+    from branching_core.fork.branch_files import is_hosted_id
+
+    if is_hosted_id(getattr(runtime.ws_branch, "id", None)):
+        # Its files live in a Ray actor on a node; the local directory is a read-only copy,
+        # and a command's writes there would never reach the branch (lost at merge).
+        raise ValueError(f"branch {label} runs on a cluster node: !cmd cannot run in it here")
     return ShellTarget(Path(runtime.path), label, getattr(coordinator, "command_runner", None))
 
 
