@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,18 @@ class RemoteForkBranch:
     @property
     def is_open(self) -> bool:
         return self._state == "open"
+
+    @property
+    def write_layer(self) -> Path:
+        """Where this branch's files show in the driver: its local view (the mirror reads
+        the branch's own writes here, as for a local branch)."""
+        return self._view.write_layer
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[bool]:
+        """Hold the local view (as ``Branch.hold``); yields False once the branch is closed."""
+        with self._view.hold() as view_open:
+            yield view_open and self.is_open
 
     @property
     def cluster_node_id(self) -> str | None:
