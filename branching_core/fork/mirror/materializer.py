@@ -276,13 +276,18 @@ class ForkMaterializer:
 
     # -- syncing ------------------------------------------------------------------------------
     def flush(self, label: str | None = None) -> int:
-        """Full reconcile now, in the caller's thread (all branches, or ``label``'s)."""
+        """Full reconcile now, in the caller's thread (all branches, or ``label``'s).
+
+        A conflict the reconcile meets (the user and the branch both changed a path) is
+        reported at once, not with the watcher's next batch: the diff tool that asked for
+        this flush is about to show that path."""
         targets = [self._by_label(label)] if label is not None else list(self._branches.values())
         done = 0
         for b in targets:
             with _branch_held(b.branch) as is_open:
                 if is_open:
                     done += self.tree.reconcile(b)
+        self._report({})
         return done
 
     def rebuild(self) -> int:
