@@ -397,12 +397,13 @@ def user_edit_marks(coordinator: Any) -> dict[str, dict[str, UserEditMark]]:
     ``user_edits()`` / ``edit_conflicts()`` (empty without a mirror). A path with a conflict
     is marked ``"conflict"``: (one of) the user's versions is kept aside, not in the branch."""
     out: dict[str, dict[str, UserEditMark]] = {}
-    edited = getattr(coordinator, "user_edits", None)
-    conflicts = getattr(coordinator, "edit_conflicts", None)
-    for label, paths in (edited() if callable(edited) else {}).items():
+    has = hasattr(coordinator, "user_edits")
+    by_label: dict[str, list[str]] = coordinator.user_edits() if has else {}
+    conflicted: dict[str, list[Any]] = coordinator.edit_conflicts() if has else {}
+    for label, paths in by_label.items():
         for rel in paths:
             out.setdefault(label, {})[rel] = "edited"
-    for label, found in (conflicts() if callable(conflicts) else {}).items():
+    for label, found in conflicted.items():
         for conflict in found:
             out.setdefault(label, {})[conflict.path] = "conflict"
     return out
