@@ -21,7 +21,12 @@ from typing import Any
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
-from branching_core.review.types import BranchDiffReport, BranchOutcome, JudgeVerdict
+from branching_core.review.types import (
+    USER_EDIT_TEXT,
+    BranchDiffReport,
+    BranchOutcome,
+    JudgeVerdict,
+)
 
 MAX_JUDGE_PROMPT_CHARS = 32_000
 GOAL_CHARS = 4_000
@@ -117,6 +122,8 @@ def format_report(report: BranchDiffReport, *, limit: int) -> str:
             what = change.operation
             if change.operation == "renamed":
                 what = f"renamed {change.old_path} -> {change.path}"
+            if change.user_edit is not None:
+                what = f"{what} ({USER_EDIT_TEXT[change.user_edit]})"
             diff = change.unified_diff_vs_parent
             same = seen.get(diff)
             if same is not None:

@@ -46,7 +46,7 @@ from branching_core.review.confidence import (
     signals_for,
 )
 from branching_core.review.detect_tests import choose_test_command
-from branching_core.review.diff_report import build_diff_report
+from branching_core.review.diff_report import build_diff_report, user_edit_marks
 from branching_core.review.domain import judge_domain
 from branching_core.review.judge import JudgeAgent, JudgeDecision
 from branching_core.review.judge_log import record_judge_decision, tune_confidence_threshold
@@ -209,7 +209,11 @@ async def resolve(
         outcome.fallback_reason = "no branch has files left to merge"
         return outcome
     report = await asyncio.to_thread(
-        build_diff_report, handle.fork_id, runtimes, parent_path=coordinator.parent_path
+        build_diff_report,
+        handle.fork_id,
+        runtimes,
+        parent_path=coordinator.parent_path,
+        user_edits=user_edit_marks(coordinator),
     )
     outcome.report = report
     outcome.test_command = chosen_tests

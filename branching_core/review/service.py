@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from branching_core.review.diff_report import build_diff_report
+from branching_core.review.diff_report import build_diff_report, user_edit_marks
 from branching_core.review.resolver import resolve
 
 
@@ -20,7 +20,11 @@ class ReviewService:
         handle = coordinator.handle
         runtimes = list(coordinator.branches.values())
         return build_diff_report(
-            handle.fork_id, runtimes, paths, parent_path=coordinator.parent_path
+            handle.fork_id,
+            runtimes,
+            paths,
+            parent_path=coordinator.parent_path,
+            user_edits=user_edit_marks(coordinator),
         )
 
     async def resolve(self, coordinator: Any, strategy: Any, **kwargs: Any) -> Any:

@@ -43,6 +43,16 @@ TestSource = Literal["junit", "jest-json", "go-json", "cargo", "exit_code", "non
 --test), jest's JSON report, ``go test -json`` events, cargo's summary lines, the exit code
 (any other command), or nowhere (timed out / could not start)."""
 
+UserEditMark = Literal["edited", "conflict"]
+"""How the user's own edits (in a branch's mirror, fork/mirror/edits.py) touched a path."""
+
+USER_EDIT_TEXT: dict[str, str] = {
+    "edited": "edited by the user in their editor; the branch holds the user's version",
+    "conflict": "the user's edit conflicted with the branch's change; the branch's version "
+    "is shown, the user's is kept aside",
+}
+"""What the model and the judge read for each :data:`UserEditMark`."""
+
 ResolveKind = Literal["manual", "auto", "auto_with_fallback", "vote"]
 
 
@@ -68,6 +78,10 @@ class BranchChange:
     size: int | None = None
     sha256: str | None = None
     diff_lines_truncated: int = 0
+    user_edit: UserEditMark | None = None
+    """``"edited"``: the user changed this path in the branch's mirror directory (their IDE)
+    and the branch holds their version; ``"conflict"``: the user's edit met a branch change
+    and was kept aside (the branch's version is shown). ``None``: the branch's own work."""
     _diff: str | None = field(default=None, repr=False, compare=False)
     _diff_factory: Callable[[], tuple[str, int]] | None = field(
         default=None, repr=False, compare=False
@@ -184,6 +198,8 @@ class BranchDiffReport:
                 item: dict[str, Any] = {"label": change.label, "operation": change.operation}
                 if change.old_path is not None:
                     item["old_path"] = change.old_path
+                if change.user_edit is not None:
+                    item["user_edit"] = USER_EDIT_TEXT[change.user_edit]
                 diff = change.unified_diff_vs_parent
                 if diff in seen:
                     item["same_as"] = seen[diff]
@@ -193,18 +209,29 @@ class BranchDiffReport:
                 branches[bid] = item
             paths.append({"path": entry.path, "agreement": entry.agreement, "branches": branches})
         s = self.summary
-        return {
-            "fork_id": self.fork_id,
-            "paths": paths,
-            "summary": {
-                "total_paths_touched": s.total_paths_touched,
-                "split_paths": s.split_paths,
-                "unique_paths": s.unique_paths,
-                "unanimous_change_paths": s.unanimous_change_paths,
-                "renamed_paths": s.renamed_paths,
-                "agreement_score": s.agreement_score,
-            },
+        out: dict[str, Any] = {"fork_id": self.fork_id, "paths": paths}
+        edited = self.user_edited()
+        if edited:
+            out["edited_by_user"] = edited
+        out["summary"] = {
+            "total_paths_touched": s.total_paths_touched,
+            "split_paths": s.split_paths,
+            "unique_paths": s.unique_paths,
+            "unanimous_change_paths": s.unanimous_change_paths,
+            "renamed_paths": s.renamed_paths,
+            "agreement_score": s.agreement_score,
         }
+        return out
+
+    def user_edited(self) -> dict[str, list[str]]:
+        """label -> the report's paths the user edited in that branch's mirror (applied or
+        conflicting): what a front end marks "edited by you"."""
+        out: dict[str, list[str]] = {}
+        for entry in self.paths:
+            for change in entry.branches.values():
+                if change.user_edit is not None and change.path == entry.path:
+                    out.setdefault(change.label, []).append(entry.path)
+        return out
 
     def changes_of(self, key: str) -> list[BranchChange]:
         """Every touched-path change of one branch (by id or label), in path order."""

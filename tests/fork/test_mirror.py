@@ -388,6 +388,7 @@ CHILD = textwrap.dedent(
         # sibling's paths are filled in by a later sync than the branch's own write)
         while not all(mirrored(label, rel, text) for (label, rel), text in want.items()):
             await asyncio.sleep(0.01)
+        mat.flush()  # (its stamps are saved: what the mirror wrote is known after the kill)
         await coord.flush()
         print("READY", coord.fork_id, flush=True)
         await asyncio.Event().wait()
@@ -411,12 +412,17 @@ async def test_killed_process_mirror_is_rebuilt_and_watched_again(project: Path)
         "b/README.txt": "sed-b\n",
         "b/src/app.py": "VALUE = 1\n",
     }
-    (fork_dir / "branches" / "a" / "stale.txt").write_text("not in the branch\n")
+    # a file the mirror does not know, in a directory of a branch that is gone
+    (fork_dir / "branches" / "gone" ).mkdir()
+    (fork_dir / "branches" / "gone" / "stale.txt").write_text("not in any branch\n")
 
     [coord] = ForkCoordinator.recover(project, _agent({}), materialize=True)
     mat = coord.mirror_hook.materializer
     assert mat is not None and mat.watching and mat.fork_id == fork_id
-    # rebuilt from the branches: the stale file is gone, the real changes are there
+    # rebuilt from the branches: the stale directory is gone, the real changes are there
+    # (a file the user saves in a live branch's directory meanwhile is theirs: see
+    # test_ide_edits_recovery.py)
+    assert not (fork_dir / "branches" / "gone").exists()
     assert files_under(mat.branch_dir("a")) == {
         "src/app.py": "VALUE = 'a'\n",
         "README.txt": "hello\n",

@@ -58,7 +58,7 @@ from branching_core.fork.mirror.edits import (
     editor_noise,
     take_conflicts,
 )
-from branching_core.fork.mirror.stamps import stash
+from branching_core.fork.mirror.stamps import save_stamps, stash
 from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant, walk_files
 from branching_core.fork.store import ForkStore
 from branching_core.fork.types import FINAL_STATES
@@ -71,6 +71,9 @@ log = logging.getLogger(__name__)
 
 MIRROR_FILE = "mirror.json"
 LOCK_FILE = "mirror.lock"
+STAMPS_FILE = "mirror-stamps.json"
+"""What the mirror last wrote at each path (``stamps.save_stamps``): how a restarted process
+tells an edit made while no one watched from the mirror's own copy."""
 MIRROR_VERSION = 1
 DEFAULT_STEP_MS = 20
 """watchfiles waits this long for more events before handing a batch over."""
@@ -183,6 +186,8 @@ class ForkMaterializer:
         """Called (on the watcher thread) with each batch of the user's edits in a
         branch's mirror directory, and the conflicts and refusals they led to."""
         self._refused_seen: dict[str, set[tuple[str, str]]] = {}
+        self._saved: dict[str, Any] | None = None
+        """The stamps file an earlier process left (read once, at the first add_branch)."""
 
     # -- layout (seed names) ----------------------------------------------------------------
     @property
@@ -232,6 +237,7 @@ class ForkMaterializer:
             branch=branch,
         )
         self._branches[entry.dirname] = entry
+        self._load_saved_stamps(entry)
         self.tree.register(entry.dirname)
         return entry
 
@@ -276,14 +282,45 @@ class ForkMaterializer:
 
     # -- syncing ------------------------------------------------------------------------------
     def flush(self, label: str | None = None) -> int:
-        """Full reconcile now, in the caller's thread (all branches, or ``label``'s)."""
+        """Full reconcile now, in the caller's thread (all branches, or ``label``'s).
+
+        A conflict the reconcile meets (the user and the branch both changed a path) is
+        reported at once, not with the watcher's next batch: the diff tool that asked for
+        this flush is about to show that path."""
         targets = [self._by_label(label)] if label is not None else list(self._branches.values())
         done = 0
         for b in targets:
             with _branch_held(b.branch) as is_open:
                 if is_open:
                     done += self.tree.reconcile(b)
+        self._report({})
+        self.save_stamps()
         return done
+
+    # -- stamps saved for the next process --------------------------------------------------
+    def _labels(self) -> dict[str, str]:
+        return {d: b.label for d, b in self._branches.items()}
+
+    def save_stamps(self) -> None:
+        """Save what the mirror wrote where (when it changed), for a restart after a kill."""
+        if self.fork_dir.is_dir():
+            save_stamps(
+                self.tree.stamps, self.fork_dir / STAMPS_FILE, self._labels(), self.tree.lock
+            )
+
+    def _load_saved_stamps(self, b: MirroredBranch) -> None:
+        """Before ``b``'s directory is first written: take the stamps an earlier process
+        saved for it. With them, what changed in the mirror while no process watched is
+        the user's (kept, then applied to the branch or a conflict) instead of being
+        overwritten by this process's first sync."""
+        if self._saved is None:
+            self._saved = {}
+            with contextlib.suppress(OSError, ValueError):
+                data = json.loads((self.fork_dir / STAMPS_FILE).read_bytes())
+                self._saved = data if isinstance(data, dict) else {}
+        with self.tree.lock:
+            if self.tree.stamps.load(self._saved, {b.dirname: b.label}):
+                self.tree.stamps.live = True
 
     def rebuild(self) -> int:
         """Full reconcile that also drops what an earlier mirror of this fork left behind:
@@ -310,6 +347,7 @@ class ForkMaterializer:
                 if is_open:
                     self.tree.sync(b, rels)
         self._report({})  # conflicts a sync met (a user's edit not yet applied)
+        self.save_stamps()
 
     def _edit_batch(self, raws: Iterable[str]) -> None:
         """Apply the user's edits among ``raws`` (paths under ``branches/``)."""
@@ -326,14 +364,19 @@ class ForkMaterializer:
                     seen = self._refused_seen.setdefault(dirname, set())
                     batches[dirname] = apply_user_edits(self.tree, b, rels, seen)
         self._report(batches)
+        self.save_stamps()
 
     def _every_mirror_file(self) -> list[str]:
-        out: list[str] = []
+        """Every file in the branch directories, and every path the mirror last left a
+        file at (one the user deleted while no process watched is among these)."""
+        out: set[str] = set()
         for dirname in self._branches:
             root = self.tree.branch_root(dirname)
             if root.is_dir():
-                out.extend(f"{root}{os.sep}{rel}" for rel in walk_files(root))
-        return out
+                out.update(f"{root}{os.sep}{rel}" for rel in walk_files(root))
+            with self.tree.lock:
+                out.update(f"{root}{os.sep}{rel}" for rel in self.tree.stamps.mirrored(dirname))
+        return sorted(out)
 
     def _report(self, batches: dict[str, EditBatch]) -> None:
         """Hand each branch's batch (plus conflicts its syncs found) to ``on_edits``."""
@@ -501,6 +544,8 @@ class ForkMaterializer:
         for thread in (watch.thread, watch.edit_thread):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(5)
+        with contextlib.suppress(OSError):
+            self.save_stamps()
 
     # -- ending ---------------------------------------------------------------------------------
     def cleanup(self, *, force: bool = False) -> bool:
@@ -601,7 +646,7 @@ def remove_mirror(fork_dir: Path) -> None:
 
     for name in ("parent", "branches"):
         rmtree(fork_dir / name)
-    for name in (MIRROR_FILE, LOCK_FILE):
+    for name in (MIRROR_FILE, LOCK_FILE, STAMPS_FILE):
         with contextlib.suppress(FileNotFoundError):
             (fork_dir / name).unlink()
 
@@ -691,6 +736,7 @@ class MirrorHook:
 __all__ = [
     "DEFAULT_DEBOUNCE_MS",
     "DEFAULT_STEP_MS",
+    "STAMPS_FILE",
     "ForkMaterializer",
     "MirrorError",
     "MirrorHook",

@@ -8,16 +8,32 @@ the ``lstat`` fingerprint of the entry it created (inode, size, mtime, mode: a r
 keeps them, so the common case costs no hashing), and what the branch's view held at
 that moment. An entry that no longer matches its stamp was changed by someone else: the
 user. The view digest is the "last sync" base a conflict is judged against.
+
+The book is also saved (:func:`save_stamps`, ``mirror-stamps.json`` beside the mirror, one
+atomic rename) after every batch, so a process that starts after a crash or a kill can
+still tell what the user changed in the mirror while no one watched
+(:meth:`StampBook.load`).
+A stamp a kill kept from being saved is harmless: the mirror only ever writes what the
+branch's view holds, and an entry equal to the view is never taken for an edit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import logging
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from branching_core.atomicio import atomic_write
+
+log = logging.getLogger(__name__)
+STAMPS_VERSION = 1
 
 _CHUNK = 1 << 16
 
@@ -85,6 +101,10 @@ class StampBook:
         """False until the first full reconcile adopted what was on disk: before that,
         nothing in the mirror is taken for a user edit."""
         self._stamps: dict[tuple[str, str], Stamp] = {}
+        self.dirty = False
+        """Changed since the last :func:`save_stamps`."""
+        self.save_lock = threading.Lock()
+        """Serialises :func:`save_stamps` (an older snapshot never lands after a newer one)."""
 
     def get(self, dirname: str, rel: str) -> Stamp | None:
         return self._stamps.get((dirname, rel))
@@ -92,12 +112,14 @@ class StampBook:
     def record(self, dirname: str, rel: str, stamp: Stamp) -> None:
         """The mirror just left ``stamp.mirror`` at the path."""
         self._stamps[(dirname, rel)] = stamp
+        self.dirty = True
 
     def removed_under(self, dirname: str, rel: str) -> None:
         """A directory the mirror removed: everything recorded under it is gone too."""
         prefix = rel + "/"
         for key in [k for k in self._stamps if k[0] == dirname and k[1].startswith(prefix)]:
             self._stamps[key] = Stamp("-", "-")
+            self.dirty = True
 
     def adopt(self, dirname: str, rel: str, view: str | None) -> None:
         """The mirror entry already equals what it should hold: record it as ours (when it
@@ -110,6 +132,7 @@ class StampBook:
             return
         d = digest(target)
         self._stamps[(dirname, rel)] = Stamp(d, d if view == "same" else view, fingerprint(st))
+        self.dirty = True
 
     def user_changed(self, dirname: str, rel: str) -> bool:
         """True when the mirror entry is not what the mirror last left there."""
@@ -135,6 +158,42 @@ class StampBook:
         """Take the entry's current state as settled (a conflict stashed it, or the user's
         edit was applied): record it without a fingerprint so it is re-checked by digest."""
         self._stamps[(dirname, rel)] = Stamp(mirror, view, None)
+        self.dirty = True
+
+    def mirrored(self, dirname: str) -> list[str]:
+        """Paths where the mirror last left an entry in ``branches/<dirname>/`` (a user who
+        deleted one while no one watched is found through these)."""
+        return [k[1] for k, st in self._stamps.items() if k[0] == dirname and st.mirror != "-"]
+
+    def to_json(self, labels: dict[str, str]) -> bytes:
+        """The book as JSON; ``labels`` (dirname -> branch label) is saved with it so a
+        later process only takes the stamps of the same branch in the same directory."""
+        rows = [
+            [d, rel, st.mirror, st.view, list(st.fp) if st.fp is not None else None]
+            for (d, rel), st in self._stamps.items()
+        ]
+        data = {"version": STAMPS_VERSION, "labels": labels, "stamps": rows}
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    def load(self, data: dict[str, Any], labels: dict[str, str]) -> int:
+        """Take the saved stamps of the directories whose label is still the same; returns
+        how many were taken."""
+        saved = data.get("labels") if data.get("version") == STAMPS_VERSION else None
+        if not isinstance(saved, dict):
+            return 0
+        same = {d for d, label in labels.items() if saved.get(d) == label}
+        taken = 0
+        for row in data.get("stamps") or []:
+            try:
+                d, rel, mirror, view, fp = row
+                if d not in same:
+                    continue
+                print_ = (int(fp[0]), int(fp[1]), int(fp[2]), int(fp[3])) if fp else None
+                self._stamps[(str(d), str(rel))] = Stamp(str(mirror), view, print_)
+                taken += 1
+            except (TypeError, ValueError, IndexError):
+                continue
+        return taken
 
     def paths_under(self, dirname: str, rel: str) -> list[str]:
         prefix = rel + "/"
@@ -166,4 +225,30 @@ def stash(source: Path, conflicts_dir: Path, dirname: str, rel: str) -> Path | N
     return None
 
 
-__all__ = ["PARENT_VERSION", "Stamp", "StampBook", "digest", "fingerprint", "stash"]
+def save_stamps(book: StampBook, path: Path, labels: dict[str, str], lock: Any) -> bool:
+    """Write ``book`` to ``path`` (atomic rename) when it changed; ``lock`` is the mirror
+    tree's (held while the book is read). False when writing failed (logged)."""
+    with book.save_lock:
+        with lock:
+            if not book.dirty:
+                return True
+            payload = book.to_json(labels)
+            book.dirty = False
+        try:
+            atomic_write(path, payload)
+        except OSError as exc:
+            book.dirty = True
+            log.warning("cannot save the mirror's stamps to %s: %s", path, exc)
+            return False
+        return True
+
+
+__all__ = [
+    "PARENT_VERSION",
+    "Stamp",
+    "StampBook",
+    "digest",
+    "fingerprint",
+    "save_stamps",
+    "stash",
+]
