@@ -20,7 +20,7 @@ import select
 import stat
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from branching_core.sandbox import _syscalls as sc
 
@@ -79,12 +79,12 @@ def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> 
     lies in a directory that becomes an overlay is hidden whole, new sockets included.
     So a cached walk is reused only while (1) ``poll`` on an open ``mountinfo`` of that
     mount namespace reports no mount or unmount since the walk (the kernel flags every
-    change of the namespace's mount table), or the mount points and their filesystem
-    types read again are the same as the walk's, and (2) every walked directory that can hold
-    a socket still has the same device, inode, mtime and ctime (creating, removing or
-    renaming an entry updates them). A directory changed within ``RACY_NS`` of the walk
-    could change again within the same timestamp tick unseen, so such a walk is not
-    cached. Per-process cache (``_walks``), at most ``_MAX_WALKS`` configurations.
+    change of the namespace's mount table), or the mount table read again differs only
+    where the walk would decide the same (``_Walked._same_walk``), and (2) every walked
+    directory that can hold a socket still has the same device, inode, mtime and ctime
+    (creating, removing or renaming an entry updates them). A directory changed within
+    ``RACY_NS`` of the walk could change again within the same timestamp tick unseen,
+    so such a walk is not cached. Per process, at most ``_MAX_WALKS`` configurations.
     """
     key = (skip, helper_pid)
     with _walks_lock:
@@ -122,8 +122,9 @@ class _Walked:
 
     def __init__(self, plan: SocketPlan, root: str, helper_pid: int | None,
                  dirs: list[tuple[str, _Signature | None]], started_ns: int,
-                 mounts: dict[str, str]) -> None:
+                 mounts: dict[str, str], skip: tuple[str, ...]) -> None:
         self.plan = plan
+        self.skip = skip
         self.mounts = mounts
         self.info = (f"/proc/{helper_pid}/mountinfo" if helper_pid is not None
                      else "/proc/self/mountinfo")
@@ -149,7 +150,7 @@ class _Walked:
         try:
             # The mount table changed (the event is consumed): still valid if what the
             # walk used of it (mount points and their types) is the same.
-            if self.poller.poll(0) and read_mount_points(self.info) != self.mounts:
+            if self.poller.poll(0) and not self._same_walk(read_mount_points(self.info)):
                 return False
         except OSError:
             return False
@@ -159,12 +160,42 @@ class _Walked:
             return False
         return all(_signature(self.root + d) == sig for d, sig in self.dirs)
 
+    def _same_walk(self, mounts: dict[str, str]) -> bool:
+        """Whether the walk would decide the same on ``mounts`` (then the plan takes
+        their mount points). Mounts come and go under skipped places (``/tmp``) all
+        the time; the walk never enters those, and it descends into each of their
+        ancestors as before if that ancestor still holds an unchanged mount below."""
+        if mounts == self.mounts:
+            return True
+        changed = {p for p in {*mounts, *self.mounts} if mounts.get(p) != self.mounts.get(p)}
+        stable = [p for p in mounts if p not in changed]
+        for point in changed:
+            place = next((s for s in self.skip if point == s or point.startswith(s + "/")),
+                         None)
+            if place is None:
+                return False
+            for above in _ancestors(place):
+                prefix = "/" if above == "/" else above + "/"
+                if not any(p.startswith(prefix) and p != above for p in stable):
+                    return False
+        self.mounts = mounts
+        self.plan = replace(self.plan, mount_points=tuple(sorted(mounts)))
+        return True
+
     def close(self) -> None:
         if self.fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = -1
         self.poller = None
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    while path != "/":
+        path = os.path.dirname(path)
+        out.append(path)
+    return out
 
 
 _walks_lock = threading.Lock()
@@ -240,7 +271,7 @@ def _walk(skip: tuple[str, ...], helper_pid: int | None) -> _Walked:
 
     walk("/", mounts.get("/", ""))
     result = _Walked(SocketPlan(tuple(overlays), tuple(sockets), tuple(points)), root,
-                     helper_pid, walked, started_ns, mounts)
+                     helper_pid, walked, started_ns, mounts, skip)
     if watch_fd >= 0:
         result.watch(watch_fd)
     else:

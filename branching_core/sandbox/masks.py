@@ -181,7 +181,8 @@ def dirs_to_keep(covered: Iterable[str], secrets: SecretMasks) -> tuple[str, ...
     candidates.update(p for p in sys.path if p and os.path.isabs(p))
     candidates.update(p for p in os.environ.get("PATH", "").split(os.pathsep)
                       if p and os.path.isabs(p))
-    candidates.update(os.path.join(_home(), d) for d in HOME_TOOL_DIRS)
+    home = _home()
+    candidates.update(os.path.join(home, d) for d in HOME_TOOL_DIRS)
     return _dirs_to_keep(tuple(sorted(candidates)), tuple(covered), secrets.credentials)
 
 
