@@ -117,6 +117,13 @@ def _signature(path: str) -> _Signature | None:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def _namespace(helper_pid: int | None) -> tuple[int, int] | None:
+    """The identity of a mount namespace (a proc inode's times change on every lookup)."""
+    sig = _signature(f"/proc/{helper_pid}/ns/mnt" if helper_pid is not None
+                     else "/proc/self/ns/mnt")
+    return None if sig is None else sig[:2]
+
+
 class _Walked:
     """One walk's plan and what proves it still holds (see ``plan_socket_hiding``)."""
 
@@ -130,8 +137,7 @@ class _Walked:
                      else "/proc/self/mountinfo")
         self.root = root
         self.dirs = dirs
-        self.ns = _signature(f"/proc/{helper_pid}/ns/mnt" if helper_pid is not None
-                             else "/proc/self/ns/mnt")
+        self.ns = _namespace(helper_pid)
         self.helper_pid = helper_pid
         self.poller: select.poll | None = None
         self.fd = -1
@@ -154,9 +160,7 @@ class _Walked:
                 return False
         except OSError:
             return False
-        ns = f"/proc/{self.helper_pid}/ns/mnt" if self.helper_pid is not None else \
-            "/proc/self/ns/mnt"
-        if _signature(ns) != self.ns:  # another namespace behind the same pid now
+        if _namespace(self.helper_pid) != self.ns:  # another namespace behind that pid now
             return False
         return all(_signature(self.root + d) == sig for d, sig in self.dirs)
 

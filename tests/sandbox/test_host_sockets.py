@@ -252,3 +252,18 @@ def test_socket_made_after_a_cached_walk_is_unreachable(
         _assert_all_blocked(json.loads(ran.stdout), [path], str(workspace))
     finally:
         server.close()
+
+
+def test_sandboxed_commands_reuse_the_walk(tmp_path: Path, sandbox_ok: None) -> None:
+    """The namespace check must not drop the cache by itself (a /proc ns inode's times
+    change on every lookup)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for _ in range(50):  # other sessions' tests touch / now and then
+        assert run_command(["true"], workspace).exit_code == 0
+        walks = dict(host_sockets_mod._walks)
+        assert run_command(["true"], workspace).exit_code == 0
+        if any(host_sockets_mod._walks.get(key) is walked for key, walked in walks.items()):
+            return
+        time.sleep(0.1)
+    raise AssertionError("every sandboxed command walked the host again")
