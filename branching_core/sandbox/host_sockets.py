@@ -86,7 +86,7 @@ def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> 
     ``RACY_NS`` of the walk could change again within the same timestamp tick unseen,
     so such a walk is not cached. Per process, at most ``_MAX_WALKS`` configurations.
     """
-    key = (skip, helper_pid)
+    key = (skip, helper_pid, os.geteuid())  # what the walk could list depends on who asks
     with _walks_lock:
         cached = _walks.get(key)
         if cached is not None and cached.still_valid():
@@ -203,7 +203,7 @@ def _ancestors(path: str) -> list[str]:
 
 
 _walks_lock = threading.Lock()
-_walks: dict[tuple[tuple[str, ...], int | None], _Walked] = {}
+_walks: dict[tuple[tuple[str, ...], int | None, int], _Walked] = {}
 
 
 def _forget_walks_in_child() -> None:
