@@ -144,6 +144,12 @@ def start_up(rounds: int, ws: str) -> None:
             cells.append(f"{verdict} (launcher {p50['launcher']:.2f}, plain"
                          f" {p50['plain']:.2f}, bwrap {p50['bwrap']:.2f})")
         print(f"| {name} | {cells[0]} | {cells[1]} |")
+    ratios = []
+    for weight in ("lean", "heavy"):
+        p50 = {c: statistics.median(samples[(weight, c)]) for c in CASES}
+        ratios.append(f"launcher / bwrap {p50['launcher'] / p50['bwrap']:.2f}x, launcher -"
+                      f" plain {p50['launcher'] - p50['plain']:+.2f} ms")
+    print(f"| p50 ratios | {ratios[0]} | {ratios[1]} |")
 
 
 def patterns(runs: int) -> None:

@@ -13,10 +13,14 @@ a freshly forked child) and the sandbox's init mounts them (``apply_socket_hidin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import select
 import stat
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, replace
 
 from branching_core.sandbox import _syscalls as sc
 
@@ -67,8 +71,156 @@ class SocketPlan:
 
 
 def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> SocketPlan:
-    """Walk the mount tree the sandbox will start from (the caller's, or the view
-    helper's) and decide what to cover; runs in the caller, where Python is cheap.
+    """What to cover for a sandbox starting from the caller's mount tree (or the view
+    helper's): the walk below, or its cached result while it is provably unchanged.
+
+    The result depends only on the mount table and on the listings of the directories
+    the walk descends into (those holding mount points: ``/``, ``/mnt``, ...); whatever
+    lies in a directory that becomes an overlay is hidden whole, new sockets included.
+    So a cached walk is reused only while (1) ``poll`` on an open ``mountinfo`` of that
+    mount namespace reports no mount or unmount since the walk (the kernel flags every
+    change of the namespace's mount table), or the mount table read again differs only
+    where the walk would decide the same (``_Walked._same_walk``), and (2) every walked
+    directory that can hold a socket still has the same device, inode, mtime and ctime
+    (creating, removing or renaming an entry updates them). A directory changed within
+    ``RACY_NS`` of the walk could change again within the same timestamp tick unseen,
+    so such a walk is not cached. Per process, at most ``_MAX_WALKS`` configurations.
+    """
+    key = (skip, helper_pid, os.geteuid())  # what the walk could list depends on who asks
+    with _walks_lock:
+        cached = _walks.get(key)
+        if cached is not None and cached.still_valid():
+            return cached.plan
+        if cached is not None:
+            del _walks[key]
+            cached.close()
+        walked = _walk(skip, helper_pid)
+        if walked.cacheable:
+            while len(_walks) >= _MAX_WALKS:
+                _walks.pop(next(iter(_walks))).close()
+            _walks[key] = walked
+        else:
+            walked.close()
+        return walked.plan
+
+
+RACY_NS = 2_000_000_000  # timestamps are coarse (a clock tick; seconds on some filesystems)
+_MAX_WALKS = 8
+_Signature = tuple[int, int, int, int]
+
+
+def _signature(path: str) -> _Signature | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _namespace(helper_pid: int | None) -> tuple[int, int] | None:
+    """The identity of a mount namespace (a proc inode's times change on every lookup)."""
+    sig = _signature(f"/proc/{helper_pid}/ns/mnt" if helper_pid is not None
+                     else "/proc/self/ns/mnt")
+    return None if sig is None else sig[:2]
+
+
+class _Walked:
+    """One walk's plan and what proves it still holds (see ``plan_socket_hiding``)."""
+
+    def __init__(self, plan: SocketPlan, root: str, helper_pid: int | None,
+                 dirs: list[tuple[str, _Signature | None]], started_ns: int,
+                 mounts: dict[str, str], skip: tuple[str, ...]) -> None:
+        self.plan = plan
+        self.skip = skip
+        self.mounts = mounts
+        self.info = (f"/proc/{helper_pid}/mountinfo" if helper_pid is not None
+                     else "/proc/self/mountinfo")
+        self.root = root
+        self.dirs = dirs
+        self.ns = _namespace(helper_pid)
+        self.helper_pid = helper_pid
+        self.poller: select.poll | None = None
+        self.fd = -1
+        recent = started_ns - RACY_NS
+        self.cacheable = self.ns is not None and all(
+            sig is not None and sig[2] < recent and sig[3] < recent for _d, sig in dirs)
+
+    def watch(self, fd: int) -> None:
+        self.fd = fd
+        self.poller = select.poll()
+        self.poller.register(fd, select.POLLPRI | select.POLLERR)
+
+    def still_valid(self) -> bool:
+        if self.poller is None:
+            return False
+        try:
+            # The mount table changed (the event is consumed): still valid if what the
+            # walk used of it (mount points and their types) is the same.
+            if self.poller.poll(0) and not self._same_walk(read_mount_points(self.info)):
+                return False
+        except OSError:
+            return False
+        if _namespace(self.helper_pid) != self.ns:  # another namespace behind that pid now
+            return False
+        return all(_signature(self.root + d) == sig for d, sig in self.dirs)
+
+    def _same_walk(self, mounts: dict[str, str]) -> bool:
+        """Whether the walk would decide the same on ``mounts`` (then the plan takes
+        their mount points). Mounts come and go under skipped places (``/tmp``) all
+        the time; the walk never enters those, and it descends into each of their
+        ancestors as before if that ancestor still holds an unchanged mount below."""
+        if mounts == self.mounts:
+            return True
+        changed = {p for p in {*mounts, *self.mounts} if mounts.get(p) != self.mounts.get(p)}
+        stable = [p for p in mounts if p not in changed]
+        for point in changed:
+            place = next((s for s in self.skip if point == s or point.startswith(s + "/")),
+                         None)
+            if place is None:
+                return False
+            for above in _ancestors(place):
+                prefix = "/" if above == "/" else above + "/"
+                if not any(p.startswith(prefix) and p != above for p in stable):
+                    return False
+        self.mounts = mounts
+        self.plan = replace(self.plan, mount_points=tuple(sorted(mounts)))
+        return True
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+        self.poller = None
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    while path != "/":
+        path = os.path.dirname(path)
+        out.append(path)
+    return out
+
+
+_walks_lock = threading.Lock()
+_walks: dict[tuple[tuple[str, ...], int | None, int], _Walked] = {}
+
+
+def _forget_walks_in_child() -> None:
+    """A forked child starts with no cache (and a fresh lock: a thread of the parent
+    may have held it at fork time)."""
+    global _walks_lock, _walks
+    for walked in _walks.values():
+        walked.close()
+    _walks = {}
+    _walks_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_walks_in_child)
+
+
+def _walk(skip: tuple[str, ...], helper_pid: int | None) -> _Walked:
+    """Walk the mount tree the sandbox will start from and decide what to cover.
 
     Inside a user namespace a mount with child mounts cannot be an overlay layer (its
     children are locked), so directories holding mount points are walked: each entry
@@ -76,12 +228,18 @@ def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> 
     way, and a socket file directly in such a directory (a bind-mounted ``docker.sock``)
     gets ``/dev/null`` bound over it.
     """
+    started_ns = time.time_ns()
     root = f"/proc/{helper_pid}/root" if helper_pid is not None else ""
-    mounts = read_mount_points(f"/proc/{helper_pid}/mountinfo" if helper_pid is not None
-                               else "/proc/self/mountinfo")
+    info = f"/proc/{helper_pid}/mountinfo" if helper_pid is not None else "/proc/self/mountinfo"
+    try:  # opened before reading: any change after this point shows in its poll
+        watch_fd = os.open(info, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        watch_fd = -1
+    mounts = read_mount_points(info)
     points = sorted(mounts)
     overlays: list[str] = []
     sockets: list[str] = []
+    walked: list[tuple[str, _Signature | None]] = []
 
     def skipped(path: str) -> bool:
         return any(path == s or path.startswith(s + "/") for s in skip)
@@ -91,6 +249,8 @@ def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> 
         return any(p.startswith(prefix) and p != path for p in points)
 
     def walk(directory: str, fstype: str) -> None:
+        if fstype not in _NO_SOCKET_FS:  # (there only mounts matter: watched by poll)
+            walked.append((directory, _signature(root + directory)))  # before listing
         try:
             with os.scandir(root + directory) as entries:
                 listing = [(e.name, e.is_dir(follow_symlinks=False), e.is_symlink())
@@ -114,7 +274,13 @@ def plan_socket_hiding(skip: tuple[str, ...], helper_pid: int | None = None) -> 
                 overlays.append(path)
 
     walk("/", mounts.get("/", ""))
-    return SocketPlan(tuple(overlays), tuple(sockets), tuple(points))
+    result = _Walked(SocketPlan(tuple(overlays), tuple(sockets), tuple(points)), root,
+                     helper_pid, walked, started_ns, mounts, skip)
+    if watch_fd >= 0:
+        result.watch(watch_fd)
+    else:
+        result.cacheable = False
+    return result
 
 
 def overlay_in_place(path: str, lower: str | None = None) -> None:

@@ -32,6 +32,8 @@ import glob
 import os
 import pwd
 import sys
+import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -124,19 +126,26 @@ def _home() -> str:
     return os.path.realpath(os.path.expanduser("~"))
 
 
-def _homes(own: str) -> list[str]:
-    """The caller's home, /root and every other user's home that exists (not ``/``)."""
+def _user_homes() -> tuple[str, ...]:
+    """Homes of regular users from the password database (they may live elsewhere)."""
+    return tuple(user.pw_dir for user in pwd.getpwall()
+                 if user.pw_uid >= _FIRST_REGULAR_UID and user.pw_uid != 65534)
+
+
+def _home_candidates(own: str, user_homes: tuple[str, ...]) -> list[str]:
     homes = [own, "/root"]
     try:
         with os.scandir("/home") as entries:
             homes += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
     except OSError:
         pass
-    for user in pwd.getpwall():  # regular users whose homes live elsewhere (/srv/users/x)
-        if user.pw_uid >= _FIRST_REGULAR_UID and user.pw_uid != 65534:
-            homes.append(user.pw_dir)
+    return [*homes, *user_homes]
+
+
+def _homes(candidates: list[str], own: str) -> list[str]:
+    """The caller's home, /root and every other user's home that exists (not ``/``)."""
     above = set(_ancestors(own))  # a home of "/" or "/srv" would hide the whole host
-    return [h for h in homes if os.path.realpath(h) not in above and _is_dir(h)]
+    return [h for h in candidates if os.path.realpath(h) not in above and _is_dir(h)]
 
 
 def _env_paths(names: Iterable[str]) -> list[str]:
@@ -148,23 +157,123 @@ def _env_paths(names: Iterable[str]) -> list[str]:
     return out
 
 
-def secret_masks() -> SecretMasks:
-    """The secret places that exist on this host, for the current caller."""
-    home = _home()
+def _compute_secret_masks(home: str, user_homes: tuple[str, ...]) -> tuple[SecretMasks,
+                                                                          list[str]]:
+    """The masks and every path whose existence, type or listing decided them."""
+    consulted = [home, "/home", *(os.path.dirname(p) for p in SYSTEM_SECRET_FILES)]
     credential_dirs = [os.path.join(home, d) for d in HOME_SECRET_DIRS]
     credential_dirs += _env_paths(ENV_SECRET_DIRS)
+    consulted += credential_dirs
     credential_dirs = [os.path.realpath(d) for d in credential_dirs if _is_dir(d)]
     files = [os.path.join(home, f) for f in HOME_SECRET_FILES]
     files += [f for pattern in SYSTEM_SECRET_FILES for f in glob.glob(pattern)]
     files += _env_paths(ENV_SECRET_FILES)
+    consulted += files
     all_files = sorted({os.path.realpath(f) for f in files if os.path.isfile(f)})
-    masked_dirs = outermost([*_homes(home), *credential_dirs])
+    candidates = _home_candidates(home, user_homes)
+    consulted += candidates
+    masked_dirs = outermost([*_homes(candidates, home), *credential_dirs])
     masked_files = tuple(f for f in all_files if not inside(f, masked_dirs))
-    shown = tuple(
-        path for path in (os.path.join(home, f) for f in HOME_SHOWN_FILES)
-        if os.path.isfile(path) and not os.path.islink(path)
-    )
-    return SecretMasks(masked_dirs, masked_files, (*credential_dirs, *all_files), shown)
+    shown_candidates = [os.path.join(home, f) for f in HOME_SHOWN_FILES]
+    consulted += shown_candidates
+    shown = tuple(path for path in shown_candidates
+                  if os.path.isfile(path) and not os.path.islink(path))
+    masks = SecretMasks(masked_dirs, masked_files, (*credential_dirs, *all_files), shown)
+    return masks, consulted
+
+
+# The secret masks are planned for every sandbox; computing them (realpath, lstat of
+# every candidate, the password database) cost 0.4-1.4 ms of the caller's CPU. They are
+# cached per environment and reused while every path consulted and each of its
+# ancestors keeps its lstat identity (device, inode, mode, mtime, ctime: creating,
+# removing or renaming an entry changes its directory's), and while the password
+# database gives the same homes (checked by its file's identity when it is files-only,
+# else by asking it again). Not cached: results resting on a symlink (a link elsewhere
+# could be retargeted unseen) or on a directory changed within ``_RACY_NS`` of the
+# computation (a timestamp tick could hide a second change).
+_RACY_NS = 2_000_000_000
+_Sig = tuple[int, int, int, int, int] | None
+
+
+def _lsig(path: str) -> _Sig:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _passwd_files_only() -> bool:
+    try:
+        with open("/etc/nsswitch.conf", encoding="utf-8") as fh:
+            for line in fh:
+                if line.split("#", 1)[0].strip().startswith("passwd:"):
+                    sources = line.split("#", 1)[0].split(":", 1)[1].split()
+                    return set(sources) <= {"files", "compat"}
+    except OSError:
+        return True  # glibc's default without the file: files
+    return True
+
+
+@dataclass
+class _CachedMasks:
+    masks: SecretMasks
+    deps: dict[str, _Sig]
+    user_homes: tuple[str, ...] | None  # None: the database is watched through its file
+
+    def still_valid(self) -> bool:
+        if self.user_homes is not None and _user_homes() != self.user_homes:
+            return False
+        return all(_lsig(path) == sig for path, sig in self.deps.items())
+
+
+_masks_lock = threading.Lock()
+_masks_cache: dict[tuple[object, ...], _CachedMasks] = {}
+
+
+def _reset_masks_in_child() -> None:
+    global _masks_lock
+    _masks_lock = threading.Lock()  # a parent thread may have held it at fork time
+
+
+os.register_at_fork(after_in_child=_reset_masks_in_child)
+
+
+def secret_masks() -> SecretMasks:
+    """The secret places that exist on this host, for the current caller (cached while
+    provably unchanged, see ``_CachedMasks``)."""
+    key = (os.geteuid(), os.environ.get("HOME"),
+           *(os.environ.get(n) for n in (*ENV_SECRET_FILES, *ENV_SECRET_DIRS)))
+    with _masks_lock:
+        cached = _masks_cache.get(key)
+        if cached is not None and cached.still_valid():
+            return cached.masks
+        _masks_cache.pop(key, None)
+        started = time.time_ns()
+        files_only = _passwd_files_only()
+        passwd_sig = _lsig("/etc/passwd")
+        home = _home()
+        user_homes = _user_homes()
+        masks, consulted = _compute_secret_masks(home, user_homes)
+        deps: dict[str, _Sig] = {}
+        cacheable = True
+        for path in consulted:
+            normal = os.path.normpath(path)
+            if os.path.realpath(normal) != normal:
+                cacheable = False  # a symlink on the way
+                break
+            for place in (normal, *_ancestors(normal)):
+                if place not in deps:
+                    deps[place] = _lsig(place)
+        if files_only:
+            deps.setdefault("/etc/passwd", passwd_sig)
+            deps.setdefault("/etc/nsswitch.conf", _lsig("/etc/nsswitch.conf"))
+        recent = started - _RACY_NS
+        if cacheable and all(sig is None or (sig[3] < recent and sig[4] < recent)
+                             for sig in deps.values()):
+            _masks_cache.clear()  # one environment at a time is the common case
+            _masks_cache[key] = _CachedMasks(masks, deps, None if files_only else user_homes)
+        return masks
 
 
 def inside(path: str, dirs: Iterable[str]) -> bool:
@@ -181,7 +290,8 @@ def dirs_to_keep(covered: Iterable[str], secrets: SecretMasks) -> tuple[str, ...
     candidates.update(p for p in sys.path if p and os.path.isabs(p))
     candidates.update(p for p in os.environ.get("PATH", "").split(os.pathsep)
                       if p and os.path.isabs(p))
-    candidates.update(os.path.join(_home(), d) for d in HOME_TOOL_DIRS)
+    home = _home()
+    candidates.update(os.path.join(home, d) for d in HOME_TOOL_DIRS)
     return _dirs_to_keep(tuple(sorted(candidates)), tuple(covered), secrets.credentials)
 
 

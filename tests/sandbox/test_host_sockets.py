@@ -13,12 +13,15 @@ import os
 import secrets
 import shutil
 import socket
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from branching_core.sandbox import host_sockets as host_sockets_mod
 from branching_core.sandbox import run_command
 from tests.support.unprivileged import (
     assert_scenario_ok,
@@ -179,3 +182,88 @@ def test_host_sockets_unreachable_unprivileged(host_sockets: tuple[Path, list[st
     assert all(out["outside"][p] == "SECRET" for p in open_to_all), out["outside"]
     assert out["code"] == 0, out["stderr"]
     _assert_all_blocked(out["inside"], paths, str(workspace))
+
+
+# The caller caches the socket walk (host_sockets.plan_socket_hiding); these check that
+# the cache never outlives what it was computed from. RACY_NS=0 lets a walk be cached
+# right after the test touched a directory (the default refuses walks of directories
+# changed within 2 s: their next change could fall in the same timestamp tick); the
+# short sleeps only make sure a later change gets a later timestamp.
+_SKIP = ("/tmp", "/dev", "/proc", "/run")
+
+
+def _cached_twice(skip: tuple[str, ...]) -> host_sockets_mod.SocketPlan:
+    """A plan the cache returned twice in a row (other sessions may touch ``/``)."""
+    for _ in range(50):
+        first = host_sockets_mod.plan_socket_hiding(skip)
+        if host_sockets_mod.plan_socket_hiding(skip) is first:
+            return first
+        time.sleep(0.05)
+    raise AssertionError("the socket walk was never reused")
+
+
+def test_cached_walk_sees_a_socket_made_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("placing a socket in / needs root")
+    monkeypatch.setattr(host_sockets_mod, "RACY_NS", 0)
+    path = Path(f"/forkdeck-cache-{secrets.token_hex(4)}.sock")
+    before = _cached_twice(_SKIP)
+    assert str(path) not in before.socket_files
+    time.sleep(0.05)
+    server = _Server(path)
+    try:
+        after = host_sockets_mod.plan_socket_hiding(_SKIP)
+        assert after is not before and str(path) in after.socket_files
+    finally:
+        server.close()
+
+
+def test_cached_walk_sees_a_new_mount(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting in the host's namespace needs root")
+    monkeypatch.setattr(host_sockets_mod, "RACY_NS", 0)
+    point = tmp_path / "m"
+    point.mkdir()
+    before = _cached_twice(_SKIP)
+    assert str(point) not in before.mount_points
+    subprocess.run(["mount", "-t", "tmpfs", "forkdeck-cache-test", str(point)], check=True)
+    try:
+        assert str(point) in host_sockets_mod.plan_socket_hiding(_SKIP).mount_points
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+    assert str(point) not in host_sockets_mod.plan_socket_hiding(_SKIP).mount_points
+
+
+def test_socket_made_after_a_cached_walk_is_unreachable(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sandbox_ok: None) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("placing a socket in / needs root")
+    monkeypatch.setattr(host_sockets_mod, "RACY_NS", 0)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for _ in range(2):  # the walk is made and cached
+        assert run_command(["true"], workspace).exit_code == 0
+    time.sleep(0.05)
+    path = f"/forkdeck-cache-{secrets.token_hex(4)}.sock"
+    server = _Server(Path(path))
+    try:
+        ran = run_command(["/usr/bin/python3", "-c", PROBE, path], workspace)
+        assert ran.exit_code == 0, ran.stderr
+        _assert_all_blocked(json.loads(ran.stdout), [path], str(workspace))
+    finally:
+        server.close()
+
+
+def test_sandboxed_commands_reuse_the_walk(tmp_path: Path, sandbox_ok: None) -> None:
+    """The namespace check must not drop the cache by itself (a /proc ns inode's times
+    change on every lookup)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for _ in range(50):  # other sessions' tests touch / now and then
+        assert run_command(["true"], workspace).exit_code == 0
+        walks = dict(host_sockets_mod._walks)
+        assert run_command(["true"], workspace).exit_code == 0
+        if any(host_sockets_mod._walks.get(key) is walked for key, walked in walks.items()):
+            return
+        time.sleep(0.1)
+    raise AssertionError("every sandboxed command walked the host again")

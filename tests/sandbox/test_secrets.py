@@ -9,12 +9,13 @@ import secrets
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from branching_core.sandbox import run_command
+from branching_core.sandbox import masks, run_command
 from tests.support.killed_child import REPO
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the root-caller case needs root")
@@ -89,3 +90,46 @@ def test_a_virtualenv_inside_the_masked_home_still_runs(fake_home: Path) -> None
     code, prefix, *_rest = proc.stdout.split()
     assert code == "0" and prefix == str(venv), proc.stdout
     assert proc.stdout.rstrip().endswith("| 1"), f"the home was readable: {proc.stdout}"
+
+
+# The caller caches the secret masks (masks.secret_masks); a secret that appears after
+# a cached plan must still be masked. _RACY_NS=0 lets the cache take a result right
+# after the test touched a directory; the sleeps only let a later change get a later
+# timestamp.
+def _cached_masks() -> masks.SecretMasks:
+    for _ in range(50):  # other sessions' tests add homes under /home now and then
+        first = masks.secret_masks()
+        if masks.secret_masks() is first:
+            return first
+        time.sleep(0.05)
+    raise AssertionError("the secret masks were never reused")
+
+
+def test_a_credential_file_made_after_a_cached_plan_is_masked(
+        fake_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(masks, "_RACY_NS", 0)
+    creds = fake_home.parent / "creds" / "service.json"
+    creds.parent.mkdir()
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(creds))
+    assert str(creds) not in _cached_masks().files
+    time.sleep(0.05)
+    creds.write_text("CLOUD KEY\n")
+    assert str(creds) in masks.secret_masks().files
+    ran = run_command(["cat", str(creds)], fake_home / "project")
+    assert ran.exit_code != 0 and "CLOUD KEY" not in ran.stdout
+
+
+def test_a_home_made_after_a_cached_plan_is_masked(fake_home: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(masks, "_RACY_NS", 0)
+    new_home = Path(f"/home/forkdeck-masks-{secrets.token_hex(4)}")
+    assert str(new_home) not in _cached_masks().dirs
+    time.sleep(0.05)
+    new_home.mkdir()
+    try:
+        (new_home / "diary.txt").write_text("PRIVATE\n")
+        assert str(new_home) in masks.secret_masks().dirs
+        ran = run_command(["cat", str(new_home / "diary.txt")], fake_home / "project")
+        assert "PRIVATE" not in ran.stdout
+    finally:
+        shutil.rmtree(new_home, ignore_errors=True)
