@@ -80,3 +80,22 @@ def test_timeout_kills_the_child_and_its_group(tmp_path: Path) -> None:
         time.sleep(0.01)
     else:
         raise AssertionError("the candidate's helper process outlived its timeout")
+
+
+def test_a_batch_is_forked_back_to_back_by_the_calling_thread(copy_ws: Workspace) -> None:
+    """Sixteen worker threads each forking between their own Python work made the
+    caller's memory copy-on-write again and again; the batch is now forked in one
+    loop by the thread that called the pattern (a fork's only thread is that one)."""
+    seen: list[str] = []
+
+    def record(result: object) -> None:
+        seen.append(str(getattr(result, "status", "")))
+
+    def name(path: Path) -> tuple[bool, str]:
+        return True, threading.current_thread().name
+
+    caller = threading.current_thread().name
+    outcome = BestOfN([name] * 4, timeout=30, progress=record)(copy_ws)
+    assert outcome.committed
+    assert [r.error_context for r in outcome.all_results] == [caller] * 4
+    assert seen.count("running") == 4  # progress still reports each start
