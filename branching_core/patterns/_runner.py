@@ -286,18 +286,21 @@ class CandidateScheduler:
         if (self._mode(race) == "thread" or not isinstance(self.session, LocalSession)
                 or any(a.branch is None for a in batch)):
             return
-        for att in batch:
-            if att.job.start is not None or hasattr(att.job.fn, "launch"):
-                continue  # a command candidate: the launcher starts it, not a fork of ours
-            att.started = time.monotonic()
-            att.result.branch_path = att.branch.path
-            att.result.status = RUNNING
-            try:
-                att.handle = self._start(att, race)
-            except BaseException as exc:
-                att.start_error = exc
-                if not isinstance(exc, Exception):
-                    raise
+        from branching_core.sandbox.namespaces import shared_mask_plan
+
+        with shared_mask_plan():  # sandboxes of one batch see the same host
+            for att in batch:
+                if att.job.start is not None or hasattr(att.job.fn, "launch"):
+                    continue  # a command candidate: the launcher starts it, not our fork
+                att.started = time.monotonic()
+                att.result.branch_path = att.branch.path
+                att.result.status = RUNNING
+                try:
+                    att.handle = self._start(att, race)
+                except BaseException as exc:
+                    att.start_error = exc
+                    if not isinstance(exc, Exception):
+                        raise
 
     def _mode(self, race: bool) -> str:
         if self.isolate:
