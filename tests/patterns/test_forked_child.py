@@ -5,9 +5,12 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import signal
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from branching_core.patterns import BestOfN
 from branching_core.patterns._proc import CandidateTimeout, ChildProcessHandle
@@ -82,10 +85,10 @@ def test_timeout_kills_the_child_and_its_group(tmp_path: Path) -> None:
         raise AssertionError("the candidate's helper process outlived its timeout")
 
 
-def test_a_batch_is_forked_back_to_back_by_the_calling_thread(copy_ws: Workspace) -> None:
+def test_a_batch_is_forked_back_to_back_by_one_thread(copy_ws: Workspace) -> None:
     """Sixteen worker threads each forking between their own Python work made the
     caller's memory copy-on-write again and again; the batch is now forked in one
-    loop by the thread that called the pattern (a fork's only thread is that one)."""
+    loop by one starter thread (a fork's only thread is the one that forked)."""
     seen: list[str] = []
 
     def record(result: object) -> None:
@@ -94,8 +97,42 @@ def test_a_batch_is_forked_back_to_back_by_the_calling_thread(copy_ws: Workspace
     def name(path: Path) -> tuple[bool, str]:
         return True, threading.current_thread().name
 
-    caller = threading.current_thread().name
     outcome = BestOfN([name] * 4, timeout=30, progress=record)(copy_ws)
     assert outcome.committed
-    assert [r.error_context for r in outcome.all_results] == [caller] * 4
+    forkers = {r.error_context for r in outcome.all_results}
+    assert len(forkers) == 1 and forkers.pop() != threading.current_thread().name
     assert seen.count("running") == 4  # progress still reports each start
+
+
+def _children_of_me() -> list[int]:
+    """Our child processes, zombies included (an unreaped child is left behind too)."""
+    me, kids = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                kids.append(int(entry))
+    return kids
+
+
+def test_ctrl_c_while_a_batch_starts_leaves_nothing_behind(copy_ws: Workspace) -> None:
+    """The first child interrupts the caller at once, while it is still forking the
+    rest: every child that started is killed and reaped, every branch aborted."""
+    before = set(_children_of_me())
+
+    def interrupt(path: Path) -> bool:
+        os.kill(os.getppid(), signal.SIGINT)
+        time.sleep(30)
+        return True
+
+    def sleeper(path: Path) -> bool:
+        time.sleep(30)
+        return True
+
+    with pytest.raises(KeyboardInterrupt):
+        BestOfN([interrupt] + [sleeper] * 15, timeout=60)(copy_ws)
+    assert copy_ws.open_branches() == []
+    assert set(_children_of_me()) - before == set()
