@@ -117,7 +117,7 @@ def _p(samples: list[float], q: float) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "pattern latency").splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--overhead-only", action="store_true",
