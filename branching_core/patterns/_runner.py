@@ -36,7 +36,7 @@ from branching_core.patterns.result import (
     TIMED_OUT,
     SpeculationResult,
 )
-from branching_core.patterns.runners import LocalRunner
+from branching_core.patterns.runners import LocalRunner, LocalSession
 
 log = logging.getLogger(__name__)
 READY = "ready"  # internal: finished successfully, branch open, awaiting finalize
@@ -96,6 +96,7 @@ class Attempt:
     handle: Handle | None = None
     killed_for: str | None = None
     started: float | None = None
+    start_error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -155,6 +156,7 @@ class CandidateScheduler:
         stop = _Batch(first_wins=first_wins, race=race, keep_failed=keep_failed,
                       slots=threading.Semaphore(self.max_parallel or len(batch)))
         self._precreate(parent, batch)
+        self._prestart(batch, race)
         threads = [
             threading.Thread(target=self._work, args=(att, parent, stop, batch), daemon=True,
                              name=f"{self.prefix}-{att.result.branch_index}")
@@ -271,6 +273,69 @@ class CandidateScheduler:
         for att, branch in zip(batch, branches, strict=True):
             att.branch = branch
 
+    def _prestart(self, batch: list[Attempt], race: bool) -> None:
+        """Fork every candidate of a precreated batch back to back, from one thread.
+
+        Each ``fork()`` makes the caller's memory copy-on-write again, so whatever the
+        caller writes between two forks is copied page by page; sixteen worker threads
+        interleaving Python work with their forks paid that sixteen times over, and
+        queued behind each other for the GIL while the first children already ran. A
+        tight loop forks all of them while the caller touches almost nothing, then the
+        workers only wait. Threads need no killing and are left to the workers.
+
+        The loop runs in its own thread while this (the calling) thread waits: a
+        Ctrl-C arriving inside ``os.fork``'s at-fork hooks would be swallowed as an
+        "exception ignored", and the call would run on.
+        """
+        if (self._mode(race) == "thread" or not isinstance(self.session, LocalSession)
+                or any(a.branch is None for a in batch)):
+            return
+        halt, gate, finished = threading.Event(), threading.Lock(), threading.Event()
+        starter = threading.Thread(target=self._start_all,
+                                   args=(batch, race, halt, gate, finished),
+                                   daemon=True, name=f"{self.prefix}-start")
+        try:
+            starter.start()
+            while not finished.wait(0.25):
+                pass
+        except BaseException:
+            # Ctrl-C mid-batch (even inside ``starter.start()``): stop the starter, wait
+            # out the one start it may be in (``gate``), then kill and reap everything
+            # it started, since no worker will wait for it (``close`` aborts the branches).
+            self.interrupted = True
+            halt.set()
+            with gate:
+                pass
+            for att in batch:
+                if att.handle is not None:
+                    att.killed_for = CANCELLED
+                    with contextlib.suppress(BaseException):
+                        att.handle.kill()
+                        att.handle.run(0)
+            raise
+
+    def _start_all(self, batch: list[Attempt], race: bool, halt: threading.Event,
+                   gate: threading.Lock, finished: threading.Event) -> None:
+        from branching_core.sandbox.namespaces import shared_mask_plan
+
+        try:
+            with shared_mask_plan():  # sandboxes of one batch see the same host
+                for att in batch:
+                    if att.job.start is not None or hasattr(att.job.fn, "launch"):
+                        continue  # a command candidate: the launcher starts it, not a fork
+                    with gate:
+                        if halt.is_set():
+                            return
+                        att.started = time.monotonic()
+                        att.result.branch_path = att.branch.path
+                        att.result.status = RUNNING
+                        try:
+                            att.handle = self._start(att, race)
+                        except Exception as exc:
+                            att.start_error = exc  # its worker reports it as its failure
+        finally:
+            finished.set()
+
     def _mode(self, race: bool) -> str:
         if self.isolate:
             return "sandbox"
@@ -294,6 +359,13 @@ class CandidateScheduler:
         res = att.result
         have_slot = False
         try:
+            if att.started is not None:  # started by ``_prestart``
+                self._emit(att)
+                if att.start_error is not None:
+                    raise att.start_error
+                assert att.handle is not None
+                self._finish(att, att.handle, batch, siblings)
+                return
             while not batch.slots.acquire(timeout=0.05):
                 if batch.stopped is not None:
                     break

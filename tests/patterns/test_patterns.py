@@ -64,6 +64,7 @@ def test_best_of_n_task_form_and_rollouts(ws: Workspace) -> None:
     # The best success is reported as the winner, uncommitted (BranchContext 0.3.0).
     assert not outcome.committed
     assert outcome.winner is outcome.all_results[2]
+    assert outcome.winner is not None
     assert outcome.winner.status == "aborted" and outcome.winner.success
     assert outcome.winner.node_id is None
     assert [(r.status, r.success, r.score) for r in outcome.all_results] == [
