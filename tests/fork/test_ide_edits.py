@@ -238,6 +238,46 @@ def test_a_delete_in_the_mirror_deletes_in_the_branch(project: Path, backend: st
         m.mat.close()
 
 
+@pytest.mark.parametrize("backend", ["overlay", "copy"])
+@pytest.mark.parametrize("user_change", ["delete", "edit"])
+def test_a_sync_that_compared_the_entry_before_the_user_changed_it_keeps_the_change(
+    project: Path, backend: str, user_change: str
+) -> None:
+    """The flake behind ``test_a_delete_in_the_mirror_deletes_in_the_branch[copy]``: a late
+    watch event for the branch's write syncs the path again, finds the mirror entry equal
+    to the view, and records it as the mirror's own (``StampBook.adopt``). When the user
+    deleted or rewrote the entry between that comparison and the record, the record took
+    the user's state for the mirror's: the change was never applied, and the next sync
+    silently undid it. Holding the branch keeps both watchers out while this test replays
+    that interleaving (compare, user change, record) in the same order every run."""
+    m = _Mirror(project, "a", backend=backend)
+    try:
+        view, entry = m.view("a", "src/app.py"), m.mirror("a", "src/app.py")
+        view.write_text("VALUE = 'a'\n")
+        eventually(lambda: read(entry) == "VALUE = 'a'\n", "mirrored")
+        m.mat.flush("a")  # every event of that write synced: the stamp is settled
+        tree, dirname = m.mat.tree, m.mat._by_label("a").dirname
+        with _branch_held(m.branches["a"]), tree.lock:
+            # the late sync: the entry equals the view...
+            assert entry.read_text() == view.read_text()
+            # ...then the user changes it before the sync records it
+            if user_change == "delete":
+                entry.unlink()
+            else:
+                entry.write_text("VALUE = 'mine'\n")
+            tree.stamps.adopt(dirname, "src/app.py", "same", view)
+            assert tree.stamps.user_changed(dirname, "src/app.py")
+        if user_change == "delete":
+            eventually(lambda: not view.exists(), "the delete applied to the branch")
+            assert not entry.exists()  # and the mirror did not bring the file back
+        else:
+            eventually(lambda: read(view) == "VALUE = 'mine'\n", "the edit applied")
+            assert entry.read_text() == "VALUE = 'mine'\n"
+        eventually(lambda: m.edits() == ["src/app.py"], "the change reported")
+    finally:
+        m.mat.close()
+
+
 def test_a_simultaneous_branch_write_is_a_conflict_and_nothing_is_overwritten(
     project: Path,
 ) -> None:
