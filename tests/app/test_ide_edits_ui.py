@@ -15,7 +15,7 @@ from app.modals.merge_picker import BranchColumn, MergePickerModal
 from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.widgets.merge_diff import DiffPaths
-from branching_core.fork.mirror.materializer import _branch_held
+from branching_core.fork.mirror.edit_intake import branch_held as _branch_held
 from tests.app.conftest import TERMINAL, GatedModel, make_app, open_fork, ready, wait_for
 from tests.app.fixtures_merge import ScreenHost, run_fork
 from tests.fork.test_mirror import aeventually, read

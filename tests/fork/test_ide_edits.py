@@ -24,8 +24,9 @@ from branching_core.fork import (
     BranchUserEdited,
     ForkEvent,
 )
+from branching_core.fork.mirror.edit_intake import branch_held as _branch_held
 from branching_core.fork.mirror.edits import EditBatch
-from branching_core.fork.mirror.materializer import ForkMaterializer, _branch_held
+from branching_core.fork.mirror.materializer import ForkMaterializer
 from branching_core.live import ForkCoordinator
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, call

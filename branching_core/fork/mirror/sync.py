@@ -300,9 +300,7 @@ class MirrorTree:
                 layer_dir = b.layer / rel
                 if b.layer == b.view or not layer_dir.is_dir():
                     return 0
-                return sum(
-                    self._sync_one(b, f"{rel}/{child}") for child in walk_files(layer_dir)
-                )
+                return sum(self._sync_one(b, f"{rel}/{child}") for child in walk_files(layer_dir))
             # a new directory (or a file replaced by one): everything in it is new
             changed = 0
             if base in ("f", "l"):
