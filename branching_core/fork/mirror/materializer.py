@@ -49,7 +49,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -370,16 +370,14 @@ class ForkMaterializer:
                 log.warning("fork %s mirror watcher failed (%s)", self.fork_id, watch.error)
         watch.ready.set()
 
-    def _watch_loop(
-        self, watchfiles: Any, layers: list[str], watch: _Watch, *, force_polling: bool
-    ) -> None:
-        if not layers:
-            self.rebuild()
-            watch.ready.set()
-            watch.stop.wait()
-            return
-        batches = watchfiles.watch(
-            *layers,
+    def _batches(
+        self, watchfiles: Any, paths: list[str], watch: _Watch, *, force_polling: bool
+    ) -> Iterator[set[tuple[Any, str]]]:
+        """One watcher's batches (both watchers use the same settings): every event (no
+        filter), a batch at least every 100 ms even when idle (the first one says the
+        watch is live), until ``watch.stop``."""
+        batches: Iterator[set[tuple[Any, str]]] = watchfiles.watch(
+            *paths,
             watch_filter=None,
             debounce=self.debounce_ms,
             step=self.step_ms,
@@ -391,6 +389,17 @@ class ForkMaterializer:
             poll_delay_ms=50,
             ignore_permission_denied=True,
         )
+        return batches
+
+    def _watch_loop(
+        self, watchfiles: Any, layers: list[str], watch: _Watch, *, force_polling: bool
+    ) -> None:
+        if not layers:
+            self.rebuild()
+            watch.ready.set()
+            watch.stop.wait()
+            return
+        batches = self._batches(watchfiles, layers, watch, force_polling=force_polling)
         first = True
         for changes in batches:
             if first:
@@ -425,18 +434,8 @@ class ForkMaterializer:
 
         for force_polling in (False, True):
             try:
-                batches = watchfiles.watch(
-                    str(self.branches_dir),
-                    watch_filter=None,
-                    debounce=self.debounce_ms,
-                    step=self.step_ms,
-                    stop_event=watch.stop,
-                    rust_timeout=100,
-                    yield_on_timeout=True,
-                    raise_interrupt=False,
-                    force_polling=force_polling,
-                    poll_delay_ms=50,
-                    ignore_permission_denied=True,
+                batches = self._batches(
+                    watchfiles, [str(self.branches_dir)], watch, force_polling=force_polling
                 )
                 first = True
                 for changes in batches:
