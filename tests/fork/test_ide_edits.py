@@ -62,6 +62,22 @@ def _collect(coord: ForkCoordinator) -> list[ForkEvent]:
     return seen
 
 
+async def mirrored_fork(
+    project: Path, s: Scripted, *labels: str, wait: bool = True
+) -> tuple[ForkCoordinator, list[ForkEvent], ForkMaterializer]:
+    """A mirrored fork of ``s``'s agent with one branch per label (running the script of
+    the label in capitals), its events collected; ``wait`` for the branches to finish."""
+    coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
+    events = _collect(coord)
+    specs = [BranchSpec(label, label.upper()) for label in labels]
+    await coord.fork(specs, parent_history=PARENT)
+    if wait:
+        await coord.wait(timeout=60)
+    mat = coord.mirror_hook.materializer
+    assert mat is not None
+    return coord, events, mat
+
+
 class _Mirror:
     """A started materializer over fresh overlay branches, batches collected."""
 
@@ -99,10 +115,7 @@ async def test_a_mirror_write_reaches_the_branch_view_and_the_next_request(proje
     s = Scripted(
         {"A": [call("write_file", path="src/app.py", content="VALUE = 'a'\n"), wait_for_the_user]}
     )
-    coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
-    events = _collect(coord)
-    await coord.fork([BranchSpec("a", "A")], parent_history=PARENT)
-    mat = coord.mirror_hook.materializer
+    coord, events, mat = await mirrored_fork(project, s, "a", wait=False)
     rt = coord.get_branch("a")
     assert mat is not None and rt.path is not None
     mirrored = mat.branch_path("a", "src/app.py")
@@ -148,12 +161,7 @@ async def test_the_mirrors_own_sync_writes_are_never_user_edits(project: Path) -
             "B": [call("run_command", command="echo b > src/util.py && mkdir -p d && touch d/e")],
         }
     )
-    coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
-    events = _collect(coord)
-    await coord.fork([BranchSpec("a", "A"), BranchSpec("b", "B")], parent_history=PARENT)
-    await coord.wait(timeout=60)
-    mat = coord.mirror_hook.materializer
-    assert mat is not None
+    coord, events, mat = await mirrored_fork(project, s, "a", "b")
     await aeventually(
         lambda: (
             files_under(mat.branch_dir("a")) == {"README.txt": "hi\n", "new/deep/file.txt": "x\n"}
@@ -352,12 +360,7 @@ def test_coordinator_publishes_a_refusal(project: Path, tmp_path: Path) -> None:
 
     async def scenario() -> list[ForkEvent]:
         s = Scripted({"A": [call("write_file", path="a.txt", content="a\n")]})
-        coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
-        events = _collect(coord)
-        await coord.fork([BranchSpec("a", "A")], parent_history=PARENT)
-        await coord.wait(timeout=60)
-        mat = coord.mirror_hook.materializer
-        assert mat is not None
+        coord, events, mat = await mirrored_fork(project, s, "a")
         mat.wait_ready()
         os.symlink("/etc/passwd", mat.branch_path("a", "passwd"))
         await aeventually(
