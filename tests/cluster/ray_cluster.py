@@ -27,12 +27,19 @@ def two_node_cluster(base: Path, *, num_cpus: int) -> Iterator[dict[str, Any]]:
     from ray.cluster_utils import Cluster
 
     caches = [base / "cache-head", base / "cache-worker"]
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": num_cpus, "object_store_memory": OBJECT_STORE,
-        "env_vars": {"FORKDECK_RAY_CACHE": str(caches[0])},
-    })
-    c.add_node(num_cpus=num_cpus, object_store_memory=OBJECT_STORE,
-               env_vars={"FORKDECK_RAY_CACHE": str(caches[1])})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": num_cpus,
+            "object_store_memory": OBJECT_STORE,
+            "env_vars": {"FORKDECK_RAY_CACHE": str(caches[0])},
+        },
+    )
+    c.add_node(
+        num_cpus=num_cpus,
+        object_store_memory=OBJECT_STORE,
+        env_vars={"FORKDECK_RAY_CACHE": str(caches[1])},
+    )
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)
     _wait_until_both_nodes_schedule()
@@ -55,8 +62,9 @@ def _wait_until_both_nodes_schedule(timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     seen: set[str] = set()
     while len(seen) < 2 and time.monotonic() < deadline:
-        seen |= set(ray.get([where.options(scheduling_strategy="SPREAD").remote()
-                             for _ in range(4)]))
+        seen |= set(
+            ray.get([where.options(scheduling_strategy="SPREAD").remote() for _ in range(4)])
+        )
         if len(seen) < 2:
             time.sleep(0.2)
     assert len(seen) == 2, f"the two-node cluster never scheduled on both nodes: {seen}"
