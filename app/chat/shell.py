@@ -10,38 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
 
+from app.chat.one_task import OneTask
 from app.chat.shell_command import ShellTarget, branch_target, run_shell_command
 
-if TYPE_CHECKING:
-    from app.screens.chat import ChatScreen
 
+class ShellRunner(OneTask):
+    """The one ``!cmd`` that may run at a time, on ``screen`` (Esc cancels it: the runner
+    kills its whole tree)."""
 
-class ShellRunner:
-    """The one ``!cmd`` that may run at a time, on ``screen``."""
-
-    def __init__(self, screen: ChatScreen) -> None:
-        self.screen = screen
-        self.task: asyncio.Task[Any] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.task is not None and not self.task.done()
-
-    def stop(self) -> bool:
-        """Cancel the running command (Esc): the runner kills its whole tree."""
-        if not self.running:
-            return False
-        assert self.task is not None
-        self.task.cancel()
-        return True
+    what = "a !command"
 
     def run(self, command: str) -> None:
         """In the parent workspace, or on a branch tab in that branch's sandbox."""
         screen = self.screen
-        if self.running:
-            screen.notice("a !command is running: wait for it, or esc to stop it", "warning")
+        if self.refuse_if_running():
             return
         area = screen.fork_area
         label = area.active_label if area is not None else None

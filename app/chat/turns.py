@@ -9,43 +9,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
 
 from textual.css.query import NoMatches
 
+from app.chat.one_task import OneTask
 from app.chat_store import save_history
 
-if TYPE_CHECKING:
-    from app.screens.chat import ChatScreen
 
-
-class ParentTurns:
+class ParentTurns(OneTask):
     """The one parent turn that may run at a time, on ``screen``'s session."""
 
-    def __init__(self, screen: ChatScreen) -> None:
-        self.screen = screen
-        self.task: asyncio.Task[Any] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.task is not None and not self.task.done()
+    what = "a turn"
 
     def start(self, text: str) -> None:
         screen = self.screen
-        if self.running:
-            screen.notice("a turn is running: wait for it, or esc to stop it", "warning")
+        if self.refuse_if_running():
             return
         screen.messages.add_user(text)
         self.task = asyncio.create_task(self._turn(text))
         screen.refresh_status()
-
-    def stop(self) -> bool:
-        """Cancel the running turn (Esc); False when none runs."""
-        if not self.running:
-            return False
-        assert self.task is not None
-        self.task.cancel()
-        return True
 
     async def _turn(self, text: str) -> None:
         screen = self.screen

@@ -26,6 +26,11 @@ in ``parts.py``):
 * ``merge.py``        ``merge_or_select``, ``abort_fork``, landing the winner in the parent
 * ``persistence.py``  manifest and history saves, ``recover()``, ``list_open_forks``
 * ``state_writer.py`` the coalescing background writer; ``mirror/`` the on-disk mirror
+
+Why ~500 lines: the public surface itself (construction from ``ForkOptions``, the
+event hub, ``fork()``, steering, ``nested()``, termination and the read-only
+properties front ends use) is what a reader of this class needs on one page; every
+part with a job of its own already lives in the modules above.
 """
 
 from __future__ import annotations

@@ -18,70 +18,64 @@ class ForkEvent:
 
 
 @dataclass(frozen=True)
+class BranchEvent(ForkEvent):
+    """An event about one branch of the fork (every ``Branch*`` event)."""
+
+    branch_id: str = ""
+    label: str = ""
+
+
+@dataclass(frozen=True)
 class ForkCreated(ForkEvent):
     branch_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class BranchStateChanged(ForkEvent):
-    branch_id: str = ""
-    label: str = ""
+class BranchStateChanged(BranchEvent):
     state: BranchState = "running"
     error: str | None = None
 
 
 @dataclass(frozen=True)
-class BranchTextDelta(ForkEvent):
-    branch_id: str = ""
-    label: str = ""
+class BranchTextDelta(BranchEvent):
     text: str = ""
 
 
 @dataclass(frozen=True)
-class BranchToolCall(ForkEvent):
-    branch_id: str = ""
-    label: str = ""
+class BranchToolCall(BranchEvent):
     tool_name: str = ""
     args: Any = None
     tool_call_id: str = ""
 
 
 @dataclass(frozen=True)
-class BranchToolResult(ForkEvent):
-    branch_id: str = ""
-    label: str = ""
+class BranchToolResult(BranchEvent):
     tool_name: str = ""
     content: str = ""
     tool_call_id: str = ""
 
 
 @dataclass(frozen=True)
-class BranchSteered(ForkEvent):
-    branch_id: str = ""
-    label: str = ""
+class BranchSteered(BranchEvent):
     message: str = ""
 
 
 @dataclass(frozen=True)
-class BranchSteerUndelivered(ForkEvent):
+class BranchSteerUndelivered(BranchEvent):
     """Steering messages no request of the branch carried, and that cannot be sent now (the
     branch failed or was stopped, or its fork is being resolved). A front end that showed
     them as sent must say they were not."""
 
-    branch_id: str = ""
-    label: str = ""
     messages: tuple[str, ...] = ()
     reason: str = ""
 
 
 @dataclass(frozen=True)
-class BranchUserEdited(ForkEvent):
+class BranchUserEdited(BranchEvent):
     """The user edited files in the branch's mirror directory (an IDE open on
     ``.pydantic-deep/forks/<id>/branches/<label>/``): they are in the branch's workspace
     now, and its model gets ``note`` at its next request."""
 
-    branch_id: str = ""
-    label: str = ""
     paths: tuple[str, ...] = ()
     summaries: tuple[str, ...] = ()
     """One line per path: ``x.py (modified, +3 -1)``."""
@@ -89,31 +83,25 @@ class BranchUserEdited(ForkEvent):
 
 
 @dataclass(frozen=True)
-class BranchEditConflict(ForkEvent):
+class BranchEditConflict(BranchEvent):
     """A path the user edited in the mirror that the branch had changed too since the last
     sync. Nothing was overwritten: the branch keeps its version, the user's is kept at
     ``kept_as`` (``None`` when the user's edit was a deletion)."""
 
-    branch_id: str = ""
-    label: str = ""
     path: str = ""
     kept_as: str | None = None
 
 
 @dataclass(frozen=True)
-class BranchEditRefused(ForkEvent):
+class BranchEditRefused(BranchEvent):
     """A user's change in the mirror that is not applied (a symlink, a path through one)."""
 
-    branch_id: str = ""
-    label: str = ""
     path: str = ""
     reason: str = ""
 
 
 @dataclass(frozen=True)
-class BranchCostUpdated(ForkEvent):
-    branch_id: str = ""
-    label: str = ""
+class BranchCostUpdated(BranchEvent):
     cumulative_usd: float | None = None
 
 
@@ -127,9 +115,7 @@ class ApprovalCall:
 
 
 @dataclass(frozen=True)
-class BranchApprovalRequested(ForkEvent):
-    branch_id: str = ""
-    label: str = ""
+class BranchApprovalRequested(BranchEvent):
     calls: tuple[ApprovalCall, ...] = ()
 
 
@@ -141,7 +127,7 @@ class ForkResolved(ForkEvent):
 
 
 @dataclass(frozen=True)
-class BranchResponseStarted(ForkEvent):
+class BranchResponseStarted(BranchEvent):
     """A branch sent a model request; the text that follows is a new response.
 
     A front end ends the current text block here (consecutive responses are never glued) and
@@ -149,18 +135,13 @@ class BranchResponseStarted(ForkEvent):
     a steer appears where the model read it, not where it was typed.
     """
 
-    branch_id: str = ""
-    label: str = ""
     request: int = 0
     prompts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class BranchResponseRestarted(ForkEvent):
+class BranchResponseRestarted(BranchEvent):
     """The server cut the response and it is being asked again: drop the partial text."""
-
-    branch_id: str = ""
-    label: str = ""
 
 
 __all__ = [
@@ -169,6 +150,7 @@ __all__ = [
     "BranchCostUpdated",
     "BranchEditConflict",
     "BranchEditRefused",
+    "BranchEvent",
     "BranchResponseRestarted",
     "BranchResponseStarted",
     "BranchStateChanged",

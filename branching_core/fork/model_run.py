@@ -14,20 +14,9 @@ from typing import Any
 from pydantic_ai.messages import ModelResponse, UserPromptPart
 
 from branching_core.agent.model_config import ModelConfig
+from branching_core.agent.model_label import model_label
 from branching_core.agent.spend import SPEND, BudgetRule, SpendContext, budget_rule
 from branching_core.fork import events as ev
-
-
-def _model_name(model: Any) -> str | None:
-    if model is None:
-        return None
-    if isinstance(model, str):
-        return model
-    name = getattr(model, "model_name", None)
-    system = getattr(model, "system", None)
-    if name and system and system not in ("function", "test", "offline"):
-        return f"{system}:{name}"
-    return name
 
 
 def resolve_branch_model(name: str, default_model: Any) -> Any:
@@ -45,7 +34,7 @@ def model_label_for_budget(model: Any) -> str | None:
     """The name prices are looked up by (``provider:name``; ``offline`` for the offline model)."""
     from branching_core.agent.offline import OfflineModel
 
-    return "offline" if isinstance(model, OfflineModel) else _model_name(model)
+    return "offline" if isinstance(model, OfflineModel) else model_label(model, for_prices=True)
 
 
 class _BranchSpend(SpendContext):
@@ -151,7 +140,7 @@ def aggregate_spend_reason(
 
 def budget_description(budget_usd: float | None, model: Any, config: ModelConfig | None) -> str:
     """What the picker shows: which rule a budget runs under for this model."""
-    return budget_rule(budget_usd, _model_name(model), config).describe()
+    return budget_rule(budget_usd, model_label(model, for_prices=True), config).describe()
 
 
 def history_estimated(history: Any) -> bool:

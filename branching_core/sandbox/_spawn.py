@@ -1,9 +1,12 @@
 """Process machinery shared by the callable and the command form.
 
-Why one module of ~580 lines: the keeper, the init and the caller's side
+Why one module of ~680 lines: the keeper, the init and the caller's side
 (``SpawnedProcess``) are three ends of one protocol (the lifeline pipe, the record
 format, the fork order and the fds each end closes); split apart, a change to one end
-could no longer be checked against the others on one screen of code.
+could no longer be checked against the others on one screen of code. The launcher
+(``launcher.py``) is a fourth way in, not a fourth end: it forks this same keeper, so
+only its status fd (how ``SpawnedProcess`` learns the keeper's end) stays here; handing
+a request to it and the fd bookkeeping around that are in ``Launcher.start_keeper``.
 
 Shape of a running branch::
 
@@ -577,8 +580,8 @@ def spawn(
     _PARENT_FDS.update(parent_ends)
     started = None
     if launcher is not None and command is not None:
-        started = _start_via(launcher, command, plan, cgroups, fd_map, res_w, life_r,
-                             child_ends, parent_ends)
+        started = launcher.start_keeper(plan, cgroups.procs_files, fd_map, res_w, life_r,
+                                        command, child_ends, parent_ends)
     if started is not None:
         pid, pidfd, status_fd = started
     else:
@@ -623,32 +626,6 @@ def _fork_keeper(
         raise
     _PARENT_FDS.add(pidfd)
     return pid, pidfd
-
-
-def _start_via(
-    launcher: Launcher, command: tuple[list[str], dict[str, str]], plan: SandboxPlan,
-    cgroups: BranchCgroups, fd_map: dict[int, int], res_w: int, life_r: int,
-    child_ends: list[int], parent_ends: list[int],
-) -> tuple[int, int, int] | None:
-    """Have the launcher fork the keeper; returns (pid, pidfd, status fd), or None when
-    it cannot take the request (the caller forks directly)."""
-    from branching_core.sandbox.launcher import LauncherUnavailable
-
-    try:
-        pid, pidfd, status_fd = launcher.start(
-            plan, cgroups.procs_files, fd_map, res_w, life_r, *command)
-    except LauncherUnavailable:
-        return None
-    except BaseException:
-        for fd in child_ends + parent_ends:
-            _PARENT_FDS.discard(fd)
-            os.close(fd)
-        raise
-    _PARENT_FDS.update((pidfd, status_fd))
-    for fd in child_ends:
-        os.close(fd)
-    plan.close_fds()
-    return pid, pidfd, status_fd
 
 
 def setup_error(info: ExitInfo) -> Exception | None:

@@ -176,6 +176,31 @@ class Launcher:
         self._fail("it died while starting a command")
         raise ProcessForkError("the sandbox launcher died while starting the command")
 
+    def start_keeper(
+        self, plan: SandboxPlan, cgroup_procs: list[str], fd_map: Mapping[int, int],
+        result_w: int, lifeline_r: int, command: tuple[list[str], dict[str, str]],
+        child_ends: list[int], parent_ends: list[int],
+    ) -> tuple[int, int, int] | None:
+        """``spawn()``'s launcher path: :meth:`start`, then the fd bookkeeping the direct
+        path does after its fork (``child_ends`` closed here, ``parent_ends`` closed on a
+        failure). None when the launcher cannot take the request (the caller forks
+        directly; nothing was closed)."""
+        try:
+            pid, pidfd, status_fd = self.start(
+                plan, cgroup_procs, fd_map, result_w, lifeline_r, *command)
+        except LauncherUnavailable:
+            return None
+        except BaseException:
+            for fd in child_ends + parent_ends:
+                _spawn._PARENT_FDS.discard(fd)
+                os.close(fd)
+            raise
+        _spawn._PARENT_FDS.update((pidfd, status_fd))
+        for fd in child_ends:
+            os.close(fd)
+        plan.close_fds()
+        return pid, pidfd, status_fd
+
     def close(self, timeout: float = 5.0) -> None:
         """Close the control socket (the launcher exits) and reap it."""
         if os.getpid() != self.owner:

@@ -223,6 +223,23 @@ async def open_fork(pilot: Any, steers: list[str], *, aggregate: str = "") -> An
     return chat.fork_area
 
 
+async def open_held_fork(pilot: Any, gated: GatedModel) -> Any:
+    """A fork of two branches (``hold a``, ``hold b``) that both asked ``gated``'s model and
+    are held there (running) until the test releases the ``hold`` gate."""
+    gated.gate("hold")
+    area = await open_fork(pilot, ["hold a", "hold b"])
+    await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+    return area
+
+
+async def open_done_fork(pilot: Any) -> Any:
+    """A fork whose branches ``a`` and ``b`` wrote ``a.txt`` and ``b.txt`` and are done."""
+    area = await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
+    app = pilot.app
+    await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what="done")
+    return area
+
+
 def states(app: Any) -> dict[str, str]:
     """Each branch's state in the open fork, by label."""
     coordinator = app.session.coordinator

@@ -15,8 +15,8 @@ from app.modals.merge_picker import BranchColumn, MergePickerModal
 from app.screens.chat import ChatScreen
 from app.screens.diff_explorer import DiffExplorerScreen
 from app.widgets.merge_diff import DiffPaths
-from branching_core.fork.mirror.materializer import _branch_held
-from tests.app.conftest import TERMINAL, GatedModel, make_app, open_fork, ready, wait_for
+from branching_core.fork.mirror.edit_intake import branch_held as _branch_held
+from tests.app.conftest import TERMINAL, GatedModel, make_app, open_held_fork, ready, wait_for
 from tests.app.fixtures_merge import ScreenHost, run_fork
 from tests.fork.test_mirror import aeventually, read
 
@@ -47,13 +47,11 @@ def _logged(chat: ChatScreen, text: str) -> bool:
 async def test_fork_log_tells_of_an_edit_and_of_a_conflict(
     project: Path, gated: GatedModel
 ) -> None:
-    gated.gate("hold")
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = _chat(app)
-        await open_fork(pilot, ["hold a", "hold b"])
-        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        await open_held_fork(pilot, gated)
         coord = app.session.coordinator
         assert coord is not None
         await wait_for(

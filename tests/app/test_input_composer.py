@@ -17,7 +17,7 @@ from tests.app.conftest import (
     burst,
     chat_screen,
     make_app,
-    open_fork,
+    open_held_fork,
     ready,
     settle,
     states,
@@ -68,8 +68,7 @@ async def test_steers_typed_ahead_reach_only_the_branch_they_name(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = chat_screen(app)
-        await open_fork(pilot, ["hold a", "hold b"])
-        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        await open_held_fork(pilot, gated)
         burst(app, *typed(">>a only for a"), "enter", *typed(">>b write b.txt"), "enter")
         await settle(pilot)
         await wait_for(pilot, lambda: chat.input.value == "", what=lambda: chat.input.value)

@@ -13,6 +13,7 @@ from tests.app.conftest import (
     escape,
     make_app,
     open_fork,
+    open_held_fork,
     ready,
     settle,
     states,
@@ -24,13 +25,11 @@ from tests.app.conftest import (
 async def test_esc_then_enter_on_the_overview_does_not_abort_the_fork(
     project: Path, gated: GatedModel
 ) -> None:
-    gated.gate("hold")
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = chat_screen(app)
-        await open_fork(pilot, ["hold a", "hold b"])
-        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        await open_held_fork(pilot, gated)
         await escape(pilot, ConfirmModal)
         assert app.screen.focused is not None and app.screen.focused.id == "no"
         await pilot.press("enter")
@@ -42,13 +41,11 @@ async def test_esc_then_enter_on_the_overview_does_not_abort_the_fork(
 
 
 async def test_esc_with_text_only_clears_the_text(project: Path, gated: GatedModel) -> None:
-    gated.gate("hold")
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = chat_screen(app)
-        await open_fork(pilot, ["hold a", "hold b"])
-        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        await open_held_fork(pilot, gated)
         burst(app, *typed(">>a half a thought"), "escape")
         await settle(pilot)
         assert chat.input.value == ""

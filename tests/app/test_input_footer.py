@@ -6,7 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from app.screens.chat import ChatScreen
-from tests.app.conftest import TERMINAL, GatedModel, make_app, open_fork, ready, wait_for
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    make_app,
+    open_held_fork,
+    ready,
+)
 
 
 def hints(chat: ChatScreen) -> dict[str, str]:
@@ -19,7 +25,6 @@ def hints(chat: ChatScreen) -> dict[str, str]:
 
 
 async def test_hints_follow_the_focus_and_the_state(project: Path, gated: GatedModel) -> None:
-    gated.gate("hold")
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
@@ -32,8 +37,7 @@ async def test_hints_follow_the_focus_and_the_state(project: Path, gated: GatedM
         assert hints(chat)["tab"] == "Complete" and hints(chat)["escape"] == "Clear"
         await pilot.press("escape")
         assert "escape" not in hints(chat)
-        area = await open_fork(pilot, ["hold a", "hold b"])
-        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        area = await open_held_fork(pilot, gated)
         await pilot.pause()
         assert hints(chat)["tab"] == "Next tab" and hints(chat)["escape"] == "Abort fork"
         await pilot.press("f1")

@@ -11,6 +11,7 @@ from tests.app.conftest import (
     chat_screen,
     make_app,
     open_fork,
+    open_held_fork,
     ready,
     states,
     submit,
@@ -27,14 +28,12 @@ def on_screen(chat: ChatScreen, text: str) -> bool:
 async def test_notices_and_command_output_show_in_the_fork_view(
     project: Path, gated: GatedModel
 ) -> None:
-    gated.gate("hold")
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = chat_screen(app)
         assert not chat.fork_log.display  # no fork: the transcript shows everything
-        area = await open_fork(pilot, ["hold a", "hold b"])
-        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        area = await open_held_fork(pilot, gated)
         assert chat.messages.display is False  # the fork view hides the transcript...
         assert on_screen(chat, "forked 2 branches: a, b")  # ...but not what the chat says
         await submit(pilot, "/cost")

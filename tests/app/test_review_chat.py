@@ -14,9 +14,8 @@ from tests.app.conftest import (
     TERMINAL,
     GatedModel,
     make_app,
-    open_fork,
+    open_done_fork,
     ready,
-    states,
     submit,
     wait_for,
 )
@@ -31,8 +30,7 @@ async def test_combined_merge_from_fork_diff_reaches_the_chat(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = _chat(app)
-        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what="done")
+        await open_done_fork(pilot)
         await submit(pilot, "/fork diff")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffExplorerScreen), what="explorer")
         explorer = app.screen
@@ -65,8 +63,7 @@ async def test_combined_merge_from_the_merge_pickers_explorer_reaches_the_chat(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = _chat(app)
-        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what="done")
+        await open_done_fork(pilot)
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
         await pilot.press("d")

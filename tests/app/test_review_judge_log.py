@@ -17,9 +17,8 @@ from tests.app.conftest import (
     TERMINAL,
     GatedModel,
     make_app,
-    open_fork,
+    open_done_fork,
     ready,
-    states,
     submit,
     wait_for,
 )
@@ -57,8 +56,7 @@ async def test_each_decision_on_the_judges_pick_is_logged(
     async with app.run_test(size=TERMINAL) as pilot:  # type: ignore[attr-defined]
         await ready(pilot)
         chat = _chat(app)
-        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what="done")
+        await open_done_fork(pilot)
         await submit(pilot, "/merge")
         await wait_for(
             pilot,
@@ -100,8 +98,7 @@ async def test_a_pick_below_the_threshold_is_logged_from_the_picker(
     app = _app(project, gated, 0.99)
     async with app.run_test(size=TERMINAL) as pilot:  # type: ignore[attr-defined]
         await ready(pilot)
-        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what="done")
+        await open_done_fork(pilot)
         await submit(pilot, "/merge")
         await wait_for(
             pilot,

@@ -18,9 +18,8 @@ from tests.app.conftest import (
     TERMINAL,
     GatedModel,
     make_app,
-    open_fork,
+    open_done_fork,
     ready,
-    states,
     submit,
     wait_for,
 )
@@ -54,8 +53,7 @@ async def test_fork_diff_shows_the_detected_test_command(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = _chat(app)
-        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what="done")
+        await open_done_fork(pilot)
         await submit(pilot, "/fork diff")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffExplorerScreen), what="explorer")
         line = _text(app.screen.query_one("#diff-explorer-tests", Static))
@@ -76,8 +74,7 @@ async def test_merge_picker_shows_the_configured_command_and_runs_it(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what="done")
+        await open_done_fork(pilot)
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
         picker = app.screen

@@ -29,7 +29,6 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolCallPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from branching_core.cluster import BranchLost, RayRunner, RemoteForkBranch  # noqa: E402
 from branching_core.cluster.fork_branch import ACTOR_PREFIX  # noqa: E402
@@ -39,48 +38,17 @@ from branching_core.fork.options import ForkOptions  # noqa: E402
 from branching_core.live import ForkCoordinator, LiveForkCapability  # noqa: E402
 from branching_core.workspace import Workspace  # noqa: E402
 from tests.cluster.helpers import make_tree, tree_state  # noqa: E402
+from tests.cluster.ray_cluster import OBJECT_STORE, two_node_cluster  # noqa: E402
 from tests.fork.helpers import Scripted, call  # noqa: E402
 
-OBJECT_STORE = 100 << 20
 CACHE_BYTES = 64 << 20
 STEER = "STEER: also write steered.txt"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    base = tmp_path_factory.mktemp("rayfork")
-    caches = [base / "cache-head", base / "cache-worker"]
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "object_store_memory": OBJECT_STORE,
-        "env_vars": {"FORKDECK_RAY_CACHE": str(caches[0])},
-    })
-    c.add_node(num_cpus=2, object_store_memory=OBJECT_STORE,
-               env_vars={"FORKDECK_RAY_CACHE": str(caches[1])})
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    _wait_until_both_nodes_schedule()
-    try:
-        yield {"cluster": c, "base": base, "caches": caches}
-    finally:
-        ray.shutdown()
-        c.shutdown()
-
-
-def _wait_until_both_nodes_schedule(timeout: float = 60.0) -> None:
-    """Registered is not yet schedulable (see test_ray_runner): wait until both run a task."""
-
-    @ray.remote(num_cpus=1)
-    def where() -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    deadline = time.monotonic() + timeout
-    seen: set[str] = set()
-    while len(seen) < 2 and time.monotonic() < deadline:
-        seen |= set(ray.get([where.options(scheduling_strategy="SPREAD").remote()
-                             for _ in range(4)]))
-        if len(seen) < 2:
-            time.sleep(0.2)
-    assert len(seen) == 2, f"the two-node cluster never scheduled on both nodes: {seen}"
+    with two_node_cluster(tmp_path_factory.mktemp("rayfork"), num_cpus=2) as c:
+        yield c
 
 
 # -- what must be left on the cluster: nothing ---------------------------------------------

@@ -25,7 +25,6 @@ import pytest
 ray = pytest.importorskip(
     "ray", reason="the ray extra is not installed: pip install 'forkdeck[ray]'"
 )
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from branching_core.cluster import CandidateLost, RayRunner  # noqa: E402
 from branching_core.cluster.snapshot import scan  # noqa: E402
@@ -33,50 +32,18 @@ from branching_core.errors import ConflictError  # noqa: E402
 from branching_core.patterns import BestOfN, Cascaded, Reflexion, Speculate  # noqa: E402
 from branching_core.workspace import Workspace  # noqa: E402
 from tests.cluster.helpers import edit_everything, make_tree, tree_state  # noqa: E402
+from tests.cluster.ray_cluster import OBJECT_STORE, two_node_cluster  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 ray.cloudpickle.register_pickle_by_value(sys.modules["tests.cluster.helpers"])
 
-OBJECT_STORE = 100 << 20
 NOTES = "FORKDECK_TEST_NOTES"  # where candidates leave pid files (same machine)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    base = tmp_path_factory.mktemp("raycluster")
-    caches = [base / "cache-head", base / "cache-worker"]
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "object_store_memory": OBJECT_STORE,
-        "env_vars": {"FORKDECK_RAY_CACHE": str(caches[0])},
-    })
-    c.add_node(num_cpus=1, object_store_memory=OBJECT_STORE,
-               env_vars={"FORKDECK_RAY_CACHE": str(caches[1])})
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    _wait_until_both_nodes_schedule()
-    try:
-        yield {"cluster": c, "base": base, "caches": caches}
-    finally:
-        ray.shutdown()
-        c.shutdown()
-
-
-def _wait_until_both_nodes_schedule(timeout: float = 60.0) -> None:
-    """Registered is not yet schedulable: until the worker's raylet has reported its CPU,
-    SPREAD places every task on the head. Wait (bounded) until a task has run on each."""
-
-    @ray.remote(num_cpus=1)
-    def where() -> str:
-        return ray.get_runtime_context().get_node_id()
-
-    deadline = time.monotonic() + timeout
-    seen: set[str] = set()
-    while len(seen) < 2 and time.monotonic() < deadline:
-        seen |= set(ray.get([where.options(scheduling_strategy="SPREAD").remote()
-                             for _ in range(4)]))
-        if len(seen) < 2:
-            time.sleep(0.2)
-    assert len(seen) == 2, f"the two-node cluster never scheduled on both nodes: {seen}"
+    with two_node_cluster(tmp_path_factory.mktemp("raycluster"), num_cpus=1) as c:
+        yield c
 
 
 @pytest.fixture

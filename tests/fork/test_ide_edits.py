@@ -24,8 +24,9 @@ from branching_core.fork import (
     BranchUserEdited,
     ForkEvent,
 )
+from branching_core.fork.mirror.edit_intake import branch_held as _branch_held
 from branching_core.fork.mirror.edits import EditBatch
-from branching_core.fork.mirror.materializer import ForkMaterializer, _branch_held
+from branching_core.fork.mirror.materializer import ForkMaterializer
 from branching_core.live import ForkCoordinator
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, call
@@ -59,6 +60,22 @@ def _collect(coord: ForkCoordinator) -> list[ForkEvent]:
     seen: list[ForkEvent] = []
     coord.add_listener(seen.append)
     return seen
+
+
+async def mirrored_fork(
+    project: Path, s: Scripted, *labels: str, wait: bool = True
+) -> tuple[ForkCoordinator, list[ForkEvent], ForkMaterializer]:
+    """A mirrored fork of ``s``'s agent with one branch per label (running the script of
+    the label in capitals), its events collected; ``wait`` for the branches to finish."""
+    coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
+    events = _collect(coord)
+    specs = [BranchSpec(label, label.upper()) for label in labels]
+    await coord.fork(specs, parent_history=PARENT)
+    if wait:
+        await coord.wait(timeout=60)
+    mat = coord.mirror_hook.materializer
+    assert mat is not None
+    return coord, events, mat
 
 
 class _Mirror:
@@ -98,10 +115,7 @@ async def test_a_mirror_write_reaches_the_branch_view_and_the_next_request(proje
     s = Scripted(
         {"A": [call("write_file", path="src/app.py", content="VALUE = 'a'\n"), wait_for_the_user]}
     )
-    coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
-    events = _collect(coord)
-    await coord.fork([BranchSpec("a", "A")], parent_history=PARENT)
-    mat = coord.mirror_hook.materializer
+    coord, events, mat = await mirrored_fork(project, s, "a", wait=False)
     rt = coord.get_branch("a")
     assert mat is not None and rt.path is not None
     mirrored = mat.branch_path("a", "src/app.py")
@@ -147,12 +161,7 @@ async def test_the_mirrors_own_sync_writes_are_never_user_edits(project: Path) -
             "B": [call("run_command", command="echo b > src/util.py && mkdir -p d && touch d/e")],
         }
     )
-    coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
-    events = _collect(coord)
-    await coord.fork([BranchSpec("a", "A"), BranchSpec("b", "B")], parent_history=PARENT)
-    await coord.wait(timeout=60)
-    mat = coord.mirror_hook.materializer
-    assert mat is not None
+    coord, events, mat = await mirrored_fork(project, s, "a", "b")
     await aeventually(
         lambda: (
             files_under(mat.branch_dir("a")) == {"README.txt": "hi\n", "new/deep/file.txt": "x\n"}
@@ -238,6 +247,46 @@ def test_a_delete_in_the_mirror_deletes_in_the_branch(project: Path, backend: st
         m.mat.close()
 
 
+@pytest.mark.parametrize("backend", ["overlay", "copy"])
+@pytest.mark.parametrize("user_change", ["delete", "edit"])
+def test_a_sync_that_compared_the_entry_before_the_user_changed_it_keeps_the_change(
+    project: Path, backend: str, user_change: str
+) -> None:
+    """The flake behind ``test_a_delete_in_the_mirror_deletes_in_the_branch[copy]``: a late
+    watch event for the branch's write syncs the path again, finds the mirror entry equal
+    to the view, and records it as the mirror's own (``StampBook.adopt``). When the user
+    deleted or rewrote the entry between that comparison and the record, the record took
+    the user's state for the mirror's: the change was never applied, and the next sync
+    silently undid it. Holding the branch keeps both watchers out while this test replays
+    that interleaving (compare, user change, record) in the same order every run."""
+    m = _Mirror(project, "a", backend=backend)
+    try:
+        view, entry = m.view("a", "src/app.py"), m.mirror("a", "src/app.py")
+        view.write_text("VALUE = 'a'\n")
+        eventually(lambda: read(entry) == "VALUE = 'a'\n", "mirrored")
+        m.mat.flush("a")  # every event of that write synced: the stamp is settled
+        tree, dirname = m.mat.tree, m.mat._by_label("a").dirname
+        with _branch_held(m.branches["a"]), tree.lock:
+            # the late sync: the entry equals the view...
+            assert entry.read_text() == view.read_text()
+            # ...then the user changes it before the sync records it
+            if user_change == "delete":
+                entry.unlink()
+            else:
+                entry.write_text("VALUE = 'mine'\n")
+            tree.stamps.adopt(dirname, "src/app.py", "same", view)
+            assert tree.stamps.user_changed(dirname, "src/app.py")
+        if user_change == "delete":
+            eventually(lambda: not view.exists(), "the delete applied to the branch")
+            assert not entry.exists()  # and the mirror did not bring the file back
+        else:
+            eventually(lambda: read(view) == "VALUE = 'mine'\n", "the edit applied")
+            assert entry.read_text() == "VALUE = 'mine'\n"
+        eventually(lambda: m.edits() == ["src/app.py"], "the change reported")
+    finally:
+        m.mat.close()
+
+
 def test_a_simultaneous_branch_write_is_a_conflict_and_nothing_is_overwritten(
     project: Path,
 ) -> None:
@@ -311,12 +360,7 @@ def test_coordinator_publishes_a_refusal(project: Path, tmp_path: Path) -> None:
 
     async def scenario() -> list[ForkEvent]:
         s = Scripted({"A": [call("write_file", path="a.txt", content="a\n")]})
-        coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
-        events = _collect(coord)
-        await coord.fork([BranchSpec("a", "A")], parent_history=PARENT)
-        await coord.wait(timeout=60)
-        mat = coord.mirror_hook.materializer
-        assert mat is not None
+        coord, events, mat = await mirrored_fork(project, s, "a")
         mat.wait_ready()
         os.symlink("/etc/passwd", mat.branch_path("a", "passwd"))
         await aeventually(

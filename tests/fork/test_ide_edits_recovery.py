@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from branching_core.fork.mirror.materializer import STAMPS_FILE
+from branching_core.fork.mirror.edit_intake import STAMPS_FILE
 from branching_core.live import ForkCoordinator
 from tests.fork.test_ide_edits import NOTE_MARK, project
 from tests.fork.test_mirror import CHILD, _agent, aeventually, files_under, read

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic_ai import Agent
-
-from branching_core.fork import BranchEditConflict, BranchSpec, BranchUserEdited
-from branching_core.live import ForkCoordinator
+from branching_core.fork import BranchEditConflict, BranchUserEdited
 from branching_core.review.judge import format_report
 from tests.fork.helpers import Scripted, call
-from tests.fork.test_ide_edits import PARENT, _collect, project
+from tests.fork.test_ide_edits import mirrored_fork, project
 from tests.fork.test_mirror import aeventually, read
 
 __all__ = ["project"]
@@ -29,12 +26,7 @@ async def test_the_diff_report_marks_the_paths_the_user_edited(project: Path) ->
             "B": [call("write_file", path="src/app.py", content="VALUE = 'b'\n")],
         }
     )
-    coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
-    events = _collect(coord)
-    await coord.fork([BranchSpec("a", "A"), BranchSpec("b", "B")], parent_history=PARENT)
-    await coord.wait(timeout=60)
-    mat = coord.mirror_hook.materializer
-    assert mat is not None
+    coord, events, mat = await mirrored_fork(project, s, "a", "b")
     await aeventually(
         lambda: read(mat.branch_path("a", "src/app.py")) == "VALUE = 'a'\n", "mirrored"
     )
@@ -62,11 +54,7 @@ async def test_a_conflict_found_by_an_on_demand_flush_is_reported_at_once(
     project: Path,
 ) -> None:
     s = Scripted({"A": [call("write_file", path="src/app.py", content="VALUE = 'a'\n")]})
-    coord = ForkCoordinator(Agent(s.model), workspace=project, materialize=True)
-    events = _collect(coord)
-    await coord.fork([BranchSpec("a", "A")], parent_history=PARENT)
-    await coord.wait(timeout=60)
-    mat = coord.mirror_hook.materializer
+    coord, events, mat = await mirrored_fork(project, s, "a")
     rt = coord.get_branch("a")
     assert mat is not None and rt.ws_branch is not None and rt.path is not None
     mirrored = mat.branch_path("a", "src/app.py")

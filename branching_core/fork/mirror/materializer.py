@@ -19,7 +19,8 @@ writer within the watcher's step (tens of milliseconds) plus the copy time.
 
 A second watcher thread per fork watches ``branches/`` itself: what the user saves there
 (an IDE open on a branch's directory) is applied to that branch's view, and conflicts
-are kept aside (:mod:`branching_core.fork.mirror.edits`).
+are kept aside (:mod:`~branching_core.fork.mirror.edit_intake`, which also saves the
+stamps a restarted process needs; the rules per path are in ``edits``).
 
 The workspace hides ``.pydantic-deep`` from every branch (overlay whiteout, copy ignore
 rule), so the mirror never shows up in a branch's view nor in what a merge commits.
@@ -29,6 +30,11 @@ Lifetime: :meth:`ForkMaterializer.attach` hooks a :class:`~branching_core.fork.F
 ``mirror.json`` unless ``keep_artifacts``). A process killed mid-fork leaves its mirror
 behind; :func:`recover_mirrors` (called by ``ForkCoordinator.recover(...,
 materialize=True)``) rebuilds the mirrors of forks still open and cleans the others.
+The coordinator glue is :mod:`~branching_core.fork.mirror.hook`.
+
+Why this module is over ~500 lines: what is left here is one fork's mirror lifecycle
+(layout, claim and lock, the two watcher threads, flush/rebuild, cleanup), which changes
+together; the user-edit direction and the coordinator hook were split out.
 """
 
 from __future__ import annotations
@@ -50,30 +56,20 @@ from typing import TYPE_CHECKING, Any
 
 from branching_core.atomicio import atomic_write
 from branching_core.errors import BranchingError
-from branching_core.fork import events as ev
-from branching_core.fork.mirror.edit_relay import EditRelay
-from branching_core.fork.mirror.edits import (
-    EditBatch,
-    apply_user_edits,
-    editor_noise,
-    take_conflicts,
-)
-from branching_core.fork.mirror.stamps import save_stamps, stash
-from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant, walk_files
+from branching_core.fork.mirror.edit_intake import STAMPS_FILE, EditIntake, branch_held
+from branching_core.fork.mirror.edits import EditBatch
+from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant
 from branching_core.fork.store import ForkStore
-from branching_core.fork.types import FINAL_STATES
 
 if TYPE_CHECKING:
     from branching_core.fork.coordinator import ForkCoordinator
+    from branching_core.fork.mirror.hook import MirrorHook
     from branching_core.workspace.branch import Branch
 
 log = logging.getLogger(__name__)
 
 MIRROR_FILE = "mirror.json"
 LOCK_FILE = "mirror.lock"
-STAMPS_FILE = "mirror-stamps.json"
-"""What the mirror last wrote at each path (``stamps.save_stamps``): how a restarted process
-tells an edit made while no one watched from the mirror's own copy."""
 MIRROR_VERSION = 1
 DEFAULT_STEP_MS = 20
 """watchfiles waits this long for more events before handing a batch over."""
@@ -109,20 +105,6 @@ def own_layer(branch: Branch) -> Path:
     """Where ``branch``'s own writes physically land: the overlay upper dir, else its view
     (:attr:`Branch.write_layer`)."""
     return branch.write_layer
-
-
-@contextlib.contextmanager
-def _branch_held(branch: Branch | None) -> Iterator[bool]:
-    """Hold the branch's lock while mirroring it; yields False once it is closed.
-
-    Commit and abort take the same lock, so the mirror never reads a view halfway through
-    being published or thrown away (which would look like every file was deleted).
-    """
-    if branch is None:
-        yield True
-        return
-    with branch.hold() as is_open:
-        yield is_open
 
 
 def _try_lock(path: Path) -> int | None:
@@ -182,12 +164,26 @@ class ForkMaterializer:
         self._lock_fd: int | None = None
         self._watch: _Watch | None = None
         self.closed = False
-        self.on_edits: Callable[[EditBatch], None] | None = None
+        self.edits = EditIntake(self.tree, self.fork_dir, fork_id, self._branches)
+        """The user's side: their edits in ``branches/`` applied, stamps saved."""
+
+    @property
+    def on_edits(self) -> Callable[[EditBatch], None] | None:
         """Called (on the watcher thread) with each batch of the user's edits in a
         branch's mirror directory, and the conflicts and refusals they led to."""
-        self._refused_seen: dict[str, set[tuple[str, str]]] = {}
-        self._saved: dict[str, Any] | None = None
-        """The stamps file an earlier process left (read once, at the first add_branch)."""
+        return self.edits.on_edits
+
+    @on_edits.setter
+    def on_edits(self, callback: Callable[[EditBatch], None] | None) -> None:
+        self.edits.on_edits = callback
+
+    def save_stamps(self) -> None:
+        """Save what the mirror wrote where (when it changed), for a restart after a kill."""
+        self.edits.save_stamps()
+
+    def keep_unapplied(self) -> list[Path]:
+        """Copy every user edit not applied yet to ``conflicts/`` (see ``EditIntake``)."""
+        return self.edits.keep_unapplied()
 
     # -- layout (seed names) ----------------------------------------------------------------
     @property
@@ -237,7 +233,7 @@ class ForkMaterializer:
             branch=branch,
         )
         self._branches[entry.dirname] = entry
-        self._load_saved_stamps(entry)
+        self.edits.load_saved_stamps(entry)
         self.tree.register(entry.dirname)
         return entry
 
@@ -290,37 +286,12 @@ class ForkMaterializer:
         targets = [self._by_label(label)] if label is not None else list(self._branches.values())
         done = 0
         for b in targets:
-            with _branch_held(b.branch) as is_open:
+            with branch_held(b.branch) as is_open:
                 if is_open:
                     done += self.tree.reconcile(b)
-        self._report({})
+        self.edits.report({})
         self.save_stamps()
         return done
-
-    # -- stamps saved for the next process --------------------------------------------------
-    def _labels(self) -> dict[str, str]:
-        return {d: b.label for d, b in self._branches.items()}
-
-    def save_stamps(self) -> None:
-        """Save what the mirror wrote where (when it changed), for a restart after a kill."""
-        if self.fork_dir.is_dir():
-            save_stamps(
-                self.tree.stamps, self.fork_dir / STAMPS_FILE, self._labels(), self.tree.lock
-            )
-
-    def _load_saved_stamps(self, b: MirroredBranch) -> None:
-        """Before ``b``'s directory is first written: take the stamps an earlier process
-        saved for it. With them, what changed in the mirror while no process watched is
-        the user's (kept, then applied to the branch or a conflict) instead of being
-        overwritten by this process's first sync."""
-        if self._saved is None:
-            self._saved = {}
-            with contextlib.suppress(OSError, ValueError):
-                data = json.loads((self.fork_dir / STAMPS_FILE).read_bytes())
-                self._saved = data if isinstance(data, dict) else {}
-        with self.tree.lock:
-            if self.tree.stamps.load(self._saved, {b.dirname: b.label}):
-                self.tree.stamps.live = True
 
     def rebuild(self) -> int:
         """Full reconcile that also drops what an earlier mirror of this fork left behind:
@@ -343,65 +314,11 @@ class ForkMaterializer:
                 by_branch.setdefault(hit[0].dirname, set()).add(hit[1])
         for dirname, rels in by_branch.items():
             b = self._branches[dirname]
-            with _branch_held(b.branch) as is_open:
+            with branch_held(b.branch) as is_open:
                 if is_open:
                     self.tree.sync(b, rels)
-        self._report({})  # conflicts a sync met (a user's edit not yet applied)
+        self.edits.report({})  # conflicts a sync met (a user's edit not yet applied)
         self.save_stamps()
-
-    def _edit_batch(self, raws: Iterable[str]) -> None:
-        """Apply the user's edits among ``raws`` (paths under ``branches/``)."""
-        by_mirror: dict[str, set[str]] = {}
-        for raw in raws:
-            hit = self._locate_mirror(raw)
-            if hit is not None:
-                by_mirror.setdefault(hit[0].dirname, set()).add(hit[1])
-        batches: dict[str, EditBatch] = {}
-        for dirname, rels in by_mirror.items():
-            b = self._branches[dirname]
-            with _branch_held(b.branch) as is_open:
-                if is_open:
-                    seen = self._refused_seen.setdefault(dirname, set())
-                    batches[dirname] = apply_user_edits(self.tree, b, rels, seen)
-        self._report(batches)
-        self.save_stamps()
-
-    def _every_mirror_file(self) -> list[str]:
-        """Every file in the branch directories, and every path the mirror last left a
-        file at (one the user deleted while no process watched is among these)."""
-        out: set[str] = set()
-        for dirname in self._branches:
-            root = self.tree.branch_root(dirname)
-            if root.is_dir():
-                out.update(f"{root}{os.sep}{rel}" for rel in walk_files(root))
-            with self.tree.lock:
-                out.update(f"{root}{os.sep}{rel}" for rel in self.tree.stamps.mirrored(dirname))
-        return sorted(out)
-
-    def _report(self, batches: dict[str, EditBatch]) -> None:
-        """Hand each branch's batch (plus conflicts its syncs found) to ``on_edits``."""
-        names = {d: b.label for d, b in self._branches.items()}
-        for dirname, conflicts in take_conflicts(self.tree, names).items():
-            batch = batches.setdefault(dirname, EditBatch(names[dirname], dirname))
-            batch.conflicts.extend(conflicts)
-        callback = self.on_edits
-        for batch in batches.values():
-            if batch and callback is not None:
-                try:
-                    callback(batch)
-                except Exception:  # a broken listener must not stop the watcher
-                    log.exception("fork %s: reporting the user's edits failed", self.fork_id)
-
-    def _locate_mirror(self, raw: str) -> tuple[MirroredBranch, str] | None:
-        """``branches/<dir>/<rel>`` of a mirrored branch (a user's or our own write)."""
-        prefix = str(self.branches_dir) + os.sep
-        if not raw.startswith(prefix):
-            return None
-        dirname, _, rel = raw[len(prefix) :].partition(os.sep)
-        b = self._branches.get(dirname)
-        if b is None or not relevant(rel):
-            return None
-        return (b, rel)
 
     def _locate(self, raw: str) -> tuple[MirroredBranch, str] | None:
         for b in self._branches.values():
@@ -453,16 +370,14 @@ class ForkMaterializer:
                 log.warning("fork %s mirror watcher failed (%s)", self.fork_id, watch.error)
         watch.ready.set()
 
-    def _watch_loop(
-        self, watchfiles: Any, layers: list[str], watch: _Watch, *, force_polling: bool
-    ) -> None:
-        if not layers:
-            self.rebuild()
-            watch.ready.set()
-            watch.stop.wait()
-            return
-        batches = watchfiles.watch(
-            *layers,
+    def _batches(
+        self, watchfiles: Any, paths: list[str], watch: _Watch, *, force_polling: bool
+    ) -> Iterator[set[tuple[Any, str]]]:
+        """One watcher's batches (both watchers use the same settings): every event (no
+        filter), a batch at least every 100 ms even when idle (the first one says the
+        watch is live), until ``watch.stop``."""
+        batches: Iterator[set[tuple[Any, str]]] = watchfiles.watch(
+            *paths,
             watch_filter=None,
             debounce=self.debounce_ms,
             step=self.step_ms,
@@ -474,6 +389,17 @@ class ForkMaterializer:
             poll_delay_ms=50,
             ignore_permission_denied=True,
         )
+        return batches
+
+    def _watch_loop(
+        self, watchfiles: Any, layers: list[str], watch: _Watch, *, force_polling: bool
+    ) -> None:
+        if not layers:
+            self.rebuild()
+            watch.ready.set()
+            watch.stop.wait()
+            return
+        batches = self._batches(watchfiles, layers, watch, force_polling=force_polling)
         first = True
         for changes in batches:
             if first:
@@ -508,26 +434,16 @@ class ForkMaterializer:
 
         for force_polling in (False, True):
             try:
-                batches = watchfiles.watch(
-                    str(self.branches_dir),
-                    watch_filter=None,
-                    debounce=self.debounce_ms,
-                    step=self.step_ms,
-                    stop_event=watch.stop,
-                    rust_timeout=100,
-                    yield_on_timeout=True,
-                    raise_interrupt=False,
-                    force_polling=force_polling,
-                    poll_delay_ms=50,
-                    ignore_permission_denied=True,
+                batches = self._batches(
+                    watchfiles, [str(self.branches_dir)], watch, force_polling=force_polling
                 )
                 first = True
                 for changes in batches:
                     if first:
-                        self._edit_batch(self._every_mirror_file())
+                        self.edits.edit_batch(self.edits.every_mirror_file())
                         first = False
                     if changes:
-                        self._edit_batch(raw for _change, raw in changes)
+                        self.edits.edit_batch(raw for _change, raw in changes)
                 return
             except Exception as exc:
                 if watch.stop.is_set():
@@ -571,28 +487,6 @@ class ForkMaterializer:
         self._release_lock(unlink=True)
         self.closed = True
 
-    def keep_unapplied(self) -> list[Path]:
-        """Copy every user edit the watcher had not applied yet (saved just before a merge
-        or abort) to ``conflicts/``, so removing the mirror never loses it."""
-        kept: list[Path] = []
-        with self.tree.lock:
-            for dirname in self._branches:
-                root = self.tree.branch_root(dirname)
-                if not root.is_dir():
-                    continue
-                for rel in walk_files(root):
-                    if (
-                        relevant(rel)
-                        and not editor_noise(rel)
-                        and self.tree.stamps.user_changed(dirname, rel)
-                    ):
-                        where = stash(root / rel, self.tree.conflicts_dir, dirname, rel)
-                        if where is not None:
-                            kept.append(where)
-        for where in kept:
-            log.warning("fork %s: an edit not applied in time is kept at %s", self.fork_id, where)
-        return kept
-
     # -- hooking a coordinator -----------------------------------------------------------
     @classmethod
     def attach(
@@ -604,6 +498,8 @@ class ForkMaterializer:
         debounce_ms: int = DEFAULT_DEBOUNCE_MS,
     ) -> MirrorHook:
         """Mirror every fork ``coordinator`` makes, from ``ForkCreated`` to ``ForkResolved``."""
+        from branching_core.fork.mirror.hook import MirrorHook
+
         return MirrorHook(
             coordinator, keep_artifacts=keep_artifacts, step_ms=step_ms, debounce_ms=debounce_ms
         )
@@ -651,95 +547,12 @@ def remove_mirror(fork_dir: Path) -> None:
             (fork_dir / name).unlink()
 
 
-_FINAL_STATES = FINAL_STATES
-
-
-@dataclass(eq=False)
-class MirrorHook:
-    """Keeps one coordinator's current fork mirrored (made by :meth:`ForkMaterializer.attach`).
-
-    With ``keep_artifacts`` a branch reaching a final state is flushed at once, on the
-    event loop (before a merge or abort can close it), so the kept mirror is exact.
-    """
-
-    coordinator: Any
-    keep_artifacts: bool = False
-    step_ms: int = DEFAULT_STEP_MS
-    debounce_ms: int = DEFAULT_DEBOUNCE_MS
-    materializer: ForkMaterializer | None = None
-    _remove: Callable[[], None] | None = field(default=None, repr=False)
-    edits: EditRelay = field(init=False, repr=False)
-    """The user's edits in the mirror: relayed to the branches, remembered per branch."""
-
-    def __post_init__(self) -> None:
-        self._remove = self.coordinator.add_listener(self._on_event)
-        self.edits = EditRelay(self.coordinator)
-
-    def _on_event(self, event: ev.ForkEvent) -> None:
-        if self.edits.loop is None:  # events are published on the coordinator's loop
-            self.edits.capture_loop()
-        if isinstance(event, ev.ForkCreated):
-            self.edits.capture_loop()
-            self.edits.reset()
-            self.resume()
-        elif isinstance(event, ev.ForkResolved):
-            mat = self.materializer
-            if mat is not None and mat.fork_id == event.fork_id:
-                self.materializer = None
-                mat.close(cleanup=True)
-            elif not self.keep_artifacts:  # resolved before its mirror was (re)built
-                remove_mirror(self.coordinator.store.fork_dir(event.fork_id))
-        elif (
-            isinstance(event, ev.BranchStateChanged)
-            and event.state in _FINAL_STATES
-            and self.keep_artifacts
-            and self.materializer is not None
-        ):
-            with contextlib.suppress(KeyError, OSError):
-                self.materializer.flush(event.label)
-
-    def resume(self, *, wait: bool = False) -> ForkMaterializer | None:
-        """Start mirroring the coordinator's fork if it is open (after fork() or recover())."""
-        coord = self.coordinator
-        if coord.fork_id is None or coord.is_resolved:
-            return None
-        if self.materializer is not None:
-            if self.materializer.fork_id == coord.fork_id:
-                return self.materializer
-            self.materializer.close(cleanup=False)
-        mat = ForkMaterializer.for_coordinator(
-            coord,
-            keep_artifacts=self.keep_artifacts,
-            step_ms=self.step_ms,
-            debounce_ms=self.debounce_ms,
-        )
-        mat.on_edits = self.edits.receiver(mat.fork_id)
-        self.edits.capture_loop()
-        try:
-            mat.start(wait=wait)
-        except MirrorError as exc:
-            log.warning("%s", exc)
-            return None
-        self.materializer = mat
-        return mat
-
-    def detach(self) -> None:
-        """Stop listening and watching; a fork still open keeps its mirror for a restart."""
-        if self._remove is not None:
-            self._remove()
-            self._remove = None
-        if self.materializer is not None:
-            self.materializer.close(cleanup=False)
-            self.materializer = None
-
-
 __all__ = [
     "DEFAULT_DEBOUNCE_MS",
     "DEFAULT_STEP_MS",
     "STAMPS_FILE",
     "ForkMaterializer",
     "MirrorError",
-    "MirrorHook",
     "mirror_dirname",
     "own_layer",
     "remove_mirror",

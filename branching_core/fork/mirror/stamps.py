@@ -121,16 +121,29 @@ class StampBook:
             self._stamps[key] = Stamp("-", "-")
             self.dirty = True
 
-    def adopt(self, dirname: str, rel: str, view: str | None) -> None:
-        """The mirror entry already equals what it should hold: record it as ours (when it
-        is not recorded already with this very fingerprint). ``view`` is the view's digest,
-        ``"same"`` for "what the mirror holds", or :data:`PARENT_VERSION`."""
+    def adopt(self, dirname: str, rel: str, view: str | None, source: Path) -> None:
+        """The mirror entry was just found equal to ``source`` (what it should hold): record
+        it as ours (when it is not recorded already with this very fingerprint). ``view``
+        is the view's digest, ``"same"`` for "what ``source`` holds", or
+        :data:`PARENT_VERSION`.
+
+        The caller compared the entry a moment ago, without holding anything the user's
+        editor respects: the user may have deleted or rewritten it since. So the entry is
+        recorded only when it still equals ``source`` now, with one stable fingerprint
+        around the digest; otherwise the book is left as it was, and the entry stays the
+        user's (a delete or an edit recorded here as the mirror's own would never be
+        applied, and the next sync would silently undo it).
+        """
         target = self.branches_dir / dirname / rel
         st = lstat(target)
         rec = self._stamps.get((dirname, rel))
         if rec is not None and rec.fp is not None and rec.fp == fingerprint(st):
             return
+        if st is None:
+            return
         d = digest(target)
+        if fingerprint(lstat(target)) != fingerprint(st) or d != digest(source):
+            return
         self._stamps[(dirname, rel)] = Stamp(d, d if view == "same" else view, fingerprint(st))
         self.dirty = True
 

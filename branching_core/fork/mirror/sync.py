@@ -237,7 +237,7 @@ class MirrorTree:
                 target = root / rel
                 if source_st is not None:
                     if _same_file(source, source_st, target):
-                        self.stamps.adopt(dirname, rel, PARENT_VERSION)
+                        self.stamps.adopt(dirname, rel, PARENT_VERSION, source)
                         continue
                     if self._yield_to_user(dirname, rel, None):
                         continue
@@ -300,9 +300,7 @@ class MirrorTree:
                 layer_dir = b.layer / rel
                 if b.layer == b.view or not layer_dir.is_dir():
                     return 0
-                return sum(
-                    self._sync_one(b, f"{rel}/{child}") for child in walk_files(layer_dir)
-                )
+                return sum(self._sync_one(b, f"{rel}/{child}") for child in walk_files(layer_dir))
             # a new directory (or a file replaced by one): everything in it is new
             changed = 0
             if base in ("f", "l"):
@@ -353,7 +351,7 @@ class MirrorTree:
                     self._touch(b.dirname, sub)
         existing = _lstat(target)
         if existing is not None and _kind(existing) == kind and _same_file(source, st, target):
-            self.stamps.adopt(b.dirname, rel, "same")
+            self.stamps.adopt(b.dirname, rel, "same", source)
             self._touch(b.dirname, rel)
             return 0
         if self._yield_to_user(b.dirname, rel, source):

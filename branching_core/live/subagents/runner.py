@@ -33,6 +33,7 @@ from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.usage import UsageLimits
 
+from branching_core.agent.model_label import model_label
 from branching_core.agent.pricing import PriceFn, UsageMeter, default_price
 from branching_core.agent.stream import ToolReturned, translate
 from branching_core.atomicio import atomic_write
@@ -109,16 +110,6 @@ class Parent:
 
 def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def model_label(model: Any) -> str | None:
-    if model is None:
-        return None
-    if isinstance(model, str):
-        return model
-    name = getattr(model, "model_name", None)
-    system = getattr(model, "system", None)
-    return f"{system}:{name}" if system and name else str(name or type(model).__name__)
 
 
 def _instructions(definition: SubAgent) -> str:
