@@ -75,7 +75,8 @@ _LAZY: dict[str, str] = {
     "load_settings": "branching_core.config",
 }
 
-__all__ = sorted([*_error_names, *_LAZY])
+# built from the lazy table so each name is declared once (pyright cannot follow that)
+__all__ = sorted([*_error_names, *_LAZY])  # pyright: ignore[reportUnsupportedDunderAll]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

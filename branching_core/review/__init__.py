@@ -52,7 +52,8 @@ _LAZY: dict[str, str] = {
     "ReviewService": "branching_core.review.service",
 }
 
-__all__ = sorted(["EditorDetector", "EditorKind", *_LAZY])
+# built from the lazy table so each name is declared once (pyright cannot follow that)
+__all__ = sorted(["EditorDetector", "EditorKind", *_LAZY])  # pyright: ignore[reportUnsupportedDunderAll]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)
