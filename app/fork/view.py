@@ -12,6 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.gc_freeze import freeze_long_lived
 from app.widgets.edit_notices import EDIT_EVENTS, edit_notice
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class ForkView:
         self._remove_listener = coordinator.add_listener(self._on_fork_event)
         screen.refresh_status()
         screen.input.focus()
+        freeze_long_lived()  # the fork's UI and engine are loaded: keep full GCs short
 
     def close(self) -> None:
         screen = self.screen
