@@ -11,9 +11,20 @@ here: those are in ``benchmarks/tui.py``.
 from __future__ import annotations
 
 import gc
+import weakref
 from pathlib import Path
 
-from tests.app.conftest import TERMINAL, GatedModel, chat_screen, make_app, open_fork, ready
+from app.modals.confirm import ConfirmModal
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    chat_screen,
+    escape,
+    make_app,
+    open_fork,
+    ready,
+    wait_for,
+)
 
 
 def walked_by_collections(obj: object) -> bool:
@@ -40,3 +51,35 @@ async def test_long_lived_objects_are_frozen_while_the_app_runs_and_released_aft
         fresh = [object()]  # anything made afterwards is still collected as before
         assert walked_by_collections(fresh)
     assert gc.get_freeze_count() == 0  # the app ended: everything is collectable again
+
+
+class Node:
+    """A reference cycle: only a collection can free it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+async def test_objects_frozen_while_a_fork_was_open_are_collected_after_it_closes(
+    project: Path, gated: GatedModel
+) -> None:
+    """A frozen object is never collected: garbage frozen with a fork's view (its
+    widgets, the transcripts they hold) would stay in memory until the app ended."""
+    gated.gate("hold")
+    app = make_app(project, gated.model)
+    async with app.run_test(size=TERMINAL) as pilot:
+        await ready(pilot)
+        chat = chat_screen(app)
+        node = Node()
+        dead = weakref.ref(node)
+        await open_fork(pilot, ["hold a", "hold b"])  # freezes the cycle with the fork view
+        del node
+        gc.collect()
+        assert dead() is not None  # frozen: not collected while the fork is open
+        await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
+        await escape(pilot, ConfirmModal)  # on the overview: abort the fork
+        await pilot.press("y")
+        await wait_for(pilot, lambda: chat.fork_area is None and not app.session.fork_active)
+        await wait_for(pilot, lambda: dead() is None, what="the frozen garbage collected")
+        assert gc.get_freeze_count() > 0  # what lives on is frozen again
+        gated.release_all()
