@@ -22,6 +22,7 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from app.commands import PaletteEntry, palette_entries
+from app.gc_freeze import freeze_long_lived, unfreeze
 from app.screens.chat import ChatScreen, config_problem_text
 from app.session import ChatSession
 
@@ -96,6 +97,7 @@ class ForkdeckApp(App[None]):
             open_forks = await asyncio.to_thread(self.session.open_forks)
             if open_forks:
                 chat.offer_recovery(open_forks)
+        freeze_long_lived()  # the model and agent are loaded: out of full collections
         self.prepared.set()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
@@ -137,6 +139,7 @@ class ForkdeckApp(App[None]):
         """However the app ends (quit, a test's Pilot leaving, an error), the running
         branches and the mirror's watcher stop with it; the fork stays on disk."""
         await self.session.aclose()
+        unfreeze()
 
     async def action_quit(self) -> None:
         """ctrl+q and /quit: ask first while branches run (default No), then stop them.

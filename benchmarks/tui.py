@@ -24,7 +24,7 @@ which stays open the whole run), and the table gives each p95 as a ratio to the 
 app's p95 over the same blocks. The bare app's echo is measured while forkdeck's process
 runs beside it (idle, or with its branches streaming), so both share the same CPU.
 
-    python benchmarks/tui.py [--launches 5] [--presses 60]
+    python benchmarks/tui.py [--launches 5] [--presses 60] [--switches 132]
 """
 
 from __future__ import annotations
@@ -323,6 +323,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--presses", type=int, default=60)
+    parser.add_argument(
+        "--switches",
+        type=int,
+        default=0,
+        help="tab switches (whole cycles of 11; default: about presses / 2); a p95 over "
+        "33 switches is the second slowest of them, too few to see a rare pause",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -367,7 +374,8 @@ def main() -> None:
                 busy, bare_busy = interleaved(
                     lambda n: echo_latencies(pane, n), bare_pane, args.presses
                 )
-                switches = 11 * max(1, args.presses // 22)  # whole cycles: back on overview
+                wanted = args.switches or args.presses // 2
+                switches = 11 * max(1, wanted // 11)  # whole cycles: back on overview
                 tabs, bare_tabs = interleaved(  # whole cycles: each block starts on the overview
                     lambda n: tab_latencies(pane, n), bare_pane, switches, block=11
                 )

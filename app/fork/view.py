@@ -12,6 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from app.gc_freeze import collect_and_freeze, freeze_long_lived
 from app.widgets.edit_notices import EDIT_EVENTS, edit_notice
 
 if TYPE_CHECKING:
@@ -32,6 +33,10 @@ ALT_DIGIT_GLYPH_KEYS = (
 xterm, the VS Code terminal) send ``ESC 1``; Textual's parser maps that to ``¡`` (the
 macOS option+1 glyph, as WezTerm sends it), and macOS terminals type the glyph itself.
 While a fork is open these keys jump to branch N; otherwise they are typed as text."""
+
+RELEASE_DELAY = 0.5
+"""Seconds after a fork's view closed before its frozen widgets are collected (they are
+removed from the screen by then)."""
 
 
 def lazy(module: str, name: str) -> Any:
@@ -62,6 +67,7 @@ class ForkView:
         self._remove_listener = coordinator.add_listener(self._on_fork_event)
         screen.refresh_status()
         screen.input.focus()
+        freeze_long_lived()  # the fork's UI and engine are loaded: keep full GCs short
 
     def close(self) -> None:
         screen = self.screen
@@ -77,6 +83,13 @@ class ForkView:
         screen.messages.display = True
         screen.fork_badge.set_coordinator(None)
         screen.refresh_status()
+        # The closed fork's widgets were frozen when it opened: once they are removed,
+        # hand them (and the transcripts they hold) back to the collector.
+        screen.set_timer(RELEASE_DELAY, self._release_closed)
+
+    def _release_closed(self) -> None:
+        if self.screen.is_attached and self.screen.fork_area is None:  # no newer fork open
+            collect_and_freeze()
 
     def _on_fork_event(self, event: Any) -> None:
         # Runs inside the coordinator's publish: only cheap work here.

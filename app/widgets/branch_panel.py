@@ -17,6 +17,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
+from textual.geometry import Size
 from textual.timer import Timer
 from textual.widgets import Static
 
@@ -97,6 +98,15 @@ class TranscriptBlock(Static):
             self.stale = False
         else:
             self.stale = True
+
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        # Textual's default stores a new virtual size as a reactive that asks for *another*
+        # screen layout; a block is a leaf (it scrolls nothing), so its size came from the
+        # layout now running and that second reflow of the whole screen (every new line of
+        # streamed text, every block that grew while its tab was hidden) was pure cost.
+        return super()._size_updated(size, virtual_size, container_size, layout=False)
 
     def redraw(self) -> None:
         if getattr(self, "stale", False):

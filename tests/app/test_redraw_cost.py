@@ -184,3 +184,27 @@ async def test_a_changed_label_is_redrawn_in_place_and_its_key_runs_the_new_acti
         await pilot.click(footer.children[0])  # a click on the relabelled key
         await pilot.pause()
         assert app.done == ["terminate"]
+
+
+async def test_a_streamed_line_that_grows_the_block_costs_one_screen_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: the block's new height, stored by the layout itself, asked Textual for a
+    second layout of the whole screen (every new line of streamed text, and every tab
+    switch to a panel whose text grew while hidden, reflowed the screen twice)."""
+    app = HostApp(lambda: BranchPanelWidget("alpha", steer="go"))
+    async with app.run_test(size=SIZE) as pilot:
+        panel = app.query_one(BranchPanelWidget)
+        panel.append_text("w0 ")
+        panel.flush()
+        await pilot.pause()
+        block = panel.blocks[-1]
+        height = block.size.height
+        layouts = count_layouts(app.screen, monkeypatch)
+        panel.append_text("\nsecond line of the reply")  # one row taller, no scrolling yet
+        panel.flush()
+        await wait_until(pilot, lambda: "second line of the reply" in screen_text(app))
+        await pilot.pause()
+        await pilot.pause()
+        assert block.size.height == height + 1
+        assert layouts[0] == 1
