@@ -32,6 +32,7 @@ from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     lstat_or_none,
     read_json,
+    remove_shallow_tree,
     rmtree,
     strip_overlay_xattrs,
     write_json_atomic,
@@ -39,7 +40,9 @@ from branching_core.workspace.fsutil import (
 from branching_core.workspace.treescan import remove_tree
 
 log = logging.getLogger(__name__)
-EXTERNAL_REMOVE_OPS = 32  # from this many ops on, finish() removes the scratch with rm -rf
+# from this many ops on, finish() removes the scratch with rm -rf (below, one unlink per
+# entry in this thread is cheaper than a child's fork+exec+wait and holds the GIL as little)
+EXTERNAL_REMOVE_OPS = 2000
 
 
 def scratch_dir(parent_root: Path, commit_id: str) -> Path:
@@ -245,12 +248,14 @@ class Journal:
             self.path.unlink()
         try:
             crash_point("finishing")
-            # one entry per displaced file: a big commit's are unlinked out of process
-            # (treescan.remove_tree), so the committing thread does not hog the GIL
-            remove_tree(
-                scratch_dir(self.parent_root, self.commit_id),
-                external=len(self.ops) >= EXTERNAL_REMOVE_OPS,
-            )
+            # one entry per displaced file: a huge commit's are unlinked out of process
+            # (treescan.remove_tree), so the committing thread does not hog the GIL; up to
+            # EXTERNAL_REMOVE_OPS, by name in this thread (fsutil.remove_shallow_tree)
+            scratch = scratch_dir(self.parent_root, self.commit_id)
+            if len(self.ops) >= EXTERNAL_REMOVE_OPS:
+                remove_tree(scratch, external=True)
+            else:
+                remove_shallow_tree(scratch)
             _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir)
         except OSError as exc:
             log.warning("commit %s done; its scratch is left for recovery: %s", self.commit_id, exc)
