@@ -17,6 +17,7 @@ next open of the workspace (as it does for any trash).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -48,6 +49,10 @@ class _Reaper:
             self._cond.notify_all()
 
     def _run(self) -> None:
+        # lowest CPU priority for this thread and the rm children it starts (Linux nice
+        # is per thread): the removals yield to the merge or fork that follows
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         while True:
             with self._cond:
                 while not self._queue:
