@@ -393,25 +393,10 @@ class Branch(_Node):
         """
         store = self.tree.store
         with deferred_signals():
-            held: BaseException | None = None
-            try:
-                journal.write()
-            except BaseException as exc:
-                if isinstance(exc, OSError):
-                    # Not known to be durable: take the commit point back if we can.
-                    with contextlib.suppress(OSError):
-                        journal.path.unlink(missing_ok=True)
-                if not journal.path.exists():  # the commit point was not reached
-                    journal.discard_staging()
-                    self.tree.backend.thaw(self._layout, parent)
-                    if isinstance(exc, OSError):
-                        raise CommitError(
-                            f"cannot commit {self.branch_path}: writing its journal failed "
-                            f"({exc}); nothing was applied"
-                        ) from exc
-                    raise
-                if not isinstance(exc, OSError):
-                    held = exc
+            held = journal.reach_commit_point(
+                lambda: self.tree.backend.thaw(self._layout, parent),
+                f"cannot commit {self.branch_path}",
+            )
             outcome = journal.run(store.set_generation)
             held = held or outcome.interrupt
             if outcome.pending:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from branching_core.errors import CommitError
 from branching_core.workspace.changes import Op, ordered
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
@@ -127,6 +128,34 @@ class Journal:
         """The commit point: the journal is durable, the commit will happen."""
         write_json_atomic(self.path, self.to_json(), durable=True)
         crash_point("journaled")
+
+    def reach_commit_point(self, undo: Callable[[], None], what: str) -> BaseException | None:
+        """:meth:`write` for ``Branch.commit`` and ``land_files`` alike.
+
+        When the journal is not there afterwards the commit point was not reached: the
+        staging is discarded, ``undo()`` runs (a branch thaws) and the failure is raised
+        (an ``OSError`` as ``CommitError("<what>: writing its journal failed ...")``).
+        When it is, the commit goes on; an interruption that is not an ``OSError``
+        (``KeyboardInterrupt``...) is returned, to be raised once the commit is finished.
+        """
+        try:
+            self.write()
+        except BaseException as exc:
+            if isinstance(exc, OSError):
+                # Not known to be durable: take the commit point back if we can.
+                with contextlib.suppress(OSError):
+                    self.path.unlink(missing_ok=True)
+            if not self.path.exists():  # the commit point was not reached
+                self.discard_staging()
+                undo()
+                if isinstance(exc, OSError):
+                    raise CommitError(
+                        f"{what}: writing its journal failed ({exc}); nothing was applied"
+                    ) from exc
+                raise
+            if not isinstance(exc, OSError):
+                return exc
+        return None
 
     def discard_staging(self) -> None:
         """Undo :meth:`prepare` for a commit that never reached :meth:`write`."""

@@ -14,7 +14,6 @@ commit). Staging that never reached its journal is swept at the next open.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import stat
@@ -148,23 +147,7 @@ def _publish(journal: Journal, store: Store, label: str) -> None:
     """The commit point and after: as ``Branch._publish``, without a branch to keep."""
     set_generation = store.set_generation
     with deferred_signals():
-        held: BaseException | None = None
-        try:
-            journal.write()
-        except BaseException as exc:
-            if isinstance(exc, OSError):
-                with contextlib.suppress(OSError):
-                    journal.path.unlink(missing_ok=True)
-            if not journal.path.exists():  # the commit point was not reached
-                journal.discard_staging()
-                if isinstance(exc, OSError):
-                    raise CommitError(
-                        f"cannot land {label}: writing its journal failed ({exc}); "
-                        "nothing was applied"
-                    ) from exc
-                raise
-            if not isinstance(exc, OSError):
-                held = exc
+        held = journal.reach_commit_point(lambda: None, f"cannot land {label}")
         outcome = journal.run(set_generation)
         held = held or outcome.interrupt
         if outcome.pending:
