@@ -33,13 +33,12 @@ from branching_core.workspace.backends.base import BranchLayout, ParentView
 from branching_core.workspace.changes import (
     BranchChanges,
     Op,
-    find_conflicts,
     lost_in_parent,
     summarize,
 )
 from branching_core.workspace.journal import Journal
 from branching_core.workspace.names import validate_branch_name
-from branching_core.workspace.precheck import structural_conflicts, unwritable
+from branching_core.workspace.precheck import refuse_unapplicable
 from branching_core.workspace.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -374,26 +373,15 @@ class Branch(_Node):
 
     def _refuse_unapplicable(self, ops: list[Op], parent_root: Path) -> None:
         """Everything that would make the commit fail half way, refused before it starts."""
-        conflicts = sorted(
-            {
-                *find_conflicts(ops, parent_root, self.created_ns, self.root_names),
-                *structural_conflicts(ops, parent_root),
-            }
+        refuse_unapplicable(
+            ops,
+            parent_root,
+            since_ns=self.created_ns,
+            root_names=self.root_names,
+            parent_name=self.parent.branch_path,
+            since=f"{self.branch_path} was created",
+            cannot=f"commit {self.branch_path}",
         )
-        if conflicts:
-            shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-            raise ConflictError(
-                f"{len(conflicts)} path(s) changed in {self.parent.branch_path} since "
-                f"{self.branch_path} was created: {shown}",
-                conflicts,
-            )
-        denied = unwritable(ops, parent_root)
-        if denied:
-            shown = ", ".join(denied[:5]) + (" ..." if len(denied) > 5 else "")
-            raise CommitError(
-                f"cannot commit {self.branch_path}: permission denied in "
-                f"{self.parent.branch_path} for {shown}; nothing was applied"
-            )
 
     def _publish(self, journal: Journal, parent: ParentView) -> None:
         """From the commit point on: finish the journal before anything else happens.
@@ -405,25 +393,10 @@ class Branch(_Node):
         """
         store = self.tree.store
         with deferred_signals():
-            held: BaseException | None = None
-            try:
-                journal.write()
-            except BaseException as exc:
-                if isinstance(exc, OSError):
-                    # Not known to be durable: take the commit point back if we can.
-                    with contextlib.suppress(OSError):
-                        journal.path.unlink(missing_ok=True)
-                if not journal.path.exists():  # the commit point was not reached
-                    journal.discard_staging()
-                    self.tree.backend.thaw(self._layout, parent)
-                    if isinstance(exc, OSError):
-                        raise CommitError(
-                            f"cannot commit {self.branch_path}: writing its journal failed "
-                            f"({exc}); nothing was applied"
-                        ) from exc
-                    raise
-                if not isinstance(exc, OSError):
-                    held = exc
+            held = journal.reach_commit_point(
+                lambda: self.tree.backend.thaw(self._layout, parent),
+                f"cannot commit {self.branch_path}",
+            )
             outcome = journal.run(store.set_generation)
             held = held or outcome.interrupt
             if outcome.pending:

@@ -65,6 +65,46 @@ def rmtree(path: Path) -> None:
         os.unlink(path)
 
 
+def remove_shallow_tree(path: Path) -> None:
+    """Remove ``path`` (a directory of directories of entries, like a commit's scratch)
+    with one ``unlink``/``rmdir`` per entry relative to an open directory, nothing else.
+
+    Why not ``rmtree``: a commit's scratch holds one displaced link per replaced file;
+    ``shutil.rmtree`` stats and ``pathlib`` joins each of them, and a ``rm -rf`` child costs
+    a fork+exec and a wait (tens of ms on a loaded machine). Here the Python per entry is a
+    single call that releases the GIL for its syscall, so an event loop in another thread
+    is not starved either. Anything deeper (a displaced directory) goes to :func:`rmtree`.
+    """
+    try:
+        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        rmtree(path)
+        return
+    try:
+        for name in os.listdir(top):
+            try:
+                os.unlink(name, dir_fd=top)
+                continue
+            except IsADirectoryError:
+                pass
+            except PermissionError:  # Linux says EISDIR, some filesystems EPERM
+                if not stat.S_ISDIR(os.lstat(name, dir_fd=top).st_mode):
+                    raise
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+            try:
+                for entry in os.listdir(sub):
+                    try:
+                        os.unlink(entry, dir_fd=sub)
+                    except (IsADirectoryError, PermissionError):
+                        rmtree(path / name / entry)
+            finally:
+                os.close(sub)
+            os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    os.rmdir(path)
+
+
 def is_whiteout(st: os.stat_result) -> bool:
     return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
 

@@ -26,12 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from branching_core.errors import CommitError
 from branching_core.workspace.changes import Op, ordered
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     lstat_or_none,
     read_json,
+    remove_shallow_tree,
     rmtree,
     strip_overlay_xattrs,
     write_json_atomic,
@@ -39,7 +41,9 @@ from branching_core.workspace.fsutil import (
 from branching_core.workspace.treescan import remove_tree
 
 log = logging.getLogger(__name__)
-EXTERNAL_REMOVE_OPS = 32  # from this many ops on, finish() removes the scratch with rm -rf
+# from this many ops on, finish() removes the scratch with rm -rf (below, one unlink per
+# entry in this thread is cheaper than a child's fork+exec+wait and holds the GIL as little)
+EXTERNAL_REMOVE_OPS = 2000
 
 
 def scratch_dir(parent_root: Path, commit_id: str) -> Path:
@@ -124,6 +128,34 @@ class Journal:
         """The commit point: the journal is durable, the commit will happen."""
         write_json_atomic(self.path, self.to_json(), durable=True)
         crash_point("journaled")
+
+    def reach_commit_point(self, undo: Callable[[], None], what: str) -> BaseException | None:
+        """:meth:`write` for ``Branch.commit`` and ``land_files`` alike.
+
+        When the journal is not there afterwards the commit point was not reached: the
+        staging is discarded, ``undo()`` runs (a branch thaws) and the failure is raised
+        (an ``OSError`` as ``CommitError("<what>: writing its journal failed ...")``).
+        When it is, the commit goes on; an interruption that is not an ``OSError``
+        (``KeyboardInterrupt``...) is returned, to be raised once the commit is finished.
+        """
+        try:
+            self.write()
+        except BaseException as exc:
+            if isinstance(exc, OSError):
+                # Not known to be durable: take the commit point back if we can.
+                with contextlib.suppress(OSError):
+                    self.path.unlink(missing_ok=True)
+            if not self.path.exists():  # the commit point was not reached
+                self.discard_staging()
+                undo()
+                if isinstance(exc, OSError):
+                    raise CommitError(
+                        f"{what}: writing its journal failed ({exc}); nothing was applied"
+                    ) from exc
+                raise
+            if not isinstance(exc, OSError):
+                return exc
+        return None
 
     def discard_staging(self) -> None:
         """Undo :meth:`prepare` for a commit that never reached :meth:`write`."""
@@ -245,12 +277,14 @@ class Journal:
             self.path.unlink()
         try:
             crash_point("finishing")
-            # one entry per displaced file: a big commit's are unlinked out of process
-            # (treescan.remove_tree), so the committing thread does not hog the GIL
-            remove_tree(
-                scratch_dir(self.parent_root, self.commit_id),
-                external=len(self.ops) >= EXTERNAL_REMOVE_OPS,
-            )
+            # one entry per displaced file: a huge commit's are unlinked out of process
+            # (treescan.remove_tree), so the committing thread does not hog the GIL; up to
+            # EXTERNAL_REMOVE_OPS, by name in this thread (fsutil.remove_shallow_tree)
+            scratch = scratch_dir(self.parent_root, self.commit_id)
+            if len(self.ops) >= EXTERNAL_REMOVE_OPS:
+                remove_tree(scratch, external=True)
+            else:
+                remove_shallow_tree(scratch)
             _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir)
         except OSError as exc:
             log.warning("commit %s done; its scratch is left for recovery: %s", self.commit_id, exc)

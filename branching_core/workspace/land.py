@@ -14,7 +14,6 @@ commit). Staging that never reached its journal is swept at the next open.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import stat
@@ -23,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from branching_core.errors import CommitError, ConflictError
-from branching_core.workspace.changes import BranchChanges, Op, find_conflicts, summarize
+from branching_core.errors import CommitError
+from branching_core.workspace.changes import BranchChanges, Op, summarize
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, lstat_or_none
 from branching_core.workspace.journal import (
     Journal,
@@ -32,7 +31,7 @@ from branching_core.workspace.journal import (
     _remove_empty_state_dirs,
     scratch_dir,
 )
-from branching_core.workspace.precheck import structural_conflicts, unwritable
+from branching_core.workspace.precheck import refuse_unapplicable
 from branching_core.workspace.signals import deferred_signals
 from branching_core.workspace.store import Store
 from branching_core.workspace.treescan import remove_tree
@@ -76,25 +75,14 @@ def land_files(
         try:
             ops = _stage(files, parent_root, scratch / "new", made_state_dir)
             changes = summarize(ops, parent_root)
-            conflicts = sorted(
-                {
-                    *find_conflicts(ops, parent_root, since_ns),
-                    *structural_conflicts(ops, parent_root),
-                }
+            refuse_unapplicable(
+                ops,
+                parent_root,
+                since_ns=since_ns,
+                parent_name=node.branch_path,
+                since=f"{label} began",
+                cannot=f"land {label}",
             )
-            if conflicts:
-                shown = ", ".join(conflicts[:5]) + (" ..." if len(conflicts) > 5 else "")
-                raise ConflictError(
-                    f"{len(conflicts)} path(s) changed in {node.branch_path} since {label} "
-                    f"began: {shown}",
-                    conflicts,
-                )
-            denied = unwritable(ops, parent_root)
-            if denied:
-                raise CommitError(
-                    f"cannot land {label}: permission denied in {node.branch_path} for "
-                    f"{', '.join(denied[:5])}; nothing was applied"
-                )
             journal = Journal.prepare(
                 store.journal_dir,
                 commit_id,
@@ -159,23 +147,7 @@ def _publish(journal: Journal, store: Store, label: str) -> None:
     """The commit point and after: as ``Branch._publish``, without a branch to keep."""
     set_generation = store.set_generation
     with deferred_signals():
-        held: BaseException | None = None
-        try:
-            journal.write()
-        except BaseException as exc:
-            if isinstance(exc, OSError):
-                with contextlib.suppress(OSError):
-                    journal.path.unlink(missing_ok=True)
-            if not journal.path.exists():  # the commit point was not reached
-                journal.discard_staging()
-                if isinstance(exc, OSError):
-                    raise CommitError(
-                        f"cannot land {label}: writing its journal failed ({exc}); "
-                        "nothing was applied"
-                    ) from exc
-                raise
-            if not isinstance(exc, OSError):
-                held = exc
+        held = journal.reach_commit_point(lambda: None, f"cannot land {label}")
         outcome = journal.run(set_generation)
         held = held or outcome.interrupt
         if outcome.pending:

@@ -20,10 +20,51 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from branching_core.workspace.changes import Op, ordered
+from branching_core.errors import CommitError, ConflictError
+from branching_core.workspace.changes import Op, find_conflicts, ordered
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, lstat_or_none
 
 Kind = Literal["d", "f"] | None
+
+
+def refuse_unapplicable(
+    ops: list[Op],
+    parent_root: Path,
+    *,
+    since_ns: int,
+    parent_name: str,
+    since: str,
+    cannot: str,
+    root_names: frozenset[str] | None = None,
+) -> None:
+    """Refuse, before the commit point, every op that would make a commit fail half way.
+
+    Shared by ``Branch.commit`` and ``land_files`` (one rule for both). Raises
+    ``ConflictError`` naming the paths the parent changed after ``since_ns`` (``since``
+    says when that was, e.g. "x was created") or cannot take, then ``CommitError`` for
+    paths this process may not write (``cannot`` is what was refused, e.g. "commit x").
+    """
+    conflicts = sorted(
+        {
+            *find_conflicts(ops, parent_root, since_ns, root_names),
+            *structural_conflicts(ops, parent_root),
+        }
+    )
+    if conflicts:
+        raise ConflictError(
+            f"{len(conflicts)} path(s) changed in {parent_name} since {since}: {_shown(conflicts)}",
+            conflicts,
+        )
+    denied = unwritable(ops, parent_root)
+    if denied:
+        raise CommitError(
+            f"cannot {cannot}: permission denied in {parent_name} for {_shown(denied)}; "
+            "nothing was applied"
+        )
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
 
 
 class _Model:

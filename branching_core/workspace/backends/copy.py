@@ -32,12 +32,12 @@ from branching_core.workspace.fsutil import (
     read_json,
     write_json_atomic,
 )
+from branching_core.workspace.reaper import discard_dir
 from branching_core.workspace.treescan import (
     Stat,
     list_tree,
     parse_records,
     record_of,
-    remove_tree,
 )
 
 RACY_WINDOW_NS = 50_000_000  # files touched this close to the copy are hashed
@@ -116,7 +116,8 @@ class CopyBackend(Backend):
         )
 
     def destroy(self, layout: BranchLayout) -> None:
-        remove_tree(layout.store_dir)
+        # the branch is gone at once, its copy of the tree removed in the background
+        discard_dir(layout.store_dir, self.store_root / "trash" / layout.store_dir.name)
 
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:
         store_dir = self.store_root / branch_id

@@ -37,6 +37,7 @@ from branching_core.workspace.fsutil import (
     rmtree,
 )
 from branching_core.workspace.mount_helper import MountHelper, shared_helper
+from branching_core.workspace.reaper import discard_dir
 
 OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 ORIGIN_XATTRS = ("user.overlay.origin", "trusted.overlay.origin")
@@ -282,11 +283,18 @@ class OverlayBackend(Backend):
             self._mount(layout, parent)
 
     def destroy(self, layout: BranchLayout) -> None:
+        unmounted = True
         if layout.mounted:
-            with contextlib.suppress(MountError):
+            try:
                 self.helper.umount(layout.store_dir / "view")
+            except MountError:
+                unmounted = False
             layout.mounted = False
-        rmtree(layout.store_dir)
+        if unmounted:
+            # the branch is gone at once, its layers removed in the background
+            discard_dir(layout.store_dir, self.store_root / "trash" / layout.store_dir.name)
+        else:  # never move a directory with something still mounted in it
+            rmtree(layout.store_dir)
 
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:
         store_dir = self.store_root / branch_id
