@@ -172,6 +172,13 @@ async def submit(pilot: Any, text: str) -> None:
     await pilot.pause()
 
 
+async def parent_turn(pilot: Any, text: str) -> None:
+    """Send ``text`` as a chat turn and wait until it is answered and in the history."""
+    await submit(pilot, text)
+    chat = chat_screen(pilot.app)
+    await wait_for(pilot, lambda: not chat.turn_running and bool(pilot.app.session.history))
+
+
 # ---------------------------------------------------------------- Pilot helpers shared by files
 
 

@@ -21,7 +21,7 @@ from app.commands import (
     resolve,
 )
 from app.screens.chat import ChatScreen
-from tests.app.conftest import TERMINAL, make_app, ready, submit, type_line, wait_for
+from tests.app.conftest import TERMINAL, make_app, parent_turn, ready, submit, type_line, wait_for
 
 
 def _config(root: Path) -> dict:
@@ -248,8 +248,7 @@ async def test_help_cost_tokens_version_copy(project: Path) -> None:
             assert usage in chat.last_notice
         await submit(pilot, "/copy")
         assert chat.last_notice == "nothing to copy yet"
-        await submit(pilot, "say hi")
-        await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
+        await parent_turn(pilot, "say hi")
         await submit(pilot, "/cost")
         assert chat.last_notice.startswith("chat: $0.0000 over 1 requests")
         await submit(pilot, "/tokens")

@@ -28,15 +28,7 @@ def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, Path]]:
 def test_fork_two_offline_branches_merge_one_and_quit(terminal: tuple[Terminal, Path]) -> None:
     term, workspace = terminal
     term.wait_for(lambda s: "offline (scripted, no LLM)" in s and "workspace " in s, "start-up")
-    term.type("/fork")
-    term.key("Enter")
-    term.wait_for(lambda s: "Fork into 2 branches" in s, "the fork picker")
-    # Focus starts on row 1's label; Tab walks label -> steer -> model -> budget -> next row.
-    term.key("Tab")
-    term.type("!echo a > a.txt")
-    term.key("Tab", "Tab", "Tab", "Tab")
-    term.type("!echo b > b.txt && rm README.txt")
-    term.key("C-s")
+    term.fork_two_rows("!echo a > a.txt", "!echo b > b.txt && rm README.txt")
     term.wait_for(lambda s: "✓ a" in s and "✓ b" in s, "both branches done (✓ chips)")
     # Nothing reached the workspace before the merge.
     assert sorted(p.name for p in workspace.iterdir() if p.name != ".pydantic-deep") == [
@@ -91,14 +83,7 @@ def test_typed_ahead_lines_and_a_bracketed_paste_arrive_whole(
 def test_esc_then_enter_keys_and_jumping_during_a_fork(terminal: tuple[Terminal, Path]) -> None:
     term, workspace = terminal
     term.wait_for(lambda s: "offline (scripted, no LLM)" in s and "workspace " in s, "start-up")
-    term.type("/fork")
-    term.key("Enter")
-    term.wait_for(lambda s: "Fork into 2 branches" in s, "the fork picker")
-    term.key("Tab")
-    term.type("!sleep 40")
-    term.key("Tab", "Tab", "Tab", "Tab")
-    term.type("!sleep 40")
-    term.key("C-s")
+    term.fork_two_rows("!sleep 40", "!sleep 40")
     term.wait_for(lambda s: "● a" in s and "● b" in s, "two running branches")
     # Esc out of habit, then Enter, in one read: the fork is not aborted.
     term.burst("Escape", "Enter")

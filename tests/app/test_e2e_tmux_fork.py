@@ -31,14 +31,7 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
 def fork_two(term: Terminal, steer_a: str, steer_b: str) -> None:
     """``/fork`` with two rows whose steers are typed into the picker; wait for both ✓."""
     term.wait_for(lambda s: "offline (scripted, no LLM)" in s and "workspace " in s, "start-up")
-    term.type("/fork")
-    term.key("Enter")
-    term.wait_for(lambda s: "Fork into 2 branches" in s, "the fork picker")
-    term.key("Tab")
-    term.type(steer_a)
-    term.key("Tab", "Tab", "Tab", "Tab")
-    term.type(steer_b)
-    term.key("C-s")
+    term.fork_two_rows(steer_a, steer_b)
     term.wait_for(lambda s: "✓ a" in s and "✓ b" in s, "both branches done (✓ chips)")
 
 

@@ -37,6 +37,7 @@ from tests.app.conftest import (
     escape,
     make_app,
     open_fork,
+    parent_turn,
     ready,
     states,
     submit,
@@ -52,8 +53,7 @@ async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_histo
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = chat_screen(app)
-        await submit(pilot, "remember the parent turn")
-        await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
+        await parent_turn(pilot, "remember the parent turn")
         area = await open_fork(
             pilot, ["!echo a > a.txt", "!echo b > b.txt && rm README.txt"], aggregate="1.5"
         )
@@ -622,8 +622,7 @@ async def test_a_merge_appends_the_winners_turns_and_keeps_notices_and_output(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = chat_screen(app)
-        await submit(pilot, "the parent turn")
-        await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
+        await parent_turn(pilot, "the parent turn")
         await submit(pilot, "!echo shell-output-before")
         await wait_for(pilot, lambda: "shell-output-before" in chat.last_notice)
         await submit(pilot, "/tokens")

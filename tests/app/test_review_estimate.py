@@ -13,8 +13,7 @@ from textual.widgets import Input, Static
 from app.modals.fork_picker import ForkPickerModal
 from app.review.fork_estimate import RowValues, lenient_specs
 from branching_core.fork.estimate import estimate_fork
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
-from tests.app.conftest import chat_screen as _chat
+from tests.app.conftest import TERMINAL, GatedModel, make_app, parent_turn, ready, submit, wait_for
 from tests.app.fixtures_merge import ScreenHost
 
 PRICED = "anthropic:claude-sonnet-4-5"
@@ -46,9 +45,7 @@ async def test_picker_estimates_rows_and_total_and_flags_a_low_budget(
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = _chat(app)
-        await submit(pilot, "a first turn, so the parent history has some weight")
-        await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
+        await parent_turn(pilot, "a first turn, so the parent history has some weight")
         await submit(pilot, "/fork")
         await wait_for(pilot, lambda: isinstance(app.screen, ForkPickerModal), what="picker")
         picker = app.screen

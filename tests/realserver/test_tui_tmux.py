@@ -47,15 +47,8 @@ def test_tui_chats_and_forks_on_a_local_server(tmp_path: Path, tui_server: Scrip
         first = tui_server.chat_requests[0]
         assert first["model"] == "scripted-model"
         assert sum(m["role"] == "system" for m in first["messages"]) == 1
-        term.type("/fork")
-        term.key("Enter")
-        screen = term.wait_for(lambda s: "Fork into 2 branches" in s, "the fork picker")
+        screen = term.fork_two_rows("try one way", "try another")
         assert "a budget is a 200000-token cap" in screen  # which budget rule (item 7)
-        term.key("Tab")
-        term.type("try one way")
-        term.key("Tab", "Tab", "Tab", "Tab")
-        term.type("try another")
-        term.key("C-s")
         term.wait_for(lambda s: "✓ " in s and s.count("✓") >= 2, "both branches done")
         assert len(tui_server.chat_requests) == 3 and tui_server.max_in_flight == 1
         term.type("/quit")

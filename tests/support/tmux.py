@@ -108,6 +108,22 @@ class Terminal:
                 raise AssertionError(f"waited for {what}; the screen shows:\n{text}")
             time.sleep(0.2)
 
+    def fork_two_rows(self, steer_a: str, steer_b: str) -> str:
+        """``/fork``, type a steer into each of the picker's two rows, submit (ctrl+s).
+
+        Focus starts on row 1's label and Tab walks label -> steer -> model -> budget -> next
+        row. Returns the picker's screen as it first appeared, for checks on what it says.
+        """
+        self.type("/fork")
+        self.key("Enter")
+        picker = self.wait_for(lambda s: "Fork into 2 branches" in s, "the fork picker")
+        self.key("Tab")
+        self.type(steer_a)
+        self.key("Tab", "Tab", "Tab", "Tab")
+        self.type(steer_b)
+        self.key("C-s")
+        return picker
+
     def app_pid(self) -> int:
         """The pid of the forkdeck Python process (the pane's shell's child)."""
         shell = int(self.tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip())
