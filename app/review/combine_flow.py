@@ -35,8 +35,12 @@ def process_source(session: ChatSession) -> Any:
 
 
 def is_merge_result(value: Any) -> bool:
-    """A screen dismissed with a finished merge (the explorer's ``m``) rather than an action."""
-    return value is not None and not isinstance(value, str) and hasattr(value, "winner_label")
+    """A screen dismissed with a finished merge (the explorer's ``m``) rather than an action.
+
+    By type: a judge's ``ResolveOutcome`` also has a ``winner_label`` and is no merge."""
+    from branching_core.fork.types import MergeResult  # plain dataclasses: cheap
+
+    return isinstance(value, MergeResult)
 
 
 __all__ = ["is_merge_result", "live_combiner", "process_source"]

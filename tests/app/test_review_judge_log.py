@@ -110,3 +110,22 @@ async def test_a_pick_below_the_threshold_is_logged_from_the_picker(
     [entry] = read_judge_log(project)
     assert (entry["user_action"], entry["chosen"]) == ("accepted", "b")
     assert (project / "b.txt").exists()
+
+
+def test_a_judges_outcome_is_never_taken_for_a_finished_merge() -> None:
+    """A ``ResolveOutcome`` has a ``winner_label`` too; telling them apart by that attribute
+    would record a verdict handed back unmerged as an override by combination."""
+    from app.review.combine_flow import is_merge_result
+    from app.review.judge_record import user_decision
+    from branching_core.fork.types import MergeResult
+    from tests.app.fixtures_merge import fixed_outcome
+
+    outcome = fixed_outcome()
+    merged = MergeResult(fork_id="f", action="combine", winner_branch_id="b-1",
+                         winner_label="alpha")
+    assert not is_merge_result(outcome)
+    assert is_merge_result(merged)
+    assert not is_merge_result("pick:alpha") and not is_merge_result(None)
+    assert user_decision(outcome, merged, fork_open=False) == (
+        "overrode", "combine (history from alpha)")
+    assert user_decision(outcome, outcome, fork_open=False) is None
