@@ -14,7 +14,7 @@ import pytest
 
 from branching_core.patterns import BestOfN
 from branching_core.patterns._proc import CandidateTimeout, ChildProcessHandle
-from branching_core.workspace import Workspace
+from branching_core.workspace import Workspace, reaper
 
 
 def test_child_does_not_run_the_callers_atexit_handlers(copy_ws: Workspace,
@@ -135,4 +135,7 @@ def test_ctrl_c_while_a_batch_starts_leaves_nothing_behind(copy_ws: Workspace) -
     with pytest.raises(KeyboardInterrupt):
         BestOfN([interrupt] + [sleeper] * 15, timeout=60)(copy_ws)
     assert copy_ws.open_branches() == []
+    # The aborted branches' directories are removed in the background by an `rm` child of
+    # ours (workspace/reaper.py); let it finish so only the candidates' processes count.
+    assert reaper.drain(timeout=60)
     assert set(_children_of_me()) - before == set()
