@@ -8,7 +8,8 @@ and ``socketpair`` users), and Landlock (ABI 7 here) scopes only abstract socket
 socket creation. An overlay mount gives every file its own inode, so a host socket
 seen through a read-only overlay of its directory answers ECONNREFUSED. The caller
 plans which directories get one (``plan_socket_hiding``: Python is cheap there, not in
-a freshly forked child) and the sandbox's init mounts them (``apply_socket_hiding``).
+a freshly forked child); ``steps.compile_steps`` turns that into the overlays (or binds
+from one overlay per mount, for a root caller) the sandbox's init mounts.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import stat
 import threading
 import time
 from dataclasses import dataclass, replace
-
-from branching_core.sandbox import _syscalls as sc
 
 # Filesystems that cannot hold a socket inode: nothing to hide on them.
 _NO_SOCKET_FS = frozenset({
@@ -283,105 +282,9 @@ def _walk(skip: tuple[str, ...], helper_pid: int | None) -> _Walked:
     return result
 
 
-def overlay_in_place(path: str, lower: str | None = None) -> None:
-    """Stack a read-only overlay of ``lower`` (default: ``path`` itself) on ``path``.
-
-    Needs ``EMPTY_DIR`` (its second, empty layer). Runs in the sandbox's init.
-    """
-    if lower is None:
-        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        lower = f"/proc/self/fd/{fd}"
-    else:
-        fd = -1
-    try:
-        sc.mount("overlay", path, "overlay", sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
-                 f"lowerdir={lower}:{EMPTY_DIR}")
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-class ReadOnlyShower:
-    """Shows host directories read-only through overlays, in the sandbox's init.
-
-    Without a user namespace of its own (a root caller) one overlay per *mount* serves
-    every directory on that mount: it is stacked on a private stage and each directory
-    is bound from it (a bind costs far less than an overlay to make and to tear down),
-    then the stage is detached. Inside a user namespace a mount whose children are
-    locked cannot be a layer, so each directory gets an overlay of its own.
-    ``open`` must run before anything covers the host (it takes fds of the mounts).
-    """
-
-    def __init__(self, plan: SocketPlan, *, share: bool) -> None:
-        self.plan = plan
-        self.share = share
-        self._mount_fds: dict[str, int] = {}
-        self._stages: dict[str, str] = {}
-
-    def open(self, extra: tuple[str, ...] = ()) -> None:
-        if not self.share:
-            return
-        for path in (*self.plan.overlay_dirs, *extra):
-            mount = self.plan.containing_mount(path)
-            if mount not in self._mount_fds:
-                self._mount_fds[mount] = os.open(
-                    mount, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-
-    def show(self, path: str, lower: str | None = None) -> None:
-        """The host directory ``path`` (no mounts beneath) read-only through an overlay,
-        mounted at ``path``; ``lower`` reaches the original when ``path`` is covered."""
-        mount = self.plan.containing_mount(path)
-        if mount in self._mount_fds and not self.plan.has_mount_below(path):
-            stage = self._stage(mount)
-            rel = path if mount == "/" else path[len(mount):]
-            sc.mount(stage + rel, path, None, sc.MS_BIND)
-            return
-        overlay_in_place(path, lower)
-
-    def _stage(self, mount: str) -> str:
-        stage = self._stages.get(mount)
-        if stage is None:
-            stage = f"/dev/.forkdeck-stage{len(self._stages)}"
-            os.mkdir(stage, 0o000)
-            overlay_in_place(stage, lower=f"/proc/self/fd/{self._mount_fds[mount]}")
-            self._stages[mount] = stage
-        return stage
-
-    def close(self) -> None:
-        """Detach the stages (the binds keep what they show) and close the fds."""
-        for stage in self._stages.values():
-            sc.umount2(stage, sc.MNT_DETACH)
-            os.rmdir(stage)
-        self._stages.clear()
-        for fd in self._mount_fds.values():
-            os.close(fd)
-        self._mount_fds.clear()
-
-
-def apply_socket_hiding(plan: SocketPlan, shower: ReadOnlyShower) -> None:
-    """In the init, after ``EMPTY_DIR`` exists: the overlays, then the socket covers.
-
-    A directory that vanished since the plan is skipped; one that appeared is not
-    covered (a residual race, like a socket made later in a walked directory).
-    """
-    for path in plan.overlay_dirs:
-        try:
-            shower.show(path)
-        except FileNotFoundError:
-            continue
-    for path in plan.socket_files:
-        try:
-            sc.mount("/dev/null", path, None, sc.MS_BIND)
-        except FileNotFoundError:
-            continue
-
-
 __all__ = [
     "EMPTY_DIR",
-    "ReadOnlyShower",
     "SocketPlan",
-    "apply_socket_hiding",
-    "overlay_in_place",
     "plan_socket_hiding",
     "read_mount_points",
 ]

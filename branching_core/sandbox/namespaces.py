@@ -1,16 +1,17 @@
 """The sandbox's namespaces and mounts: planned in the parent, applied in the child.
 
 ``SandboxPlan`` is computed in the caller (path checks, namespace fds of a workspace
-helper). ``enter_namespaces`` runs in the forked keeper (before the pid-namespace
-init exists) and ``build_filesystem`` in that init. Both use only ``os`` and the
-ctypes syscalls: the parent may be multi-threaded, so the child must not touch
-locks, logging or anything that could have been mid-update at fork time.
+helper, and the compiled filesystem ``steps``). ``enter_namespaces`` runs in the forked
+keeper (before the pid-namespace init exists) and ``build_filesystem`` in that init (the
+native executor, ``native.py``, does the same for commands from the same plan). Both
+use only ``os`` and the ctypes syscalls: the parent may be multi-threaded, so the child
+must not touch locks, logging or anything that could have been mid-update at fork time.
 
 Filesystem inside a sandbox: everything inherited is read-only, nosuid, nodev (one
 recursive ``mount_setattr``); the branch view is the only writable host path; ``/tmp``
 is a private tmpfs; ``/dev`` is a tmpfs with null, zero, full, random, urandom, tty
 and a private ``/dev/shm`` (so raw disks are unreachable even for uid 0); ``/proc`` is
-the new pid namespace's, with its host-wide parts read-only or masked (see ``_build_proc``);
+the new pid namespace's, with its host-wide parts read-only or masked (see ``steps``);
 without network ``/run`` is a private tmpfs too and every other host unix socket is
 unreachable (``host_sockets``); branch stores and, unless exposed, homes and credential
 files are covered (``masks``). The Python running forkdeck stays reachable (read-only)
@@ -33,13 +34,7 @@ from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
 from branching_core.sandbox import _syscalls as sc
-from branching_core.sandbox.host_sockets import (
-    EMPTY_DIR,
-    ReadOnlyShower,
-    SocketPlan,
-    apply_socket_hiding,
-    plan_socket_hiding,
-)
+from branching_core.sandbox.host_sockets import SocketPlan, plan_socket_hiding
 from branching_core.sandbox.masks import (
     SecretMasks,
     dirs_to_keep,
@@ -48,10 +43,10 @@ from branching_core.sandbox.masks import (
     secret_masks,
     store_dirs,
 )
+from branching_core.sandbox.steps import Step, compile_steps, run_steps
 
 # \A...\Z with DOTALL: a newline is a legal path byte (`$` and `.` would stop at it).
 _VIEW_RE = re.compile(r"\A/proc/(\d+)/root(/.*)?\Z", re.DOTALL)
-_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP_LOOPBACK_RUNNING = 0x1 | 0x8 | 0x40
 
@@ -88,6 +83,7 @@ class SandboxPlan:
     show_files: tuple[str, ...] = ()  # files inside hidden dirs shown again read-only
     sockets: SocketPlan | None = None  # None: host sockets stay reachable (network=True)
     private_run: bool = False  # /run becomes a private tmpfs (no network, /run a real dir)
+    steps: tuple[Step, ...] = ()  # the init's filesystem work (``steps.compile_steps``)
 
     @property
     def child_fds(self) -> list[int]:
@@ -147,6 +143,7 @@ def plan_sandbox(
             raise NamespaceError(
                 f"cannot open the namespaces of view helper {helper}: {exc.strerror}"
             ) from exc
+    plan.steps = compile_steps(plan)
     return plan
 
 
@@ -234,189 +231,9 @@ def _write_file(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-def _ensure_dir(path: str) -> None:
-    if not os.path.isdir(path):
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as exc:
-            raise OSError(exc.errno, f"mount point {path} does not exist and cannot be created"
-                          f" on the read-only host ({exc.strerror})", path) from exc
-
-
 def build_filesystem(plan: SandboxPlan) -> None:
-    """In the pid-namespace init: make the read-only world with one writable view."""
-    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
-    sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
-    # Grab the view (and the interpreter's dirs) before anything covers them: they may
-    # live under /tmp or /run.
-    view_fd = sc.open_tree_clone(plan.view, recursive=True)
-    # Kept dirs: with sockets hidden they come back as overlays of an fd taken now (one
-    # mount, and their sockets stay unreachable), else as read-only clones.
-    kept = [(path, fd) for path in plan.keep_visible
-            if (fd := _grab_kept(path, overlay=plan.sockets is not None)) >= 0]
-    shower = None
-    if plan.sockets is not None:
-        # Mounts are locked (no overlay of a mount with children) only in a user
-        # namespace of our own.
-        shower = ReadOnlyShower(plan.sockets, share=not plan.new_userns
-                                and plan.userns_fd is None)
-        shower.open(tuple(path for path, _fd in kept))
-    shown = [(path, sc.open_tree_clone(path, recursive=False)) for path in plan.show_files]
-    try:
-        sc.mount_setattr("/", set_=ro, recursive=True)
-        sc.mount("tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
-        _build_dev()
-        if plan.private_run:
-            sc.mount("tmpfs", "/run", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=755")
-        if plan.sockets is not None and shower is not None:
-            os.mkdir(EMPTY_DIR, 0o555)
-            apply_socket_hiding(plan.sockets, shower)
-        # After the overlays: an overlay of a parent directory would cover these mounts.
-        hidden = _hide_dirs(plan.hide_dirs, (plan.target, *plan.keep_visible,
-                                             *plan.show_files))
-        _mask_files(plan.hide_files, mode=0o000)  # reading a secret fails (EACCES)
-        _build_proc()
-        for path, fd in kept:
-            _ensure_dir(path)
-            _show_kept(path, fd, shower)
-        for path, fd in shown:
-            _ensure_dir(os.path.dirname(path))
-            if not os.path.exists(path):
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o444))
-            sc.mount_setattr("", dirfd=fd, empty_path=True, set_=ro)
-            sc.move_mount_fd(fd, path)
-        if shower is not None:
-            shower.close()
-            os.rmdir(EMPTY_DIR)  # the overlays keep their reference to it
-        _ensure_dir(plan.target)
-        sc.mount_setattr(
-            "", dirfd=view_fd, empty_path=True, recursive=True,
-            set_=sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV,
-        )
-        sc.move_mount_fd(view_fd, plan.target)
-        for path in hidden:  # read-only only now: the view's mount point was made in it
-            sc.mount_setattr(path, set_=ro)
-    finally:
-        os.close(view_fd)
-        for _path, fd in (*kept, *shown):
-            os.close(fd)
-    os.chdir(plan.target)
-
-
-def _grab_kept(path: str, *, overlay: bool) -> int:
-    """An fd for a kept directory, or -1 if it is gone (it was planned earlier)."""
-    try:
-        if overlay:
-            return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        return sc.open_tree_clone(path, recursive=True)
-    except FileNotFoundError:
-        return -1
-
-
-def _show_kept(path: str, fd: int, shower: ReadOnlyShower | None) -> None:
-    """Put a kept directory back at ``path``, read-only (an overlay when sockets hide)."""
-    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
-    if shower is not None:
-        try:
-            shower.show(path, lower=f"/proc/self/fd/{fd}")
-            return
-        except OSError:  # it holds locked child mounts (user namespace): a plain clone
-            clone = sc.open_tree_clone("", recursive=True, dirfd=fd)
-            try:
-                sc.mount_setattr("", dirfd=clone, empty_path=True, recursive=True, set_=ro)
-                sc.move_mount_fd(clone, path)
-            finally:
-                os.close(clone)
-            return
-    sc.mount_setattr("", dirfd=fd, empty_path=True, recursive=True, set_=ro)
-    sc.move_mount_fd(fd, path)
-
-
-def _hide_dirs(paths: tuple[str, ...], inner: tuple[str, ...]) -> list[str]:
-    """Cover each existing directory with an empty tmpfs. One that will hold mount
-    points (``inner``: the view, kept dirs) stays writable until they are made and is
-    returned (the caller makes it read-only); the others are read-only at once."""
-    writable = []
-    flags = sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
-    for path in paths:
-        if os.path.isdir(path) and not os.path.islink(path):
-            needed = inside_any(inner, path)
-            sc.mount("tmpfs", path, "tmpfs", flags | (0 if needed else sc.MS_RDONLY),
-                     "size=64k,mode=755")
-            if needed:
-                writable.append(path)
-    return writable
-
-
-def inside_any(paths: tuple[str, ...], directory: str) -> bool:
-    """Whether any of ``paths`` is ``directory`` or lies under it."""
-    return any(inside(p, (directory,)) for p in paths)
-
-
-# What container runtimes protect in /proc: host-wide knobs are read-only (uid 0 without
-# capabilities is stopped by file modes alone: /proc/irq/*/smp_affinity is 0600 root),
-# kernel memory, keyrings and timer internals are masked. /proc/pressure is read-only
-# too: its files are world-writable (PSI triggers) and host-wide.
-_PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
-                   "/proc/pressure")
-_PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list",
-                "/proc/timer_stats", "/proc/latency_stats", "/proc/sched_debug", "/proc/scsi",
-                "/proc/acpi", "/proc/asound")
-
-
-def _build_proc() -> None:
-    """The new pid namespace's /proc, with the host-wide parts read-only or masked."""
-    sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC)
-    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
-    for path in _PROC_READ_ONLY:
-        if os.path.exists(path):
-            sc.mount(path, path, None, sc.MS_BIND | sc.MS_REC)
-            sc.mount_setattr(path, set_=ro, recursive=True)
-    hidden = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
-    for path in _PROC_MASKED:
-        if os.path.isdir(path):
-            sc.mount("tmpfs", path, "tmpfs", hidden, "size=4k,mode=555")
-    _mask_files(tuple(p for p in _PROC_MASKED if os.path.exists(p) and not os.path.isdir(p)))
-
-
-def _mask_files(paths: tuple[str, ...], mode: int = 0o444) -> None:
-    """Bind an empty read-only file (``mode``) over each existing non-directory in ``paths``.
-
-    Mode 0 makes reading fail even for the sandbox's uid 0 (it has no capabilities).
-    """
-    targets = [p for p in paths if os.path.lexists(p) and not os.path.isdir(p)]
-    if not targets:
-        return
-    ro = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
-    empty = "/dev/.forkdeck-masked"  # on the sandbox's /dev tmpfs; unlinked after binding
-    os.close(os.open(empty, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, mode))
-    os.chmod(empty, mode)  # whatever the umask
-    try:
-        for path in targets:
-            sc.mount(empty, path, None, sc.MS_BIND)
-            sc.mount_setattr(path, set_=ro)
-    finally:
-        os.unlink(empty)
-
-
-def _build_dev() -> None:
-    stage = "/tmp/.forkdeck-dev"
-    os.mkdir(stage, 0o755)
-    sc.mount("tmpfs", stage, "tmpfs", sc.MS_NOSUID | sc.MS_NOEXEC, "mode=755,size=64k")
-    for name in _DEVICES:
-        host = f"/dev/{name}"
-        if os.path.exists(host):
-            os.close(os.open(f"{stage}/{name}", os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o666))
-            sc.mount(host, f"{stage}/{name}", None, sc.MS_BIND)
-    # The device binds inherited nodev from the recursive read-only pass; allow them.
-    sc.mount_setattr(stage, clear=sc.MOUNT_ATTR_NODEV, recursive=True)
-    for name, dest in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
-        os.symlink(dest, f"{stage}/{name}")
-    os.mkdir(f"{stage}/shm", 0o1777)
-    sc.mount("tmpfs", f"{stage}/shm", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
-    sc.mount(stage, "/dev", None, sc.MS_MOVE)
-    os.rmdir(stage)
+    """In the pid-namespace init: perform the plan's compiled steps (``steps``)."""
+    run_steps(plan.steps)
 
 
 def finish_isolation(plan: SandboxPlan) -> None:
