@@ -1,7 +1,8 @@
 """What a command sandbox's pid-1 init does once isolation is complete.
 
-Kept apart from ``command`` (which imports asyncio) so the launcher process, which
-forks command sandboxes for its owner, can import it without the caller's weight.
+The Python path of a command (``FORKDECK_NATIVE=0``, or no native executor); the native
+executor's init (``native/forkdeck_sandbox.c``) does the same in C. The caller sets
+``PWD`` in ``env`` for both.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ def command_main(argv: list[str], env: dict[str, str]) -> _spawn.ChildMain:
     """The init's body: spawn ``argv``, reap every orphan, report the command's status."""
 
     def main(plan: SandboxPlan, result_fd: int) -> int:
-        env["PWD"] = plan.target
         try:
             child = os.posix_spawnp(
                 argv[0], argv, env,

@@ -1,12 +1,12 @@
 """Process machinery shared by the callable and the command form.
 
-Why one module of ~680 lines: the keeper, the init and the caller's side
+Why one module of ~600 lines: the keeper, the init and the caller's side
 (``SpawnedProcess``) are three ends of one protocol (the lifeline pipe, the record
 format, the fork order and the fds each end closes); split apart, a change to one end
-could no longer be checked against the others on one screen of code. The launcher
-(``launcher.py``) is a fourth way in, not a fourth end: it forks this same keeper, so
-only its status fd (how ``SpawnedProcess`` learns the keeper's end) stays here; handing
-a request to it and the fd bookkeeping around that are in ``Launcher.start_keeper``.
+could no longer be checked against the others on one screen of code. The native
+executor (``native.py``, ``native/forkdeck_sandbox.c``) is the same keeper and init for
+commands, in C: it speaks this protocol, and ``spawn`` starts it instead of forking
+when it is given a command.
 
 Shape of a running branch::
 
@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from branching_core.errors import NamespaceError, ProcessForkError, ResourceLimitError
 from branching_core.sandbox import _syscalls as sc
+from branching_core.sandbox import native
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
 from branching_core.sandbox.namespaces import (
     SandboxPlan,
@@ -55,10 +56,10 @@ from branching_core.sandbox.namespaces import (
     enter_namespaces,
     finish_isolation,
 )
+from branching_core.sandbox.native import NativeUnavailable
 
-if TYPE_CHECKING:  # (cgroups only for annotations: the launcher never imports it)
+if TYPE_CHECKING:  # (cgroups only for annotations)
     from branching_core.sandbox.cgroups import BranchCgroups
-    from branching_core.sandbox.launcher import Launcher
 
 # Parent-side fds of live branches: no child of ours (or of anyone's os.fork) needs
 # them, and a stray copy would hold a pipe open or keep a lifeline alive.
@@ -275,7 +276,6 @@ class SpawnedProcess:
     stderr_r: int = -1
     result_r: int = -1
     max_output: int = DEFAULT_MAX_OUTPUT
-    status_fd: int = -1  # started by the launcher: its report of the keeper's end
     stdout: BoundedCapture = field(init=False)
     stderr: BoundedCapture = field(init=False)
     extra: dict[int, BoundedCapture] = field(default_factory=dict)
@@ -350,14 +350,7 @@ class SpawnedProcess:
             streams[rfd] = (cap, None)
         for fd in streams:
             sel.register(fd, selectors.EVENT_READ)
-        # The keeper is our child (reaped through its pidfd) or the launcher's (which
-        # reports its wait status).
-        watched = self.status_fd if self.status_fd >= 0 else self.pidfd
-        sel.register(watched, selectors.EVENT_READ)
-        if watched != self.pidfd:
-            # The keeper's end (its pidfd turns readable) is enough once a command has
-            # reported its exit: no need to wait for the launcher's report as well.
-            sel.register(self.pidfd, selectors.EVENT_READ)
+        sel.register(self.pidfd, selectors.EVENT_READ)  # readable once the keeper ended
         exited = False
         status = 0
 
@@ -405,19 +398,10 @@ class SpawnedProcess:
                 fd = key.fd
                 if fd not in sel.get_map():  # finished by an earlier event of this batch
                     continue
-                if fd == watched:
+                if fd == self.pidfd:
                     sel.unregister(fd)
-                    if fd != self.pidfd and self.pidfd in sel.get_map():
-                        sel.unregister(self.pidfd)
-                    status = self._reap()
+                    status = os.waitpid(self.pid, 0)[1]
                     exited = True
-                elif fd == self.pidfd:  # the launcher's keeper has ended
-                    sel.unregister(fd)
-                    drain_rest()
-                    if _is_exit_record(record):
-                        sel.unregister(watched)
-                        status = 0  # what the keeper exits with after a reported exit
-                        exited = True
                 else:
                     read_some(fd)
         sel.close()
@@ -436,29 +420,7 @@ class SpawnedProcess:
         _PARENT_FDS.discard(self.pidfd)
         os.close(self.pidfd)
         self.pidfd = -1
-        if self.status_fd >= 0:
-            _PARENT_FDS.discard(self.status_fd)
-            os.close(self.status_fd)
-            self.status_fd = -1
         self.done.set()
-
-    def _reap(self) -> int:
-        """The keeper's wait status, once it has ended."""
-        if self.status_fd < 0:
-            return os.waitpid(self.pid, 0)[1]
-        try:
-            msg = os.read(self.status_fd, 64)
-        except OSError:
-            msg = b""
-        if msg[:1] == b"W" and len(msg) == 5:
-            return struct.unpack("<i", msg[1:])[0]
-        # The launcher died before reporting: end the tree ourselves and wait for the
-        # keeper to be gone (the pidfd turns readable when it exits), as if killed.
-        self.kill_tree()
-        with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-        select_poll_wait(self.pidfd)
-        return signal.SIGKILL  # the raw wait status of a process killed by SIGKILL
 
 
 class SpawnedProcessView:
@@ -507,26 +469,6 @@ class SpawnedProcessView:
         return self._b.done.is_set() and self._b.info.oom_killed
 
 
-def _is_exit_record(data: bytes | bytearray) -> bool:
-    try:
-        tag, parts = parse_record(bytes(data))
-    except ValueError:
-        return False
-    return tag == TAG_EXIT and len(parts) == 1
-
-
-def select_poll_wait(fd: int) -> None:
-    """Block until ``fd`` is readable (a pidfd: until its process has exited)."""
-    poller = select_poll()
-    poller.register(fd, POLLIN)
-    while True:
-        try:
-            if poller.poll():
-                return
-        except InterruptedError:
-            continue
-
-
 def spawn(
     plan: SandboxPlan,
     cgroups: BranchCgroups,
@@ -537,14 +479,13 @@ def spawn(
     capture_fds: list[int] | None = None,
     pass_fds: Mapping[int, int] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
-    launcher: Launcher | None = None,
     command: tuple[list[str], dict[str, str]] | None = None,
 ) -> SpawnedProcess:
-    """Fork the keeper and start draining; the caller owns ``cgroups`` until this returns.
+    """Start the keeper and start draining; the caller owns ``cgroups`` until this returns.
 
-    With a ``launcher`` and ``command=(argv, env)`` (``child_main`` being that command's
-    main, and ``close_fds`` true) the launcher forks the keeper instead of this process;
-    if the launcher cannot take the request, the keeper is forked here.
+    With ``command=(argv, env)`` (``child_main`` being that command's main, and
+    ``close_fds`` true) the native executor is the keeper, unless ``FORKDECK_NATIVE=0``
+    or it cannot start (then a warning is logged once); otherwise this process forks it.
     """
     child_ends: list[int] = []
     parent_ends: list[int] = []
@@ -578,20 +519,25 @@ def spawn(
             os.close(fd)
         raise
     _PARENT_FDS.update(parent_ends)
-    started = None
-    if launcher is not None and command is not None:
-        started = launcher.start_keeper(plan, cgroups.procs_files, fd_map, res_w, life_r,
-                                        command, child_ends, parent_ends)
-    if started is not None:
-        pid, pidfd, status_fd = started
-    else:
-        pid, pidfd = _fork_keeper(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,
-                                  child_ends, parent_ends)
-        status_fd = -1
+    pid = None
+    if command is not None and native.enabled():
+        try:
+            pid = native.start(plan, cgroups.procs_files, fd_map, res_w, life_r, *command)
+        except NativeUnavailable as exc:
+            native.warn_once(str(exc))
+        except BaseException as exc:
+            _close_ends(child_ends + parent_ends)
+            if isinstance(exc, OSError):
+                raise ProcessForkError(f"starting the sandbox failed: {exc.strerror}") from exc
+            raise
+    if pid is None:
+        pid = _fork_keeper(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,
+                           child_ends, parent_ends)
+    pidfd = _started(pid, plan, child_ends)
     branch = SpawnedProcess(
         pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
         capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
-        max_output=max_output, status_fd=status_fd,
+        max_output=max_output,
     )
     branch.start_drain()
     return branch
@@ -601,20 +547,29 @@ def _fork_keeper(
     plan: SandboxPlan, cgroups: BranchCgroups, child_main: ChildMain, close_fds: bool,
     fd_map: dict[int, int], res_w: int, life_r: int,
     child_ends: list[int], parent_ends: list[int],
-) -> tuple[int, int]:
-    """The direct path: fork the keeper from this process; returns (pid, pidfd)."""
+) -> int:
+    """The Python path: fork the keeper from this process; returns its pid."""
     try:
         pid = os.fork()
     except OSError as exc:
-        for fd in child_ends + parent_ends:
-            _PARENT_FDS.discard(fd)
-            os.close(fd)
+        _close_ends(child_ends + parent_ends)
         raise ProcessForkError(f"fork() failed: {exc.strerror}") from exc
     if pid == 0:  # pragma: no cover - runs in the child
         try:
             _keeper(plan, cgroups.procs_files, fd_map, res_w, life_r, close_fds, child_main)
         finally:
             os._exit(127)
+    return pid
+
+
+def _close_ends(fds: list[int]) -> None:
+    for fd in fds:
+        _PARENT_FDS.discard(fd)
+        os.close(fd)
+
+
+def _started(pid: int, plan: SandboxPlan, child_ends: list[int]) -> int:
+    """After the keeper started: drop the child's ends here; returns its pidfd."""
     for fd in child_ends:
         os.close(fd)
     plan.close_fds()
@@ -625,7 +580,7 @@ def _fork_keeper(
         os.waitpid(pid, 0)
         raise
     _PARENT_FDS.add(pidfd)
-    return pid, pidfd
+    return pidfd
 
 
 def setup_error(info: ExitInfo) -> Exception | None:

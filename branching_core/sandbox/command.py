@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from branching_core.sandbox import _spawn, launcher
+from branching_core.sandbox import _spawn
 from branching_core.sandbox._command_init import command_main
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
@@ -98,12 +98,13 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
             plan.close_fds()
             raise
         child_env = dict(os.environ if env is None else env)
+        child_env["PWD"] = plan.target
         main = command_main(self.argv, child_env)
         try:
             self._branch = _spawn.spawn(
                 plan, cgroups, main, close_fds=True, on_output=on_output,
                 capture_fds=capture, pass_fds=passed, max_output=max_output,
-                launcher=launcher.get(), command=(self.argv, child_env),
+                command=(self.argv, child_env),
             )
         except BaseException:
             plan.close_fds()

@@ -201,6 +201,16 @@ def _plan_masks_now(plan: SandboxPlan, expose_secrets: bool, stores: list[str]) 
         plan.sockets = plan_socket_hiding((*replaced, *plan.hide_dirs), plan.helper_pid)
 
 
+def namespace_flags(plan: SandboxPlan) -> int:
+    """The ``unshare`` flags of a sandbox (both executors use these)."""
+    flags = sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
+    if not plan.network:
+        flags |= sc.CLONE_NEWNET
+    if plan.new_userns:
+        flags |= sc.CLONE_NEWUSER
+    return flags
+
+
 def enter_namespaces(plan: SandboxPlan) -> None:
     """In the keeper: join the view helper's namespaces, then unshare fresh ones.
 
@@ -211,12 +221,7 @@ def enter_namespaces(plan: SandboxPlan) -> None:
         sc.setns(plan.userns_fd, sc.CLONE_NEWUSER)
     if plan.mntns_fd is not None:
         sc.setns(plan.mntns_fd, sc.CLONE_NEWNS)
-    flags = sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
-    if not plan.network:
-        flags |= sc.CLONE_NEWNET
-    if plan.new_userns:
-        flags |= sc.CLONE_NEWUSER
-    sc.unshare(flags)
+    sc.unshare(namespace_flags(plan))
     if plan.new_userns:
         _write_file("/proc/self/setgroups", b"deny")
         _write_file("/proc/self/uid_map", f"{plan.uid} {plan.uid} 1".encode())
@@ -254,6 +259,7 @@ __all__ = [
     "build_filesystem",
     "enter_namespaces",
     "finish_isolation",
+    "namespace_flags",
     "parse_view_path",
     "plan_sandbox",
 ]

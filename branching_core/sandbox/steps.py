@@ -40,8 +40,8 @@ OPS: dict[str, str] = {
     "setattr": "siii",  # path, set, clear, recursive: mount_setattr
     "setattr_fd": "iiii",  # slot, set, clear, recursive
     "mount": "sssis",  # source, target, fstype, flags, data
-    "overlay": "si",  # target, lower slot (-1: the target itself): read-only overlay
-    "kept": "sis",  # target, slot, stage dir: bind from stage or overlay, else ro clone
+    "overlay": "sis",  # target, lower slot (-1: the target itself), empty upper layer
+    "kept": "siss",  # target, slot, stage source, empty layer: bind/overlay, else ro clone
     "move": "is",  # slot, target: move_mount
     "mkdir": "si",  # path, mode
     "ensure_dir": "s",  # path: makedirs (a mount point on the read-only host)
@@ -163,7 +163,7 @@ def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
         if stage is None:
             stage = stages[mount] = f"/dev/.forkdeck-stage{len(stages)}"
             c.add("mkdir", stage, 0)
-            c.add("overlay", stage, mount_slots[mount])
+            c.add("overlay", stage, mount_slots[mount], EMPTY_DIR)
         return stage + (path if mount == "/" else path[len(mount):])
 
     c.add("setattr", "/", _RO, 0, 1)
@@ -180,7 +180,7 @@ def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
             if source:
                 c.add("mount", source, path, "", sc.MS_BIND, "", missing_ok=True)
             else:
-                c.add("overlay", path, -1, missing_ok=True)
+                c.add("overlay", path, -1, EMPTY_DIR, missing_ok=True)
         for path in sockets.socket_files:
             c.add("mount", "/dev/null", path, "", sc.MS_BIND, "", missing_ok=True)
     # After the overlays: an overlay of a parent directory would cover these mounts. A
@@ -201,7 +201,7 @@ def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
     for path, slot in kept:
         c.add("ensure_dir", path, need=slot)
         if sockets is not None:
-            c.add("kept", path, slot, stage_for(path), need=slot)
+            c.add("kept", path, slot, stage_for(path), EMPTY_DIR, need=slot)
         else:
             c.add("setattr_fd", slot, _RO, 0, 1, need=slot)
             c.add("move", slot, path, need=slot)
@@ -304,14 +304,14 @@ def run_steps(steps: tuple[Step, ...]) -> None:
                     pass
 
 
-def _overlay(target: str, lower_fd: int) -> None:
+def _overlay(target: str, lower_fd: int, empty: str) -> None:
     own = -1
     if lower_fd < 0:
         own = lower_fd = os.open(target, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
                                  | os.O_CLOEXEC)
     try:
         sc.mount("overlay", target, "overlay", sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
-                 f"lowerdir=/proc/self/fd/{lower_fd}:{EMPTY_DIR}")
+                 f"lowerdir=/proc/self/fd/{lower_fd}:{empty}")
     finally:
         if own >= 0:
             os.close(own)
@@ -333,9 +333,9 @@ def _run_one(step: Step, slots: dict[int, int]) -> None:
     elif op == "mount":
         sc.mount(str(a[0]) or None, str(a[1]), str(a[2]) or None, int(a[3]), str(a[4]) or None)
     elif op == "overlay":
-        _overlay(str(a[0]), slots[int(a[1])] if int(a[1]) >= 0 else -1)
+        _overlay(str(a[0]), slots[int(a[1])] if int(a[1]) >= 0 else -1, str(a[2]))
     elif op == "kept":
-        _show_kept(str(a[0]), slots[int(a[1])], str(a[2]))
+        _show_kept(str(a[0]), slots[int(a[1])], str(a[2]), str(a[3]))
     elif op == "move":
         sc.move_mount_fd(slots[int(a[0])], str(a[1]))
     elif op == "mkdir":
@@ -367,7 +367,7 @@ def _run_one(step: Step, slots: dict[int, int]) -> None:
         raise OSError(errno.EINVAL, f"unknown sandbox step {op!r}")
 
 
-def _show_kept(path: str, fd: int, stage_source: str) -> None:
+def _show_kept(path: str, fd: int, stage_source: str, empty: str) -> None:
     """A kept directory back at ``path`` through the socket-hiding overlay (or a bind
     from its mount's stage); a plain read-only clone when it holds locked child mounts
     (a user namespace of our own)."""
@@ -375,7 +375,7 @@ def _show_kept(path: str, fd: int, stage_source: str) -> None:
         if stage_source:
             sc.mount(stage_source, path, None, sc.MS_BIND)
         else:
-            _overlay(path, fd)
+            _overlay(path, fd, empty)
         return
     except OSError:
         pass

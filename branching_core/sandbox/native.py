@@ -1,0 +1,147 @@
+"""The caller's side of the native sandbox executor (``native/forkdeck_sandbox.c``).
+
+Sandboxed commands start through a small C program instead of two forks of the
+caller's interpreter: the caller ``posix_spawn``s it (a vfork: the caller's size no
+longer matters) with the command's fds in place and a request in a memfd; it is the
+keeper and the pid-namespace init, speaking ``_spawn``'s protocol (result records,
+lifeline, exit status), and performs the same compiled filesystem steps as the Python
+init (``steps.run_steps``). Everything is decided here, in Python; the program only
+executes. Callables keep the Python path (they run in a fork of their caller).
+
+The binary is built at install time (``setup.py``). When it is missing or cannot be
+started, commands take the Python path and a warning is logged once.
+``FORKDECK_NATIVE=0`` forces the Python path (tests, debugging).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import struct
+from collections.abc import Mapping
+from pathlib import Path
+
+from branching_core.sandbox.namespaces import SandboxPlan, namespace_flags
+from branching_core.sandbox.steps import OPS, Step
+
+log = logging.getLogger(__name__)
+
+ENV_SWITCH = "FORKDECK_NATIVE"
+BINARY_NAME = "forkdeck-sandbox"
+SOURCE = Path(__file__).resolve().parent / "native" / "forkdeck_sandbox.c"
+MAGIC = b"forkdeck-sandbox/1"
+HOSTNAME = b"forkdeck"
+
+# What a failed posix_spawn of the binary means "not usable here" (then: Python path).
+_UNUSABLE = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR, errno.EPERM,
+                       errno.ELIBBAD, errno.ELOOP})
+
+
+class NativeUnavailable(Exception):
+    """The native executor cannot start this command; the caller takes the Python path."""
+
+
+def binary() -> Path:
+    """Where the installed executor lives (beside its source, built by setup.py)."""
+    return SOURCE.parent / BINARY_NAME
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "1").lower() not in ("0", "off", "no", "false")
+
+
+_warned = False
+
+
+def warn_once(why: str) -> None:
+    """One warning per process: the Python path works, only slower."""
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warning("forkdeck native sandbox unavailable (%s); sandboxed commands take the"
+                    " slower Python path", why)
+
+
+def _s(value: str | bytes | int) -> bytes:
+    data = str(value).encode() if isinstance(value, int) else os.fsencode(value)
+    return struct.pack("<I", len(data)) + data
+
+
+def _strings(values: list[bytes] | list[str]) -> bytes:
+    return _s(len(values)) + b"".join(_s(v) for v in values)
+
+
+def encode_step(step: Step) -> bytes:
+    kinds = OPS[step.op]
+    if len(kinds) != len(step.args):
+        raise ValueError(f"step {step.op} takes {len(kinds)} arguments, got {step.args!r}")
+    out = [_s(step.op), _s(step.need), _s(step.when), _s(step.when_path),
+           _s(int(step.missing_ok))]
+    for kind, arg in zip(kinds, step.args, strict=True):
+        out.append(_s(int(arg)) if kind == "i" else _s(str(arg)))
+    return b"".join(out)
+
+
+def encode_request(
+    plan: SandboxPlan, *, lifeline: int, userns: int, mntns: int, cgroup_procs: list[str],
+    keep: list[int], argv: list[str], env: Mapping[str, str],
+) -> bytes:
+    """The request the executor reads (format: the comment at the top of the C file)."""
+    return b"".join([
+        _s(MAGIC), _s(lifeline), _s(userns), _s(mntns),
+        _s(namespace_flags(plan)), _s(int(plan.new_userns)), _s(plan.uid), _s(plan.gid),
+        _s(int(plan.network)), _s(HOSTNAME),
+        _strings(cgroup_procs), _strings([str(fd) for fd in keep]), _strings(argv),
+        _strings([f"{k}={v}" for k, v in env.items()]),
+        _s(len(plan.steps)), *(encode_step(step) for step in plan.steps),
+    ])
+
+
+def start(
+    plan: SandboxPlan, cgroup_procs: list[str], fd_map: Mapping[int, int], result_w: int,
+    lifeline_r: int, argv: list[str], env: Mapping[str, str],
+) -> int:
+    """``posix_spawn`` the executor for ``argv``; returns its pid (the keeper).
+
+    ``fd_map`` maps each of the command's fds to the caller's fd it must be. Raises
+    ``NativeUnavailable`` when the binary is missing or cannot run (nothing started).
+    """
+    path = binary()
+    targets = sorted(fd_map)
+    controls = [result_w, lifeline_r, *plan.child_fds]
+    memfd = os.memfd_create("forkdeck-sandbox-request", os.MFD_CLOEXEC)
+    try:
+        # Every source first goes above every fd involved, then targets take their
+        # numbers: a target may be another source's current number.
+        sources = [memfd, *controls, *(fd_map[t] for t in targets)]
+        base = max([2, *sources, *targets]) + 1
+        high = {fd: base + i for i, fd in enumerate(sources)}
+        request = encode_request(
+            plan, lifeline=high[lifeline_r],
+            userns=high[plan.userns_fd] if plan.userns_fd is not None else -1,
+            mntns=high[plan.mntns_fd] if plan.mntns_fd is not None else -1,
+            cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env,
+        )
+        view = memoryview(request)
+        while view:
+            view = view[os.write(memfd, view):]
+        actions = [(os.POSIX_SPAWN_DUP2, fd, base + i) for i, fd in enumerate(sources)]
+        first = 1 + len(controls)
+        actions += [(os.POSIX_SPAWN_DUP2, base + first + i, t) for i, t in enumerate(targets)]
+        try:
+            return os.posix_spawn(
+                path, [BINARY_NAME, str(high[memfd]), str(high[result_w])],
+                {"PATH": os.environ.get("PATH", os.defpath)},  # the command's PATH search
+                file_actions=actions, setsigmask=(),
+            )
+        except OSError as exc:
+            if exc.errno in _UNUSABLE:
+                raise NativeUnavailable(f"{path}: {exc.strerror}") from exc
+            raise
+    finally:
+        os.close(memfd)
+
+
+__all__ = ["ENV_SWITCH", "NativeUnavailable", "binary", "enabled", "encode_request", "start",
+           "warn_once"]
