@@ -524,7 +524,7 @@ def spawn(
         try:
             pid = native.start(plan, cgroups.procs_files, fd_map, res_w, life_r, *command)
         except NativeUnavailable as exc:
-            native.warn_once(str(exc))
+            native.fell_back(str(exc))
         except BaseException as exc:
             _close_ends(child_ends + parent_ends)
             if isinstance(exc, OSError):

@@ -10,7 +10,8 @@ executes. Callables keep the Python path (they run in a fork of their caller).
 
 The binary is built at install time (``setup.py``). When it is missing or cannot be
 started, commands take the Python path and a warning is logged once.
-``FORKDECK_NATIVE=0`` forces the Python path (tests, debugging).
+``FORKDECK_NATIVE=0`` forces the Python path (tests, debugging);
+``FORKDECK_NATIVE_BINARY`` names another build of the executor.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from branching_core.sandbox.steps import OPS, Step
 log = logging.getLogger(__name__)
 
 ENV_SWITCH = "FORKDECK_NATIVE"
+ENV_BINARY = "FORKDECK_NATIVE_BINARY"
 BINARY_NAME = "forkdeck-sandbox"
 SOURCE = Path(__file__).resolve().parent / "native" / "forkdeck_sandbox.c"
 MAGIC = b"forkdeck-sandbox/1"
@@ -43,22 +45,23 @@ class NativeUnavailable(Exception):
 
 
 def binary() -> Path:
-    """Where the installed executor lives (beside its source, built by setup.py)."""
-    return SOURCE.parent / BINARY_NAME
+    """The executor: ``$FORKDECK_NATIVE_BINARY``, else the one setup.py built beside
+    its source."""
+    return Path(os.environ.get(ENV_BINARY) or SOURCE.parent / BINARY_NAME)
 
 
 def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1").lower() not in ("0", "off", "no", "false")
 
 
-_warned = False
+fallbacks = 0  # commands that took the Python path although native was wanted (tests)
 
 
-def warn_once(why: str) -> None:
-    """One warning per process: the Python path works, only slower."""
-    global _warned
-    if not _warned:
-        _warned = True
+def fell_back(why: str) -> None:
+    """Count a fallback; one warning per process (the Python path works, only slower)."""
+    global fallbacks
+    fallbacks += 1
+    if fallbacks == 1:
         log.warning("forkdeck native sandbox unavailable (%s); sandboxed commands take the"
                     " slower Python path", why)
 
@@ -143,5 +146,5 @@ def start(
         os.close(memfd)
 
 
-__all__ = ["ENV_SWITCH", "NativeUnavailable", "binary", "enabled", "encode_request", "start",
-           "warn_once"]
+__all__ = ["ENV_BINARY", "ENV_SWITCH", "NativeUnavailable", "binary", "enabled",
+           "encode_request", "fell_back", "start"]

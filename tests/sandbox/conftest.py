@@ -1,7 +1,9 @@
 """Fixtures for the sandbox tests: real namespaces, and a check that nothing leaks.
 
 Every test is followed by a leak check: no branch cgroup, no process carrying the
-test's marker, and no new mount in the host's mount table.
+test's marker, and no new mount in the host's mount table. Modules testing the command
+form use the ``executor`` fixture: each of their tests runs against the native executor
+and against the Python path, so both are held to the same isolation.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from branching_core.sandbox import leftover_branch_cgroups, sandbox_available
+from branching_core.sandbox import leftover_branch_cgroups, native, sandbox_available
 from branching_core.sandbox.cgroups import owner_pid
 
 
@@ -67,6 +69,25 @@ def sandbox_ok() -> None:
     ok, why = sandbox_available()
     if not ok:
         pytest.skip(f"sandbox unavailable here: {why}")
+
+
+@pytest.fixture(params=["native", "python"])
+def executor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run the test's commands through the native executor, then through the Python path.
+
+    The native case fails if any command silently took the Python path instead.
+    """
+    if request.param == "python":
+        monkeypatch.setenv(native.ENV_SWITCH, "0")
+        yield "python"
+        return
+    monkeypatch.delenv(native.ENV_SWITCH, raising=False)
+    if not os.access(native.binary(), os.X_OK):
+        pytest.skip(f"native executor not built ({native.binary()} missing): install with a"
+                    " C compiler (setup.py builds it)")
+    before = native.fallbacks
+    yield "native"
+    assert native.fallbacks == before, "a command fell back to the Python path"
 
 
 @pytest.fixture

@@ -21,6 +21,9 @@ from tests.support.killed_child import REPO, run_until_ready_then_kill
 
 from .conftest import cgroup_limits_unavailable, wait_until_gone
 
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = pytest.mark.usefixtures("executor")
+
 _NO_CGROUPS = cgroup_limits_unavailable()
 requires_cgroups = pytest.mark.skipif(_NO_CGROUPS is not None, reason=_NO_CGROUPS or "")
 

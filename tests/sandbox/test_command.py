@@ -5,13 +5,19 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from branching_core.errors import NamespaceError
 from branching_core.sandbox import SandboxedCommand, run_command, run_command_async
+from tests.support.killed_child import run_until_ready_then_kill
 
 from .conftest import wait_until_gone
+
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = pytest.mark.usefixtures("executor")
 
 
 def test_lines_stream_as_they_come(ws: Path) -> None:
@@ -101,3 +107,63 @@ def test_the_callers_interpreter_stays_reachable_under_a_private_tmp(
     assert "from-the-prefix" in ran.stdout
     assert "host tmp" not in ran.stdout, "the host's /tmp leaked into the sandbox"
     assert "Read-only file system" in ran.stderr and not (prefix / "new").exists()
+
+
+def test_a_command_not_found_on_path_is_127_with_its_name(ws: Path) -> None:
+    result = run_command(["forkdeck-no-such-command"], ws)
+    assert result.exit_code == 127
+    assert result.stderr == "forkdeck-no-such-command: No such file or directory\n"
+
+
+def test_a_failed_setup_is_a_one_line_namespace_error(ws: Path) -> None:
+    """The command never runs; the error names the mount point that could not be made."""
+    branch = SandboxedCommand("touch ran", ws, mount_at="/sys/forkdeck-nope")
+    with branch, pytest.raises(NamespaceError, match=r"mount point /sys/forkdeck-nope does"
+                               r" not exist and cannot be created on the read-only host"
+                               ) as caught:
+        branch.wait(timeout=30)
+    assert "\n" not in str(caught.value)
+    assert not (ws / "ran").exists()
+
+
+def test_extra_fds_land_on_their_numbers_and_nothing_else_leaks(ws: Path) -> None:
+    """fd 3 and 7 are captured, the rest of the caller's fds (pipes, the result and
+    lifeline ends) are closed in the command."""
+    result = run_command("echo three >&3; echo seven >&7; ls /proc/self/fd", ws,
+                         extra_fds=[3, 7])
+    assert result.exit_code == 0, result.stderr
+    assert result.extra == {3: b"three\n", 7: b"seven\n"}
+    # ls's own directory fd is the one extra entry.
+    assert len(set(result.stdout.split()) - {"0", "1", "2", "3", "7"}) == 1, result.stdout
+
+
+OWNER = """\
+import sys, time
+from branching_core.sandbox import SandboxedCommand
+branch = SandboxedCommand("setsid sleep {marker} & nohup sleep {marker} & sleep {marker}",
+                          sys.argv[1])
+print("READY", branch.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_owner_leaves_nothing_running(ws: Path, no_leftover: str) -> None:
+    """SIGKILL of the caller: the lifeline ends, the keeper kills the pid namespace."""
+    marker = no_leftover
+    keeper = int(run_until_ready_then_kill(OWNER.format(marker=marker), str(ws)))
+    assert wait_until_gone(marker) == []
+    assert _ended(keeper), "the keeper outlived its owner"
+
+
+def _ended(pid: int, timeout: float = 5.0) -> bool:
+    """Whether ``pid`` exits within ``timeout`` (a zombie has: only reaping is left)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.02)
+    return False

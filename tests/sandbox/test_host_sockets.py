@@ -31,6 +31,9 @@ from tests.support.unprivileged import (
     run_as_nobody,
 )
 
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = pytest.mark.usefixtures("executor")
+
 PROBE = r'''
 import json, os, socket, sys
 out = {}

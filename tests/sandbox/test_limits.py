@@ -20,6 +20,9 @@ from branching_core.sandbox.cgroups import create_branch_cgroups
 
 from .conftest import cgroup_limits_unavailable
 
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = pytest.mark.usefixtures("executor")
+
 _NO_CGROUPS = cgroup_limits_unavailable()
 requires_cgroups = pytest.mark.skipif(_NO_CGROUPS is not None, reason=_NO_CGROUPS or "")
 

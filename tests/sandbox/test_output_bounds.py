@@ -18,6 +18,9 @@ import pytest
 from branching_core.sandbox import BranchContext, run_command
 from branching_core.sandbox.capture import BoundedCapture, LineSplitter, dropped_marker
 
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = pytest.mark.usefixtures("executor")
+
 REPO = Path(__file__).resolve().parents[2]
 HUNDRED_MB = 100_000_000
 GROWTH_LIMIT_KB = 60 * 1024

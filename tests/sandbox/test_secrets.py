@@ -18,6 +18,9 @@ import pytest
 from branching_core.sandbox import masks, run_command
 from tests.support.killed_child import REPO
 
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = pytest.mark.usefixtures("executor")
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the root-caller case needs root")
 
 

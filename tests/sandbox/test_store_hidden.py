@@ -18,6 +18,9 @@ from branching_core.errors import BackendUnavailableError
 from branching_core.sandbox import parse_view_path, run_command
 from branching_core.workspace import Workspace
 
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = pytest.mark.usefixtures("executor")
+
 
 @pytest.fixture
 def outside_tmp(sandbox_ok: None) -> Iterator[Path]:

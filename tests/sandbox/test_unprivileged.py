@@ -17,7 +17,9 @@ from tests.support.unprivileged import (
     run_as_nobody,
 )
 
-pytestmark = [pytest.mark.unprivileged, requires_unprivileged]
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = [pytest.mark.unprivileged, requires_unprivileged,
+              pytest.mark.usefixtures("executor")]
 
 SCENARIO = r'''
 import json, os, sys

@@ -10,6 +10,9 @@ from branching_core.sandbox import run_command
 from branching_core.sandbox.namespaces import parse_view_path
 from branching_core.workspace import Workspace
 
+# Every test runs against the native executor and the Python path (conftest.executor).
+pytestmark = pytest.mark.usefixtures("executor")
+
 
 def test_view_path_with_a_newline_parses() -> None:
     # A newline is a legal byte in a path; `.` without DOTALL stopped at it, so the view
