@@ -31,6 +31,8 @@ _CAPABILITY_SKIP_MARKERS: dict[str, tuple[str, ...]] = {
     "tmux": ("tmux",),
     "unprivileged": ("uid 65534", "setpriv"),
     "ray": ("ray extra is not installed",),
+    # Sandboxed commands start through the native executor built at install (setup.py).
+    "native": ("native executor not built", "no c compiler"),
 }
 
 

@@ -141,8 +141,8 @@ static char *next_str(struct reader *r)
                  (uint32_t)r->buf[r->pos + 2] << 16 | (uint32_t)r->buf[r->pos + 3] << 24;
     r->pos += 4;
     if (r->len - r->pos < n)
-        fail("namespace", "malformed sandbox request: string of %u bytes at byte %zu", n,
-             r->pos);
+        fail("namespace", "malformed sandbox request: truncated string of %u bytes at byte %zu",
+             n, r->pos);
     if (memchr(r->buf + r->pos, 0, n) != NULL)
         fail("namespace", "malformed sandbox request: NUL byte in a string at byte %zu",
              r->pos);
