@@ -10,7 +10,7 @@
   task on each node (materialises the tree once) vs later tasks on that node;
 * delta size (pickled, as it travels) vs the bytes a candidate changed;
 * sandbox start-up in this driver, alternating: ``subprocess.run(['true'])``,
-  bubblewrap, sandboxed ``true`` through the launcher and on the direct fork path.
+  bubblewrap, sandboxed ``true`` through the native executor and on the Python path.
 
 Nodes get ``--object-store-mb`` each (default 200). Prints a markdown table.
 
@@ -106,23 +106,21 @@ BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "
 
 
 def sandbox_rows(rounds: int, scratch: Path) -> list[tuple[str, str]]:
-    """Start-up of ``true``: plain, bubblewrap, launcher, direct fork; alternating rounds
-    in this (Ray-importing) driver, p50 / p90 ms."""
-    from branching_core.sandbox import launcher, run_command
+    """Start-up of ``true``: plain, bubblewrap, the native executor, the Python path;
+    alternating rounds in this (Ray-importing) driver, p50 / p90 ms."""
+    from branching_core.sandbox import run_command
 
     ws = scratch / "sandbox-ws"
     ws.mkdir()
-    if launcher.wait_ready(60) is None:
-        return [("sandbox launcher", "did not start (see the log)")]
 
-    def sandboxed(via: str) -> None:
-        os.environ["FORKDECK_LAUNCHER"] = via
+    def sandboxed(native: str) -> None:
+        os.environ["FORKDECK_NATIVE"] = native
         assert run_command(["true"], ws).exit_code == 0
 
     cases: dict[str, Any] = {
         "`subprocess.run(['true'])`": lambda: subprocess.run(["true"], check=True),
-        "sandboxed `true`, launcher": lambda: sandboxed("1"),
-        "sandboxed `true`, direct fork of the driver": lambda: sandboxed("0"),
+        "sandboxed `true`, native executor": lambda: sandboxed("1"),
+        "sandboxed `true`, Python path (forks the driver)": lambda: sandboxed("0"),
     }
     if shutil.which("bwrap"):
         cases["bubblewrap `true`"] = lambda: subprocess.run(BWRAP, check=True)
@@ -134,7 +132,7 @@ def sandbox_rows(rounds: int, scratch: Path) -> list[tuple[str, str]]:
             for name, fn in cases.items():
                 samples[name].append(timed(fn) * 1e3)
     finally:
-        os.environ.pop("FORKDECK_LAUNCHER", None)
+        os.environ.pop("FORKDECK_NATIVE", None)
     plain = statistics.median(samples["`subprocess.run(['true'])`"])
     rows = []
     for name, values in samples.items():

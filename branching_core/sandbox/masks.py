@@ -58,8 +58,8 @@ def _ancestors(path: str) -> list[str]:
 
 def store_dirs(view: str, target: str) -> list[str]:
     """Store directories to hide for a sandbox showing ``view`` at ``target``."""
-    # Imported here: the launcher process imports this module and should not carry
-    # the store's imports (hashlib, json, shutil, ...) into every fork.
+    # Imported here: the sandbox package stays importable without the store's imports
+    # (hashlib, json, shutil, ...).
     from branching_core.workspace.store import STORE_ENV
 
     found: list[str] = []

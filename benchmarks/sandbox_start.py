@@ -1,4 +1,4 @@
-"""Sandboxed ``true`` through the launcher, against plain ``true`` and bubblewrap, one run.
+"""Sandboxed ``true`` (native executor, Python path) against plain ``true`` and bubblewrap.
 
 Issue 16's targets: sandboxed ``true`` <= ``subprocess.run(['true'])`` + 2 ms and faster
 than bubblewrap measured in the same run; 16 candidates with ``timeout=`` <= 20 ms
@@ -10,12 +10,12 @@ only the sandbox, and an *agent-sized* one (pydantic-ai, Textual and the fork la
 imported, plus 200 MB of live Python objects, like a TUI holding long agent
 histories). In each, ``true`` runs plain, under bubblewrap (``bwrap --unshare-all
 --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true``),
-sandboxed through the launcher and sandboxed on the direct path (``FORKDECK_LAUNCHER=0``:
-the caller forks itself). Then, in this process, 16 pattern candidates: command
-candidates (what ``forkdeck best-of-n -- CMD`` runs; the launcher serves them) and
-Python callables (forked from the caller by design: they need its memory).
+sandboxed through the native executor (the caller ``posix_spawn``s it) and sandboxed on
+the Python path (``FORKDECK_NATIVE=0``: the caller forks itself twice). Then, in this
+process, 16 pattern candidates: command candidates (what ``forkdeck best-of-n -- CMD``
+runs) and Python callables (forked from the caller by design: they need its memory).
 
-    python benchmarks/sandbox_launcher.py [--rounds 60] [--pattern-runs 10]
+    python benchmarks/sandbox_start.py [--rounds 60] [--pattern-runs 10]
 """
 
 from __future__ import annotations
@@ -44,24 +44,24 @@ heavy = sys.argv[2] == "heavy"
 if heavy:
     import pydantic_ai, textual.app, branching_core.fork  # noqa: F401
     ballast = [{"turn": i, "text": "x" * 200, "parts": [i] * 8} for i in range(450_000)]
-from branching_core.sandbox import launcher, run_command
+from branching_core.sandbox import native, run_command
 ws = sys.argv[1]
 bwrap = sys.argv[3:]
-assert launcher.wait_ready(60) is not None, "launcher did not start"
 
-def sandboxed(via_launcher):
-    os.environ["FORKDECK_LAUNCHER"] = "1" if via_launcher else "0"
+def sandboxed(use_native):
+    os.environ["FORKDECK_NATIVE"] = "1" if use_native else "0"
     result = run_command(["true"], ws)
     assert result.exit_code == 0, result
 
 cases = {
     "plain": lambda: subprocess.run(["true"], check=True),
     "bwrap": lambda: subprocess.run(bwrap, check=True),
-    "launcher": lambda: sandboxed(True),
-    "direct": lambda: sandboxed(False),
+    "native": lambda: sandboxed(True),
+    "python": lambda: sandboxed(False),
 }
 for case in cases.values():
     case()
+assert native.fallbacks == 0, "the native executor is not built: pip install -e . with cc"
 with open(f"/proc/{os.getpid()}/status") as fh:
     rss = next(line.split()[1] for line in fh if line.startswith("VmRSS:"))
 print(int(rss) // 1024, flush=True)
@@ -74,12 +74,12 @@ for line in sys.stdin:
     print((time.perf_counter() - start) * 1000, flush=True)
 '''
 
-CASES = ("plain", "bwrap", "launcher", "direct")
+CASES = ("plain", "bwrap", "native", "python")
 LABELS = {
     "plain": "`subprocess.run(['true'])`",
     "bwrap": "bubblewrap `true`",
-    "launcher": "sandboxed `true`, launcher",
-    "direct": "sandboxed `true`, direct fork (before)",
+    "native": "sandboxed `true`, native executor",
+    "python": "sandboxed `true`, Python path (`FORKDECK_NATIVE=0`)",
 }
 
 
@@ -119,7 +119,7 @@ def start_up(rounds: int, ws: str) -> None:
             assert proc.stdin is not None
             proc.stdin.close()
             proc.wait(30)
-    print(f"### Start-up: {rounds} alternating rounds, p50 / p25 / p90 in ms"
+    print(f"### Start-up: {rounds} alternating rounds, p50 / p25 / p95 in ms"
           f" (load {_load()})\n")
     print("| case | lean caller (RSS {lean} MB) | agent-sized caller (RSS {heavy} MB) |"
           .format(**rss))
@@ -129,26 +129,28 @@ def start_up(rounds: int, ws: str) -> None:
         for weight in ("lean", "heavy"):
             values = samples[(weight, case)]
             cells.append(f"{statistics.median(values):.2f} / {_q(values, 0.25):.2f} /"
-                         f" {_q(values, 0.9):.2f}")
+                         f" {_q(values, 0.95):.2f}")
         print(f"| {LABELS[case]} | {cells[0]} | {cells[1]} |")
     print("\n| target (p50, same run) | lean caller | agent-sized caller |")
     print("| --- | --- | --- |")
     for name, check in (
-        ("launcher <= plain + 2 ms", lambda p50: p50["launcher"] - p50["plain"] <= 2.0),
-        ("launcher < bubblewrap", lambda p50: p50["launcher"] < p50["bwrap"]),
+        ("native <= plain + 2 ms", lambda p50: p50["native"] - p50["plain"] <= 2.0),
+        ("native < bubblewrap", lambda p50: p50["native"] < p50["bwrap"]),
     ):
         cells = []
         for weight in ("lean", "heavy"):
             p50 = {c: statistics.median(samples[(weight, c)]) for c in CASES}
             verdict = "met" if check(p50) else "NOT met"
-            cells.append(f"{verdict} (launcher {p50['launcher']:.2f}, plain"
+            cells.append(f"{verdict} (native {p50['native']:.2f}, plain"
                          f" {p50['plain']:.2f}, bwrap {p50['bwrap']:.2f})")
         print(f"| {name} | {cells[0]} | {cells[1]} |")
     ratios = []
     for weight in ("lean", "heavy"):
         p50 = {c: statistics.median(samples[(weight, c)]) for c in CASES}
-        ratios.append(f"launcher / bwrap {p50['launcher'] / p50['bwrap']:.2f}x, launcher -"
-                      f" plain {p50['launcher'] - p50['plain']:+.2f} ms")
+        ratios.append(f"native / bwrap {p50['native'] / p50['bwrap']:.2f}x, native / plain"
+                      f" {p50['native'] / p50['plain']:.2f}x, native - plain"
+                      f" {p50['native'] - p50['plain']:+.2f} ms, python / native"
+                      f" {p50['python'] / p50['native']:.2f}x")
     print(f"| p50 ratios | {ratios[0]} | {ratios[1]} |")
 
 
@@ -157,7 +159,7 @@ def patterns(runs: int) -> None:
 
     from branching_core.cli._command import CommandCandidate
     from branching_core.patterns import BestOfN
-    from branching_core.sandbox import launcher, sandbox_available
+    from branching_core.sandbox import sandbox_available
     from branching_core.workspace import Workspace
 
     scratch = Path(tempfile.mkdtemp(prefix="forkdeck-bench-"))
@@ -165,10 +167,9 @@ def patterns(runs: int) -> None:
     root.mkdir()
     (root / "seed.txt").write_text("seed")
     ws = Workspace(root)
-    launcher.wait_ready(60)
 
-    def commands(n: int, via_launcher: bool) -> float:
-        os.environ["FORKDECK_LAUNCHER"] = "1" if via_launcher else "0"
+    def commands(n: int, use_native: bool) -> float:
+        os.environ["FORKDECK_NATIVE"] = "1" if use_native else "0"
         candidates = [CommandCandidate(["true"], workspace_path=str(root)) for _ in range(n)]
         start = time.monotonic()
         outcome = BestOfN(candidates, timeout=30)(ws)
@@ -184,8 +185,8 @@ def patterns(runs: int) -> None:
         return time.monotonic() - start
 
     rows: list[tuple[str, dict[str, Any]]] = [
-        ("16 command candidates `true`, `timeout=30`, launcher", {"fn": lambda: commands(16, True)}),
-        ("same, direct fork (before)", {"fn": lambda: commands(16, False)}),
+        ("16 command candidates `true`, `timeout=30`, native", {"fn": lambda: commands(16, True)}),
+        ("same, Python path", {"fn": lambda: commands(16, False)}),
         ("16 x `Popen(['true'])` (no pattern, no sandbox: the floor)", {"fn": lambda: plain(16)}),
         ("16 callables (50 ms sleep), `timeout=30` (forks the caller)",
          {"fn": lambda: overhead(ws, 16, {"timeout": 30})}),
@@ -201,16 +202,16 @@ def patterns(runs: int) -> None:
             for name, spec in rows:
                 results[name].append(spec["fn"]() * 1000)
     finally:
-        os.environ.pop("FORKDECK_LAUNCHER", None)
+        os.environ.pop("FORKDECK_NATIVE", None)
         ws.close()
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"\n### 16 pattern candidates, overhead beyond their own work, {runs} alternating"
           f" runs (load {_load()})\n")
-    print("| case | p50 ms | p25 ms | p90 ms |")
+    print("| case | p50 ms | p25 ms | p95 ms |")
     print("| --- | ---: | ---: | ---: |")
     for name, values in results.items():
         print(f"| {name} | {statistics.median(values):.1f} | {_q(values, 0.25):.1f} |"
-              f" {_q(values, 0.9):.1f} |")
+              f" {_q(values, 0.95):.1f} |")
 
 
 def main() -> None:
@@ -219,7 +220,7 @@ def main() -> None:
     parser.add_argument("--pattern-runs", type=int, default=10)
     parser.add_argument("--skip-patterns", action="store_true")
     args = parser.parse_args()
-    ws = tempfile.mkdtemp(prefix="forkdeck-launcher-bench-")
+    ws = tempfile.mkdtemp(prefix="forkdeck-start-bench-")
     try:
         start_up(args.rounds, ws)
     finally:
