@@ -32,11 +32,17 @@ def compile_executor(out_dir: Path) -> None:
     tmp = out_dir / f".{BINARY}.{os.getpid()}"
     cc = shlex.split(os.environ.get("CC", "cc"))
     cmd = [*cc, "-O2", "-Wall", "-Wextra", "-o", str(tmp), str(SOURCE)]
-    try:
-        subprocess.run(cmd, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        tmp.unlink(missing_ok=True)
-        print(f"WARNING: forkdeck's native sandbox was not built ({shlex.join(cmd)}: {exc});"
+    # Static when the C library allows it: no dynamic loading at every sandbox start.
+    for attempt in ([*cmd, "-static"], cmd):
+        try:
+            subprocess.run(attempt, check=True, stderr=subprocess.DEVNULL
+                           if attempt is not cmd else None)
+            break
+        except (OSError, subprocess.CalledProcessError) as exc:
+            tmp.unlink(missing_ok=True)
+            error = exc
+    else:
+        print(f"WARNING: forkdeck's native sandbox was not built ({shlex.join(cmd)}: {error});"
               " sandboxed commands will take the slower Python path", file=sys.stderr)
         return
     tmp.chmod(0o755)

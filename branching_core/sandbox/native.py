@@ -86,6 +86,21 @@ def encode_step(step: Step) -> bytes:
     return b"".join(out)
 
 
+_encoded: dict[int, tuple[tuple[Step, ...], bytes]] = {}
+
+
+def _encode_steps(steps: tuple[Step, ...]) -> bytes:
+    """The steps' encoding, cached by identity (``compile_steps`` shares its lists)."""
+    cached = _encoded.get(id(steps))
+    if cached is not None and cached[0] is steps:
+        return cached[1]
+    data = _s(len(steps)) + b"".join(encode_step(step) for step in steps)
+    if len(_encoded) >= 32:
+        _encoded.clear()
+    _encoded[id(steps)] = (steps, data)  # holds the tuple: its id stays unique
+    return data
+
+
 def encode_request(
     plan: SandboxPlan, *, lifeline: int, userns: int, mntns: int, cgroup_procs: list[str],
     keep: list[int], argv: list[str], env: Mapping[str, str],
@@ -97,7 +112,7 @@ def encode_request(
         _s(int(plan.network)), _s(HOSTNAME),
         _strings(cgroup_procs), _strings([str(fd) for fd in keep]), _strings(argv),
         _strings([f"{k}={v}" for k, v in env.items()]),
-        _s(len(plan.steps)), *(encode_step(step) for step in plan.steps),
+        _encode_steps(plan.steps),
     ])
 
 

@@ -21,12 +21,13 @@ multi-threaded caller.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from branching_core.sandbox import _syscalls as sc
-from branching_core.sandbox.host_sockets import EMPTY_DIR
+from branching_core.sandbox.host_sockets import EMPTY_DIR, SocketPlan
 from branching_core.sandbox.masks import inside
 
 if TYPE_CHECKING:
@@ -118,37 +119,48 @@ def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
     nodes and a private ``/dev/shm``; ``/proc`` the new pid namespace's with host-wide
     parts read-only or masked; without network ``/run`` is private and host sockets are
     covered; stores and secrets are hidden; kept and shown paths come back read-only.
+    A pure function of the plan's decisions (nothing is looked up here), so sandboxes
+    with the same decisions share one compiled list (the same object: ``native``
+    caches its encoding by identity).
     """
+    # Without a user namespace of our own (a root caller) one overlay per *mount* serves
+    # every directory on it (a bind from that stage costs far less than an overlay);
+    # in a user namespace a mount with locked children cannot be a layer.
+    share = plan.sockets is not None and not plan.new_userns and plan.userns_fd is None
+    return _compile(plan.view, plan.target, plan.keep_visible, plan.hide_dirs,
+                    plan.hide_files, plan.show_files, plan.sockets, plan.private_run, share)
+
+
+@functools.lru_cache(maxsize=32)
+def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
+             hide_dirs: tuple[str, ...], hide_files: tuple[str, ...],
+             show_files: tuple[str, ...], sockets: SocketPlan | None, private_run: bool,
+             share: bool) -> tuple[Step, ...]:
     c = _Compiler()
     c.add("private")
     # Grab the view (and kept dirs, shown files, the mounts stages are made from) before
     # anything covers them: they may live under /tmp or /run.
     view = c.slot()
-    c.add("clone", view, plan.view, 1)
-    sockets = plan.sockets
+    c.add("clone", view, view_path, 1)
     # Kept dirs: with sockets hidden they come back as overlays of an fd taken now (one
     # mount, and their sockets stay unreachable), else as read-only clones.
     kept: list[tuple[str, int]] = []
-    for path in plan.keep_visible:
+    for path in keep_visible:
         slot = c.slot()
         if sockets is not None:
             c.add("opath", slot, path, missing_ok=True)
         else:
             c.add("clone", slot, path, 1, missing_ok=True)
         kept.append((path, slot))
-    # Without a user namespace of our own (a root caller) one overlay per *mount* serves
-    # every directory on it (a bind from that stage costs far less than an overlay);
-    # in a user namespace a mount with locked children cannot be a layer.
-    share = sockets is not None and not plan.new_userns and plan.userns_fd is None
     mount_slots: dict[str, int] = {}
     if sockets is not None and share:
-        for path in (*sockets.overlay_dirs, *plan.keep_visible):
+        for path in (*sockets.overlay_dirs, *keep_visible):
             mount = sockets.containing_mount(path)
             if mount not in mount_slots:
                 mount_slots[mount] = c.slot()
                 c.add("opath", mount_slots[mount], mount)
     shown = []
-    for path in plan.show_files:
+    for path in show_files:
         slot = c.slot()
         c.add("clone", slot, path, 0)
         shown.append((path, slot))
@@ -169,7 +181,7 @@ def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
     c.add("setattr", "/", _RO, 0, 1)
     c.add("mount", "tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
     _compile_dev(c)
-    if plan.private_run:
+    if private_run:
         c.add("mount", "tmpfs", "/run", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=755")
     if sockets is not None:
         c.add("mkdir", EMPTY_DIR, 0o555)
@@ -186,17 +198,17 @@ def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
     # After the overlays: an overlay of a parent directory would cover these mounts. A
     # hidden dir that will hold mount points (the view, kept dirs) stays writable until
     # they are made, then becomes read-only.
-    inner = (plan.target, *plan.keep_visible, *plan.show_files)
+    inner = (target, *keep_visible, *show_files)
     late: list[int] = []
     flags = sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
-    for path in plan.hide_dirs:
+    for path in hide_dirs:
         needed = any(inside(p, (path,)) for p in inner)
         c.add("mount", "tmpfs", path, "tmpfs", flags | (0 if needed else sc.MS_RDONLY),
               "size=64k,mode=755", when="dir", when_path=path)
         if needed:  # an fd of the tmpfs just made: only a hide that happened is finished
             late.append(c.slot())
             c.add("opath", late[-1], path, when="dir", when_path=path)
-    c.mask_files(plan.hide_files, 0o000)  # reading a secret fails (EACCES)
+    c.mask_files(hide_files, 0o000)  # reading a secret fails (EACCES)
     _compile_proc(c)
     for path, slot in kept:
         c.add("ensure_dir", path, need=slot)
@@ -215,14 +227,14 @@ def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
         c.add("rmdir", stage)
     if sockets is not None:
         c.add("rmdir", EMPTY_DIR)  # the overlays keep their reference to it
-    c.add("ensure_dir", plan.target)
+    c.add("ensure_dir", target)
     c.add("setattr_fd", view, sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV, 0, 1)
-    c.add("move", view, plan.target)
+    c.add("move", view, target)
     for slot in late:  # read-only only now: the view's mount point was made in it
         c.add("setattr_fd", slot, _RO, 0, 0, need=slot)
     for slot in range(c.slots):
         c.add("close", slot)
-    c.add("chdir", plan.target)
+    c.add("chdir", target)
     return tuple(c.steps)
 
 
