@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -167,3 +168,23 @@ def _ended(pid: int, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def test_concurrent_sandboxes_each_have_a_network_namespace_of_their_own(ws: Path) -> None:
+    """Also when the namespaces come ready-made (the native executor's pool, root
+    callers): never the host's, never one shared by two sandboxes."""
+    gate = ws / "gate"
+    script = f"readlink /proc/self/ns/net; while [ ! -e {gate} ]; do sleep 0.01; done"
+    branches = [SandboxedCommand(script, ws) for _ in range(4)]
+    try:
+        deadline = time.monotonic() + 30
+        while any(not b.stdout for b in branches) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        namespaces = [b.stdout.strip() for b in branches]
+        gate.touch()
+        assert [b.wait(timeout=30) for b in branches] == [0] * 4
+    finally:
+        for b in branches:
+            b.abort()
+    assert len(set(namespaces)) == 4, namespaces
+    assert os.readlink("/proc/self/ns/net") not in namespaces

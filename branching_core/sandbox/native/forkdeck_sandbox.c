@@ -17,7 +17,7 @@
  * strings. In order:
  *
  *     "forkdeck-sandbox/1"
- *     lifeline_fd  userns_fd  mntns_fd            (-1: none)
+ *     lifeline_fd  userns_fd  mntns_fd  netns_fd  (-1: none; netns: join, not make)
  *     unshare_flags  new_userns  uid  gid  network
  *     hostname
  *     n, then n cgroup.procs paths to join
@@ -525,7 +525,7 @@ static int cmp_int(const void *a, const void *b)
 /* ---- init and keeper ------------------------------------------------------------- */
 
 struct request {
-    int lifeline, userns, mntns;
+    int lifeline, userns, mntns, netns;
     long flags, new_userns, uid, gid, network;
     char *hostname;
     char **cgroups, **keep, **argv, **env;
@@ -615,6 +615,7 @@ int main(int argc, char **argv)
     rq.lifeline = (int)next_int(&r);
     rq.userns = (int)next_int(&r);
     rq.mntns = (int)next_int(&r);
+    rq.netns = (int)next_int(&r);
     rq.flags = next_int(&r);
     rq.new_userns = next_int(&r);
     rq.uid = next_int(&r);
@@ -655,6 +656,8 @@ int main(int argc, char **argv)
         keep[nkeep++] = rq.userns;
     if (rq.mntns >= 0)
         keep[nkeep++] = rq.mntns;
+    if (rq.netns >= 0)
+        keep[nkeep++] = rq.netns;
     qsort(keep, nkeep, sizeof keep[0], cmp_int);
     close_all_but(keep, nkeep);
     fcntl(result_fd, F_SETFD, FD_CLOEXEC);
@@ -670,6 +673,8 @@ int main(int argc, char **argv)
         fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
     if (rq.mntns >= 0 && setns(rq.mntns, CLONE_NEWNS) < 0)
         fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
+    if (rq.netns >= 0 && setns(rq.netns, CLONE_NEWNET) < 0)
+        fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
     if (unshare((int)rq.flags) < 0)
         fail("namespace", "creating namespaces failed: unshare: %s", strerror(errno));
     if (rq.new_userns) {
@@ -684,6 +689,8 @@ int main(int argc, char **argv)
         close(rq.userns);
     if (rq.mntns >= 0)
         close(rq.mntns);
+    if (rq.netns >= 0)
+        close(rq.netns);
     /* No core dump when re-raising the init's fatal signal. Only now: a non-dumpable
      * process cannot open its own /proc/self/uid_map. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
