@@ -1,6 +1,6 @@
 """Process machinery shared by the callable and the command form.
 
-Why one module of ~600 lines: the keeper, the init and the caller's side
+Why one module of ~630 lines: the keeper, the init and the caller's side
 (``SpawnedProcess``) are three ends of one protocol (the lifeline pipe, the record
 format, the fork order and the fds each end closes); split apart, a change to one end
 could no longer be checked against the others on one screen of code. The native

@@ -41,7 +41,7 @@ OPS: dict[str, str] = {
     "setattr": "siii",  # path, set, clear, recursive: mount_setattr
     "setattr_fd": "iiii",  # slot, set, clear, recursive
     "mount": "sssis",  # source, target, fstype, flags, data
-    "overlay": "sis",  # target, lower slot (-1: the target itself), empty upper layer
+    "overlay": "sis",  # target, lower slot (-1: the target itself), empty second layer
     "kept": "siss",  # target, slot, stage source, empty layer: bind/overlay, else ro clone
     "move": "is",  # slot, target: move_mount
     "mkdir": "si",  # path, mode
