@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from branching_core.sandbox import SandboxedCommand, native
+from branching_core.sandbox import SandboxedCommand, native, run_command
 from branching_core.sandbox._spawn import TAG_SETUP, parse_record
 from branching_core.sandbox.namespaces import plan_sandbox
 from branching_core.sandbox.steps import Step
@@ -142,3 +142,27 @@ def test_the_source_compiles_without_a_warning(tmp_path: Path) -> None:
                            str(tmp_path / "forkdeck-sandbox"), str(source)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def _mount_table(ws: Path) -> list[tuple[str, ...]]:
+    """The sandbox's mounts as it sees them: root, mount point, options, type, source
+    (device numbers and fd numbers in overlay options differ run to run)."""
+    result = run_command("cat /proc/self/mountinfo", ws)
+    assert result.exit_code == 0, result.stderr
+    rows = []
+    for line in result.stdout.splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        rows.append((fields[3], fields[4], fields[5], fields[sep + 1], fields[sep + 2]))
+    return rows
+
+
+def test_both_executors_build_the_very_same_mount_table(
+    ws: Path, built: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One compiled step list, two executors: what the command sees is identical."""
+    native_table = _mount_table(ws)
+    monkeypatch.setenv(native.ENV_SWITCH, "0")
+    python_table = _mount_table(ws)
+    assert len(native_table) > 20
+    assert native_table == python_table
