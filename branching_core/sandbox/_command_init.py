@@ -29,6 +29,9 @@ def command_main(argv: list[str], env: dict[str, str]) -> _spawn.ChildMain:
             os.write(2, msg)
             status = (127 if exc.errno == 2 else 126) << 8
         else:
+            # The command's fds are its own: their EOF must not wait for our exit.
+            os.closerange(0, result_fd)
+            os.closerange(result_fd + 1, 1 << 20)
             while True:  # pid 1 duty: reap every orphan until the command itself ends
                 try:
                     pid, status = os.waitpid(-1, 0)
@@ -37,6 +40,19 @@ def command_main(argv: list[str], env: dict[str, str]) -> _spawn.ChildMain:
                     break
                 if pid == child:
                     break
+            # Then end the rest of the pid namespace (kill(-1) reaches only its members)
+            # and reap it: the exit record promises nothing of the command still runs.
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            while True:
+                try:
+                    os.waitpid(-1, 0)
+                except ChildProcessError:
+                    break
+                except InterruptedError:
+                    continue
         _spawn.write_record(result_fd, _spawn.TAG_EXIT, struct.pack("<i", status))
         return 0
 

@@ -390,6 +390,16 @@ class SpawnedProcess:
                     if fd in sel.get_map():
                         finish(fd)
 
+        def command_over() -> bool:
+            # A command's init reports its end only once every other process of its pid
+            # namespace is dead and reaped, and its pipes close as it exits: with every
+            # stream at EOF and a whole exit record, nothing of the command runs. Its
+            # own exit (the teardown of the sandbox's mounts) is then not waited for,
+            # unless branch cgroups must be removed (busy until it is gone).
+            return (set(sel.get_map()) == {self.pidfd} and not self.cgroups.paths
+                    and _is_exit_record(record))
+
+        early = False
         while True:
             if exited:
                 drain_rest()
@@ -402,8 +412,10 @@ class SpawnedProcess:
                     sel.unregister(fd)
                     status = os.waitpid(self.pid, 0)[1]
                     exited = True
-                else:
-                    read_some(fd)
+                elif not read_some(fd) and command_over():
+                    sel.unregister(self.pidfd)
+                    status = 0  # what the keeper exits with after an exit record
+                    exited = early = True
         sel.close()
         for fd in streams:
             _PARENT_FDS.discard(fd)
@@ -417,6 +429,9 @@ class SpawnedProcess:
         info.oom_killed = self.cgroups.oom_killed()
         self.kill_tree()
         self.cgroups.remove()
+        if early:
+            self.done.set()
+            os.waitpid(self.pid, 0)  # the keeper follows its init within a moment
         _PARENT_FDS.discard(self.pidfd)
         os.close(self.pidfd)
         self.pidfd = -1
@@ -467,6 +482,14 @@ class SpawnedProcessView:
     @property
     def oom_killed(self) -> bool:
         return self._b.done.is_set() and self._b.info.oom_killed
+
+
+def _is_exit_record(data: bytes | bytearray) -> bool:
+    try:
+        tag, parts = parse_record(bytes(data))
+    except ValueError:
+        return False
+    return tag == TAG_EXIT and len(parts) == 1
 
 
 def spawn(

@@ -15,7 +15,7 @@ from branching_core.errors import NamespaceError
 from branching_core.sandbox import SandboxedCommand, run_command, run_command_async
 from tests.support.killed_child import run_until_ready_then_kill
 
-from .conftest import wait_until_gone
+from .conftest import processes_with, wait_until_gone
 
 # Every test runs against the native executor and the Python path (conftest.executor).
 pytestmark = pytest.mark.usefixtures("executor")
@@ -188,3 +188,23 @@ def test_concurrent_sandboxes_each_have_a_network_namespace_of_their_own(ws: Pat
             b.abort()
     assert len(set(namespaces)) == 4, namespaces
     assert os.readlink("/proc/self/ns/net") not in namespaces
+
+
+def test_nothing_of_the_command_runs_once_it_has_returned(ws: Path, no_leftover: str) -> None:
+    """Background children that let go of the output streams are dead by the time
+    ``run_command`` returns, not merely doomed: the init ends its pid namespace before it
+    reports, so the caller need not wait for the init's own exit. They hold a pipe's
+    write end (fd 5): at return it must already read as closed."""
+    marker = no_leftover
+    r, w = os.pipe()
+    try:
+        result = run_command(f"sleep {marker} </dev/null >/dev/null 2>&1 & setsid sleep"
+                             f" {marker} </dev/null >/dev/null 2>&1 & echo started", ws,
+                             extra_fds={5: w})
+        os.close(w)
+        os.set_blocking(r, False)
+        assert (result.exit_code, result.stdout) == (0, "started\n")
+        assert os.read(r, 1) == b"", "a background child outlived the command's return"
+    finally:
+        os.close(r)
+    assert processes_with(marker) == []

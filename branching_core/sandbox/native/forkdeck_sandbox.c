@@ -564,6 +564,9 @@ static void init_main(struct request *rq)
         dprintf(2, "%s: %s\n", rq->argv[0], strerror(err));
         status = (err == ENOENT ? 127 : 126) << 8;
     } else {
+        /* The command's fds are its own: their EOF must not wait for our exit. */
+        for (size_t k = 0; k < rq->nkeep; k++)
+            close(atoi(rq->keep[k]));
         for (;;) { /* pid 1 duty: reap every orphan until the command itself ends */
             pid_t pid = waitpid(-1, &status, 0);
             if (pid < 0 && errno == EINTR)
@@ -575,6 +578,13 @@ static void init_main(struct request *rq)
             if (pid == child)
                 break;
         }
+        /* Then end the rest of the pid namespace ourselves (kill(-1) reaches only its
+         * members) and reap it: the exit record then promises that nothing of the
+         * command runs any more, so the caller need not wait for our own exit and the
+         * teardown of the sandbox's mounts that comes with it. */
+        kill(-1, SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+            ;
     }
     unsigned char rec[13] = {'X', 4};
     memcpy(rec + 9, &status, 4); /* little-endian hosts only, like struct "<i" here */
