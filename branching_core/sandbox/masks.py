@@ -203,13 +203,25 @@ def _lsig(path: str) -> _Sig:
     return (st.st_dev, st.st_ino, st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _passwd_files_only() -> bool:
+# Where nss-systemd finds users besides the root and nobody it synthesizes (which are no
+# regular users): Varlink services (DynamicUser=, homed, machined) and static JSON
+# drop-ins (nss-systemd(8)). While none of them exists, it adds no home.
+USERDB_PLACES = ("/run/systemd/userdb", "/etc/userdb", "/run/userdb", "/run/host/userdb",
+                 "/usr/local/lib/userdb", "/usr/lib/userdb")
+
+
+def _passwd_files_only(userdb_present: bool, nsswitch: str = "/etc/nsswitch.conf") -> bool:
+    """Whether the regular users' homes come from /etc/passwd alone (then its file's
+    identity, and the absence of every ``USERDB_PLACES`` entry, prove them unchanged)."""
     try:
-        with open("/etc/nsswitch.conf", encoding="utf-8") as fh:
+        with open(nsswitch, encoding="utf-8") as fh:
             for line in fh:
                 if line.split("#", 1)[0].strip().startswith("passwd:"):
-                    sources = line.split("#", 1)[0].split(":", 1)[1].split()
-                    return set(sources) <= {"files", "compat"}
+                    sources = set(line.split("#", 1)[0].split(":", 1)[1].split())
+                    others = sources - {"files", "compat"}
+                    if others == {"systemd"}:
+                        return not userdb_present
+                    return not others
     except OSError:
         return True  # glibc's default without the file: files
     return True
@@ -250,7 +262,8 @@ def secret_masks() -> SecretMasks:
             return cached.masks
         _masks_cache.pop(key, None)
         started = time.time_ns()
-        files_only = _passwd_files_only()
+        userdb = {place: _lsig(place) for place in USERDB_PLACES}  # before deciding on them
+        files_only = _passwd_files_only(any(sig is not None for sig in userdb.values()))
         passwd_sig = _lsig("/etc/passwd")
         home = _home()
         user_homes = _user_homes()
@@ -268,6 +281,8 @@ def secret_masks() -> SecretMasks:
         if files_only:
             deps.setdefault("/etc/passwd", passwd_sig)
             deps.setdefault("/etc/nsswitch.conf", _lsig("/etc/nsswitch.conf"))
+            for place, sig in userdb.items():  # absent: one appearing invalidates
+                deps.setdefault(place, sig)
         recent = started - _RACY_NS
         if cacheable and all(sig is None or (sig[3] < recent and sig[4] < recent)
                              for sig in deps.values()):

@@ -19,9 +19,8 @@ from branching_core.sandbox import masks, run_command
 from tests.support.killed_child import REPO
 
 # Every test runs against the native executor and the Python path (conftest.executor).
-pytestmark = pytest.mark.usefixtures("executor")
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the root-caller case needs root")
+pytestmark = [pytest.mark.usefixtures("executor"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="the root-caller case needs root")]
 
 
 @pytest.fixture
@@ -136,3 +135,37 @@ def test_a_home_made_after_a_cached_plan_is_masked(fake_home: Path,
         assert "PRIVATE" not in ran.stdout
     finally:
         shutil.rmtree(new_home, ignore_errors=True)
+
+
+@pytest.mark.parametrize(("line", "userdb_present", "files_only"), [
+    ("passwd: files", False, True),
+    ("passwd: compat", True, True),
+    ("passwd: files systemd", False, True),  # nss-systemd adds only root and nobody then
+    ("passwd: files systemd", True, False),  # a userdb place exists: ask the database
+    ("passwd: files ldap", False, False),
+    ("passwd: files systemd sss", False, False),
+])
+def test_when_the_password_file_alone_decides_the_homes(
+    tmp_path: Path, line: str, userdb_present: bool, files_only: bool
+) -> None:
+    nsswitch = tmp_path / "nsswitch.conf"
+    nsswitch.write_text(f"# generated\n{line}  # comment\ngroup: files\n")
+    assert masks._passwd_files_only(userdb_present, str(nsswitch)) is files_only
+
+
+def test_a_userdb_place_appearing_invalidates_the_cached_masks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The cached masks record the userdb places' absence; one appearing is a change."""
+    place = tmp_path / "userdb"
+    monkeypatch.setattr(masks, "USERDB_PLACES", (*masks.USERDB_PLACES, str(place)))
+    monkeypatch.setattr(masks, "_RACY_NS", -10**18)  # cache even what changed just now
+    masks._masks_cache.clear()
+    masks.secret_masks()
+    cached = list(masks._masks_cache.values())
+    if not cached or str(place) not in cached[0].deps:
+        pytest.skip("the masks are not cached from the password file alone on this host"
+                    " (a symlinked home, or a passwd source besides files and systemd)")
+    assert cached[0].still_valid()
+    place.mkdir()
+    assert not cached[0].still_valid()
