@@ -241,16 +241,21 @@ def build_filesystem(plan: SandboxPlan) -> None:
     run_steps(plan.steps)
 
 
+def loopback_up() -> None:
+    """Bring up ``lo`` in this thread's network namespace (a new one has it down)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        ifreq = struct.pack("16sH14x", b"lo", _IFF_UP_LOOPBACK_RUNNING)
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, ifreq)
+    finally:
+        sock.close()
+
+
 def finish_isolation(plan: SandboxPlan) -> None:
     """Last steps in the init: hostname, loopback, then drop every capability."""
     sc.sethostname(b"forkdeck")
     if not plan.network:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            ifreq = struct.pack("16sH14x", b"lo", _IFF_UP_LOOPBACK_RUNNING)
-            fcntl.ioctl(sock, _SIOCSIFFLAGS, ifreq)
-        finally:
-            sock.close()
+        loopback_up()
     sc.drop_all_capabilities()
 
 
@@ -259,6 +264,7 @@ __all__ = [
     "build_filesystem",
     "enter_namespaces",
     "finish_isolation",
+    "loopback_up",
     "namespace_flags",
     "parse_view_path",
     "plan_sandbox",

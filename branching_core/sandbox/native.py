@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from branching_core.sandbox import _syscalls as sc
-from branching_core.sandbox.namespaces import SandboxPlan, namespace_flags
+from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
 from branching_core.sandbox.steps import OPS, Step
 
 log = logging.getLogger(__name__)
@@ -109,13 +109,15 @@ def encode_request(
 ) -> bytes:
     """The request the executor reads (format: the comment at the top of the C file).
 
-    ``netns``: an fd of a fresh network namespace to join instead of making one.
+    ``netns``: an fd of a fresh network namespace (``lo`` already up) to join instead
+    of making one.
     """
     flags = namespace_flags(plan) & ~(sc.CLONE_NEWNET if netns >= 0 else 0)
+    loopback = not plan.network and netns < 0
     return b"".join([
         _s(MAGIC), _s(lifeline), _s(userns), _s(mntns), _s(netns),
         _s(flags), _s(int(plan.new_userns)), _s(plan.uid), _s(plan.gid),
-        _s(int(plan.network)), _s(HOSTNAME),
+        _s(int(loopback)), _s(HOSTNAME),
         _strings(cgroup_procs), _strings([str(fd) for fd in keep]), _strings(argv),
         _strings([f"{k}={v}" for k, v in env.items()]),
         _encode_steps(plan.steps),
@@ -183,10 +185,12 @@ class _NetnsPool:
     """A few fresh, empty network namespaces, made ahead by a background thread.
 
     Making a network namespace is the dearest part of a sandbox's start (~0.5 ms of
-    kernel time in ``unshare``); a thread of the caller makes the next ones while
-    commands run. Each is handed to exactly one sandbox (popped under the lock) and
-    nothing else ever runs in it: the thread enters it only to open its ns file, then
-    returns to its own. When the pool is empty the executor makes its own, as before.
+    kernel time in ``unshare``, and bringing ``lo`` up waits for the kernel's lock of
+    network configuration, which the teardown of earlier namespaces holds); a thread of
+    the caller makes the next ones while commands run. Each is handed to exactly one
+    sandbox (popped under the lock) and nothing else ever runs in it: the thread enters
+    it only to bring ``lo`` up and open its ns file, then returns to its own. When the
+    pool is empty the executor makes its own, as before.
     """
 
     SIZE = 2
@@ -224,6 +228,7 @@ class _NetnsPool:
                     self.broken = True
                     return
                 try:
+                    loopback_up()
                     fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
                 except OSError:
                     fd = -1

@@ -18,7 +18,7 @@
  *
  *     "forkdeck-sandbox/1"
  *     lifeline_fd  userns_fd  mntns_fd  netns_fd  (-1: none; netns: join, not make)
- *     unshare_flags  new_userns  uid  gid  network
+ *     unshare_flags  new_userns  uid  gid  loopback (1: bring lo up)
  *     hostname
  *     n, then n cgroup.procs paths to join
  *     n, then n fds the command keeps (0, 1, 2 and extra fds)
@@ -526,7 +526,7 @@ static int cmp_int(const void *a, const void *b)
 
 struct request {
     int lifeline, userns, mntns, netns;
-    long flags, new_userns, uid, gid, network;
+    long flags, new_userns, uid, gid, loopback;
     char *hostname;
     char **cgroups, **keep, **argv, **env;
     size_t ncgroups, nkeep, nargv, nenv, nsteps;
@@ -542,7 +542,7 @@ static void init_main(struct request *rq)
     run_steps(rq->steps, rq->nsteps);
     if (sethostname(rq->hostname, strlen(rq->hostname)) < 0)
         fail("namespace", "sandbox setup failed: sethostname: %s", strerror(errno));
-    if (!rq->network)
+    if (rq->loopback)
         loopback_up();
     drop_capabilities();
 
@@ -630,7 +630,7 @@ int main(int argc, char **argv)
     rq.new_userns = next_int(&r);
     rq.uid = next_int(&r);
     rq.gid = next_int(&r);
-    rq.network = next_int(&r);
+    rq.loopback = next_int(&r);
     rq.hostname = next_str(&r);
     rq.cgroups = next_strs(&r, &rq.ncgroups);
     rq.keep = next_strs(&r, &rq.nkeep);
