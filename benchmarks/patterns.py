@@ -5,9 +5,15 @@
 * 16 candidates on this machine: pattern overhead beyond the candidates' own work
   (wall time minus the longest candidate's own measured work) p50 < 50 ms;
 * the time from the winner's return to the outcome (commit + killing losers);
+* what the process modes cost beyond thread mode (wall p50 and CPU, per candidate);
 * leak check: no open branch, child process or branch cgroup afterwards.
 
+With ``--breakdown`` it then says where a process-mode candidate's CPU goes (the
+caller's ``fork``, the child's start and exit, the sandbox's keeper and init phases; see
+``_breakdown.py``), so a change to the sandbox's start can be judged phase by phase.
+
     /work/venv/bin/python benchmarks/patterns.py [--runs 10] [--backend auto] [--overhead-only]
+                                                 [--breakdown]
 """
 
 from __future__ import annotations
