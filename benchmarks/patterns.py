@@ -10,7 +10,7 @@
 
 With ``--breakdown`` it then says where a process-mode candidate's CPU goes (the
 caller's ``fork``, the child's start and exit, the sandbox's keeper and init phases; see
-``_breakdown.py``), so a change to the sandbox's start can be judged phase by phase.
+``patterns_breakdown.py``), so a change to the sandbox's start can be judged phase by phase.
 
     /work/venv/bin/python benchmarks/patterns.py [--runs 10] [--backend auto] [--overhead-only]
                                                  [--breakdown]
@@ -128,6 +128,8 @@ def main() -> None:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--overhead-only", action="store_true",
                     help="only the 16-candidate overhead rows and the leak check")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="then where a process-mode candidate's CPU goes, phase by phase")
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="forkdeck-bench-"))
     root = scratch / "ws"
@@ -158,16 +160,31 @@ def main() -> None:
         ]
         if isolated_ok:
             variants.append(("sandbox (isolate_processes)", {"isolate_processes": True}))
-        for label, options in variants:
+        for _label, options in variants:
             overhead(ws, 16, options)  # warm-up
-            cpu0 = _cpu()
-            samples = [overhead(ws, 16, options) for _ in range(args.runs)]
-            cpu = (_cpu() - cpu0) / args.runs
+        # Alternating samples (one call of each variant per round): the machine's load
+        # drifts, and the process modes are judged by their difference to thread mode.
+        walls: dict[str, list[float]] = {label: [] for label, _ in variants}
+        cpus: dict[str, list[float]] = {label: [] for label, _ in variants}
+        for _ in range(args.runs):
+            for label, options in variants:
+                cpu0 = _cpu()
+                walls[label].append(overhead(ws, 16, options))
+                cpus[label].append(_cpu() - cpu0)
+        base = variants[0][0]
+        for label, _options in variants:
+            wall, cpu = statistics.median(walls[label]), sum(cpus[label]) / args.runs
             rows.append((f"16 candidates, overhead beyond own work, {label}",
-                         f"p50 {statistics.median(samples) * 1000:.0f} ms / "
-                         f"p95 {_p(samples, 0.95) * 1000:.0f} ms",
+                         f"p50 {wall * 1000:.0f} ms / p95 {_p(walls[label], 0.95) * 1000:.0f} ms",
                          f"target p50 < 50 ms; CPU per call (caller + children) "
-                         f"{cpu * 1000:.0f} ms"))
+                         f"{cpu * 1000:.0f} ms ({cpu / 16 * 1000:.1f} ms per candidate)"))
+        for label, _options in variants[1:]:
+            extra_wall = statistics.median(walls[label]) - statistics.median(walls[base])
+            extra_cpu = (sum(cpus[label]) - sum(cpus[base])) / args.runs
+            rows.append((f"process-mode cost beyond thread mode, {label}",
+                         f"wall p50 +{extra_wall * 1000:.0f} ms",
+                         f"CPU +{extra_cpu * 1000:.0f} ms per call, "
+                         f"+{extra_cpu / 16 * 1000:.1f} ms per candidate"))
         time.sleep(0.2)
         reaper.drain(timeout=60)  # the background removal of discarded branches is no leak
         leaks = (len(ws.open_branches()), len(set(_children()) - baseline),
@@ -177,9 +194,17 @@ def main() -> None:
     finally:
         ws.close()
         shutil.rmtree(scratch, ignore_errors=True)
+    print(f"load average: {os.getloadavg()[0]:.2f}\n")
     print("| figure | measured | note |\n|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    if args.breakdown:
+        import patterns_breakdown  # beside this script
+
+        with patterns_breakdown._workspace(args.backend) as (bws, bscratch):
+            for label, table in patterns_breakdown.breakdown(bws, max(1, args.runs // 2),
+                                                             bscratch, isolated_ok):
+                print(f"\n### where the CPU goes: {label}\n\n{table}")
 
 
 if __name__ == "__main__":
