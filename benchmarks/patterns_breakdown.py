@@ -20,7 +20,13 @@ implementation needs (cgroups, output capture, the lifeline that kills the sandb
 when the caller dies, setup-error records) and runs only as root without a user
 namespace; it is here to size the keeper's cost, not to be used.
 
+``--mask-memo`` measures what the patterns' per-batch mask plan (``shared_mask_plan``)
+still saves now that ``secret_masks()`` and ``plan_socket_hiding()`` keep validated
+caches of their own: 16-candidate ``isolate_processes`` batches with and without it,
+alternating, same run.
+
     /work/venv/bin/python benchmarks/patterns_breakdown.py [--runs 5] [--one-fork]
+                                                           [--mask-memo]
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ class Probes:
 
         self._patch(os, "fork", self._fork_probe)
         self._patch(os, "waitpid", self._reap_probe)
+        self._patch(os, "_exit", _exit_probe)
         self._patch(context, "plan_sandbox",
                     lambda orig: self._caller_timed("caller: plan_sandbox", orig))
         self._patch(_spawn.SpawnedProcess, "start_drain",
@@ -130,6 +137,7 @@ class Probes:
             cpu0, flt0 = _thread_usage() if in_caller else _usage()
             pid = orig()
             if pid == 0:
+                _ROLE[0] = "child of the caller" if in_caller else "init"
                 _record("child of the caller: usage at its first line" if in_caller
                         else "init: usage at its first line (forked by the keeper)", *_usage())
                 return 0
@@ -176,6 +184,21 @@ def _timed(phase: str, orig: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             cpu1, flt1 = _usage()
             _record(phase, cpu1 - cpu0, flt1 - flt0)
+
+    return probe
+
+
+_ROLE = ["caller"]
+
+
+def _exit_probe(orig: Callable[[int], Any]) -> Callable[[int], Any]:
+    """A child's usage when it calls ``os._exit``: its whole life minus this is the
+    kernel tearing its copy of the caller's address space down."""
+
+    def probe(code: int) -> Any:
+        if _ROLE[0] != "caller":
+            _record(f"{_ROLE[0]}: usage at os._exit", *_usage())
+        return orig(code)
 
     return probe
 
@@ -320,6 +343,46 @@ def one_fork_comparison(ws: Workspace, runs: int) -> list[tuple[str, str]]:
             for name, (w, c) in samples.items()]
 
 
+def mask_memo_comparison(ws: Workspace, runs: int) -> list[tuple[str, str]]:
+    from branching_core.sandbox import context, namespaces
+
+    memo = namespaces.shared_mask_plan
+    planning: list[float] = []
+    plan = context.plan_sandbox
+
+    def timed_plan(*args: Any, **kwargs: Any) -> Any:
+        cpu0 = time.thread_time()
+        try:
+            return plan(*args, **kwargs)
+        finally:
+            planning.append(time.thread_time() - cpu0)
+
+    variants = (("with shared_mask_plan (today)", memo),
+                ("validated caches only", contextlib.nullcontext))
+    figures: dict[str, tuple[list[float], list[float], list[float]]] = {
+        name: ([], [], []) for name, _ in variants}
+    context.plan_sandbox = timed_plan  # type: ignore[assignment]
+    try:
+        for _ in range(runs):
+            for name, batch_memo in variants:
+                namespaces.shared_mask_plan = batch_memo  # type: ignore[assignment]
+                BestOfN([_work] * 16, isolate_processes=True)(ws)  # settles the caches
+                planning.clear()
+                cpu0, t0 = _cpu(), time.monotonic()
+                outcome = BestOfN([_work] * 16, isolate_processes=True)(ws)
+                own = max(r.return_value[1] for r in outcome.all_results if r.return_value)
+                figures[name][0].append(time.monotonic() - t0 - own)
+                figures[name][1].append(_cpu() - cpu0)
+                figures[name][2].append(sum(planning) / len(planning))
+    finally:
+        namespaces.shared_mask_plan = memo  # type: ignore[assignment]
+        context.plan_sandbox = plan  # type: ignore[assignment]
+    return [(name, f"overhead p50 {statistics.median(w) * 1000:.0f} ms, CPU per call "
+                   f"{statistics.median(c) * 1000:.0f} ms, caller's plan_sandbox "
+                   f"{statistics.median(p) * 1e6:.0f} us per candidate")
+            for name, (w, c, p) in figures.items()]
+
+
 def _cpu() -> float:
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
@@ -346,6 +409,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "breakdown").splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--backend", default="auto")
+    ap.add_argument("--mask-memo", action="store_true",
+                    help="also 16 sandboxes with and without the per-batch mask plan")
     ap.add_argument("--one-fork", action="store_true",
                     help="also compare BranchContext with the one-fork prototype (root only)")
     args = ap.parse_args()
@@ -354,6 +419,11 @@ def main() -> None:
     with _workspace(args.backend) as (ws, scratch):
         for label, table in breakdown(ws, args.runs, scratch, sandbox):
             print(f"### {label}\n\n{table}\n")
+        if args.mask_memo and sandbox:
+            print("### the per-batch mask plan, with and without (isolate_processes)\n")
+            for name, figure in mask_memo_comparison(ws, args.runs):
+                print(f"* {name}: {figure}")
+            print()
         if args.one_fork and sandbox and os.geteuid() == 0:
             print("### callable sandbox: keeper + init vs one fork (prototype)\n")
             for name, figure in one_fork_comparison(ws, args.runs):
