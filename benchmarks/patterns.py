@@ -31,8 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from branching_core.errors import ResourceLimitError
 from branching_core.patterns import BestOfN, Speculate
-from branching_core.sandbox import leftover_branch_cgroups, sandbox_available
+from branching_core.sandbox import ResourceLimits, leftover_branch_cgroups, sandbox_available
+from branching_core.sandbox.cgroups import create_branch_cgroups
 from branching_core.workspace import Workspace, reaper
 
 
@@ -117,6 +119,18 @@ def overhead(ws: Workspace, n: int, options: dict[str, Any]) -> float:
     return wall - own
 
 
+LIMITS = ResourceLimits(memory="256M", cpu=1.0, pids=256)
+
+
+def _limits_ok(limits: ResourceLimits) -> bool:
+    try:
+        create_branch_cgroups(limits).remove()
+    except ResourceLimitError as exc:
+        print(f"(no resource_limits row: {exc})")
+        return False
+    return True
+
+
 def _p(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -160,6 +174,9 @@ def main() -> None:
         ]
         if isolated_ok:
             variants.append(("sandbox (isolate_processes)", {"isolate_processes": True}))
+            if _limits_ok(LIMITS):
+                variants.append(("sandbox + resource_limits (memory, cpu, pids)",
+                                 {"resource_limits": LIMITS}))
         for _label, options in variants:
             overhead(ws, 16, options)  # warm-up
         # Alternating samples (one call of each variant per round): the machine's load
