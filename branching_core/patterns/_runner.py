@@ -301,8 +301,7 @@ class CandidateScheduler:
         except BaseException:
             # Ctrl-C mid-batch (even inside ``starter.start()``): stop the starter, wait
             # out the one start it may be in (``gate``), then kill and reap everything
-            # it started, since no worker will wait for it (``close`` aborts the branches),
-            # and let it remove the batch's cgroups it made and did not hand out.
+            # it started, since no worker will wait for it (``close`` aborts the branches).
             self.interrupted = True
             halt.set()
             with gate:
@@ -313,22 +312,17 @@ class CandidateScheduler:
                     with contextlib.suppress(BaseException):
                         att.handle.kill()
                         att.handle.run(0)
-            if starter.ident is not None:
-                finished.wait(10)
             raise
 
     def _start_all(self, batch: list[Attempt], race: bool, halt: threading.Event,
                    gate: threading.Lock, finished: threading.Event) -> None:
-        from branching_core.sandbox.cgroups import prepared_branch_cgroups
         from branching_core.sandbox.namespaces import shared_mask_plan
 
-        forked = [a for a in batch if a.job.start is None and not hasattr(a.job.fn, "launch")]
-        limits = self.limits if self._mode(race) == "sandbox" else None
         try:
-            # Sandboxes of one batch see the same host (one mask plan), and their cgroups
-            # are made before the first keeper joins its own (see prepared_branch_cgroups).
-            with shared_mask_plan(), prepared_branch_cgroups(limits, len(forked)):
-                for att in forked:  # a command candidate is started by the launcher instead
+            with shared_mask_plan():  # sandboxes of one batch see the same host
+                for att in batch:
+                    if att.job.start is not None or hasattr(att.job.fn, "launch"):
+                        continue  # a command candidate: the launcher starts it, not a fork
                     with gate:
                         if halt.is_set():
                             return

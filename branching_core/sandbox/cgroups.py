@@ -26,7 +26,6 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +39,6 @@ _NAME_RE = re.compile(r"^b(\d+)\.(\d+)\.(\d+)-\d+-[0-9a-f]+$")
 _OLD_NAME_RE = re.compile(r"^b(\d+)-\d+-[0-9a-f]+$")  # before owners were named fully
 _swept_in: set[int] = set()  # pids of processes that already swept (a fork sweeps again)
 _sweep_lock = threading.Lock()
-_prepared = threading.local()  # this thread's batch: (pid, limits, cgroups not handed out)
 
 
 def _start_time(pid: int | str) -> int | None:
@@ -297,16 +295,7 @@ def _apply_v2(ctrl: str, path: Path, limits: ResourceLimits) -> None:
 def create_branch_cgroups(
     limits: ResourceLimits, mounts: CgroupMounts | None = None
 ) -> BranchCgroups:
-    """Create and configure the cgroups ``limits`` need, or raise ``ResourceLimitError``.
-
-    Inside ``prepared_branch_cgroups`` (same thread, same limits) the next cgroups made
-    in advance are handed out instead.
-    """
-    batch: tuple[int, ResourceLimits, list[BranchCgroups]] | None = getattr(
-        _prepared, "batch", None)
-    # (not in a fork of the thread that prepared them: those are its parent's)
-    if batch is not None and batch[0] == os.getpid() and batch[1] == limits and batch[2]:
-        return batch[2].pop(0)
+    """Create and configure the cgroups ``limits`` need, or raise ``ResourceLimitError``."""
     cgroups = BranchCgroups()
     wanted = limits.controllers()
     if not wanted:
@@ -359,40 +348,6 @@ def create_branch_cgroups(
     return cgroups
 
 
-@contextlib.contextmanager
-def prepared_branch_cgroups(limits: ResourceLimits | None, count: int) -> Iterator[None]:
-    """Make the cgroups of ``count`` sandboxes with ``limits`` now, back to back, for the
-    ``create_branch_cgroups`` calls this thread makes inside the block.
-
-    Why: creating a v1 cgroup takes the kernel's ``cgroup_mutex``, which each sandbox's
-    keeper holds while it joins its cgroups (a migration waits for an RCU grace period,
-    about 10 ms for three hierarchies here). A batch that makes its cgroups before its
-    first keeper starts does not queue its start loop behind them, and finds the
-    cgroup mounts once instead of once per sandbox. Cgroups not handed out are removed
-    when the block ends (also on an exception). If one cannot be made, the rest are
-    made one by one as usual, so the candidate it was for fails with the usual error.
-    """
-    outer = getattr(_prepared, "batch", None)
-    if (limits is None or count < 2 or not limits.controllers()
-            or (outer is not None and outer[0] == os.getpid())):
-        yield
-        return
-    made: list[BranchCgroups] = []
-    try:
-        try:
-            mounts = CgroupMounts.discover()
-            for _ in range(count):
-                made.append(create_branch_cgroups(limits, mounts))
-        except (OSError, ResourceLimitError):
-            pass  # the rest are made (and fail) one by one, as without a batch
-        _prepared.batch = (os.getpid(), limits, made)
-        yield
-    finally:
-        _prepared.batch = None
-        for cgroups in made:  # the ones not handed out
-            cgroups.remove()
-
-
 def _sweep_once(mounts: CgroupMounts) -> None:
     with _sweep_lock:
         if os.getpid() in _swept_in:
@@ -439,6 +394,5 @@ __all__ = [
     "leftover_branch_cgroups",
     "owner_pid",
     "owner_tag",
-    "prepared_branch_cgroups",
     "sweep_dead_branch_cgroups",
 ]

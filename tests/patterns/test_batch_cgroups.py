@@ -1,13 +1,11 @@
-"""A limited sandbox batch makes its cgroups before its first keeper joins one.
+"""Limited sandbox batches: how keepers join their cgroups, and that none is left.
 
-A v1 cgroup ``mkdir`` waits for the kernel's ``cgroup_mutex``, which every sandbox's keeper
-holds while it joins its own cgroups; made one per candidate inside the start loop, the
-caller queued behind the keepers it had just started. Real cgroups throughout.
+Real cgroups throughout; other sessions may have branch cgroups of their own under the
+same parents, so only this process's (by owner tag) are counted.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -18,11 +16,9 @@ import pytest
 from branching_core.patterns import BestOfN
 from branching_core.sandbox import ResourceLimits, sandbox_available
 from branching_core.sandbox.cgroups import (
-    BranchCgroups,
     create_branch_cgroups,
     leftover_branch_cgroups,
     owner_tag,
-    prepared_branch_cgroups,
 )
 from branching_core.workspace import Workspace
 from tests.sandbox.conftest import cgroup_limits_unavailable
@@ -41,107 +37,11 @@ def _ours() -> set[str]:
 
 
 @needs_cgroups
-def test_the_batch_is_made_up_front_and_handed_out_in_order() -> None:
-    before = _ours()
-    handed: list[BranchCgroups] = []
-    try:
-        with prepared_branch_cgroups(LIMITS, 3):
-            made = _ours() - before
-            assert len(made) == 3  # all of them, before anyone asked
-            handed = [create_branch_cgroups(LIMITS) for _ in range(3)]
-            assert {p.name for h in handed for p in h.paths} == made
-            assert _ours() - before == made  # handed out, nothing new created
-            other = create_branch_cgroups(ResourceLimits(pids=64))  # other limits: made anew
-            handed.append(other)
-            assert other.paths[0].name not in made
-            extra = create_branch_cgroups(LIMITS)  # the batch is used up: made anew
-            handed.append(extra)
-            assert extra.paths[0].name not in made
-        # What was handed out belongs to its taker until it removes it.
-        assert {p.name for h in handed for p in h.paths} <= _ours()
-    finally:
-        for cgroups in handed:
-            cgroups.remove()
-    assert _ours() == before
-
-
-@needs_cgroups
-def test_cgroups_not_handed_out_are_removed_even_on_error() -> None:
-    before = _ours()
-    with pytest.raises(RuntimeError), prepared_branch_cgroups(LIMITS, 4):
-        taken = create_branch_cgroups(LIMITS)
-        assert len(_ours() - before) == 4
-        raise RuntimeError("the start loop failed")
-    assert _ours() - before == {p.name for p in taken.paths}
-    taken.remove()
-    assert _ours() == before
-
-
-@needs_cgroups
-def test_a_fork_of_the_preparing_thread_never_takes_its_parents_cgroups() -> None:
-    """A sandboxed candidate is a fork of the thread holding the batch: a sandbox it
-    starts itself must get cgroups of its own, not one its parent will hand out."""
-    before = _ours()
-    with prepared_branch_cgroups(LIMITS, 2):
-        made = _ours() - before
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            status = 1
-            try:
-                own = create_branch_cgroups(LIMITS)
-                os.write(w, " ".join(p.name for p in own.paths).encode())
-                own.remove()
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(w)
-        with os.fdopen(r, "rb") as pipe:
-            names = set(pipe.read().decode().split())
-        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-        assert names and not names & made
-        assert _ours() - before == made  # the parent's batch is untouched
-    assert _ours() == before
-
-
-@needs_cgroups
-@needs_sandbox
-def test_every_candidates_cgroup_exists_before_the_first_one_runs(copy_ws: Workspace) -> None:
-    tag = f"b{owner_tag()}-"
-    before = _ours()
-
-    def look(path: Path) -> tuple[bool, str]:
-        # Inside the sandbox: our own memory cgroup, and every batch cgroup there is.
-        mine = next(line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text()
-                    .splitlines() if line.split(":")[1] == "memory")
-        here = Path("/sys/fs/cgroup/memory" + mine)
-        limit = int((here / "memory.limit_in_bytes").read_text())
-        # A listing of cgroupfs can miss an entry while its siblings' tasks move (seen
-        # about once in twenty runs): the union of a few listings does not.
-        siblings: set[str] = set()
-        for _ in range(5):
-            siblings.update(n for n in os.listdir(here.parent) if n.startswith(tag))
-            time.sleep(0.002)
-        return True, f"{here.name} {limit} {' '.join(sorted(siblings))}"
-
-    outcome = BestOfN([look] * 12, resource_limits=LIMITS, timeout=60)(copy_ws)
-    assert outcome.committed
-    reports = [str(r.error_context).split() for r in outcome.all_results]
-    own = {report[0] for report in reports}
-    assert len(own) == 12  # one cgroup each...
-    assert all(int(report[1]) == LIMITS.memory_bytes for report in reports)  # ...limited
-    # The first candidate to run already saw all twelve (made before any keeper joined).
-    first = min(outcome.all_results, key=lambda r: r.branch_index)
-    assert set(str(first.error_context).split()[2:]) >= own
-    assert _ours() == before  # and none is left
-
-
-@needs_cgroups
 @needs_sandbox
 def test_ctrl_c_while_a_limited_batch_starts_leaves_no_cgroup(copy_ws: Workspace) -> None:
     """Interrupted as soon as the first keeper has joined its cgroup (the start loop is
-    then still running): the cgroups made for candidates not started yet are removed
-    too, before the interrupt reaches the caller."""
+    then still running): every cgroup of the batch is gone when the interrupt reaches
+    the caller."""
     before = _ours()
     main = threading.main_thread().ident
     assert main is not None
