@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from branching_core.errors import ResourceLimitError
 from branching_core.patterns import BestOfN, Speculate
 from branching_core.sandbox import ResourceLimits, leftover_branch_cgroups, sandbox_available
-from branching_core.sandbox.cgroups import create_branch_cgroups
+from branching_core.sandbox.cgroups import create_branch_cgroups, owner_tag
 from branching_core.workspace import Workspace, reaper
 
 
@@ -204,8 +204,9 @@ def main() -> None:
                          f"+{extra_cpu / 16 * 1000:.1f} ms per candidate"))
         time.sleep(0.2)
         reaper.drain(timeout=60)  # the background removal of discarded branches is no leak
+        ours = f"b{owner_tag()}-"  # other sessions' branch cgroups may share the parents
         leaks = (len(ws.open_branches()), len(set(_children()) - baseline),
-                 len(leftover_branch_cgroups()))
+                 len([p for p in leftover_branch_cgroups() if p.name.startswith(ours)]))
         rows.append(("leak check: open branches / child processes / branch cgroups",
                      " / ".join(map(str, leaks)), "target 0 / 0 / 0"))
     finally:
