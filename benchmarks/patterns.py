@@ -5,9 +5,15 @@
 * 16 candidates on this machine: pattern overhead beyond the candidates' own work
   (wall time minus the longest candidate's own measured work) p50 < 50 ms;
 * the time from the winner's return to the outcome (commit + killing losers);
+* what the process modes cost beyond thread mode (wall p50 and CPU, per candidate);
 * leak check: no open branch, child process or branch cgroup afterwards.
 
+With ``--breakdown`` it then says where a process-mode candidate's CPU goes (the
+caller's ``fork``, the child's start and exit, the sandbox's keeper and init phases; see
+``patterns_breakdown.py``), so a change to the sandbox's start can be judged phase by phase.
+
     /work/venv/bin/python benchmarks/patterns.py [--runs 10] [--backend auto] [--overhead-only]
+                                                 [--breakdown]
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from branching_core.errors import ResourceLimitError
 from branching_core.patterns import BestOfN, Speculate
-from branching_core.sandbox import leftover_branch_cgroups, sandbox_available
+from branching_core.sandbox import ResourceLimits, leftover_branch_cgroups, sandbox_available
+from branching_core.sandbox.cgroups import create_branch_cgroups, owner_tag
 from branching_core.workspace import Workspace, reaper
 
 
@@ -111,6 +119,18 @@ def overhead(ws: Workspace, n: int, options: dict[str, Any]) -> float:
     return wall - own
 
 
+LIMITS = ResourceLimits(memory="256M", cpu=1.0, pids=256)
+
+
+def _limits_ok(limits: ResourceLimits) -> bool:
+    try:
+        create_branch_cgroups(limits).remove()
+    except ResourceLimitError as exc:
+        print(f"(no resource_limits row: {exc})")
+        return False
+    return True
+
+
 def _p(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -122,6 +142,8 @@ def main() -> None:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--overhead-only", action="store_true",
                     help="only the 16-candidate overhead rows and the leak check")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="then where a process-mode candidate's CPU goes, phase by phase")
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="forkdeck-bench-"))
     root = scratch / "ws"
@@ -152,28 +174,55 @@ def main() -> None:
         ]
         if isolated_ok:
             variants.append(("sandbox (isolate_processes)", {"isolate_processes": True}))
-        for label, options in variants:
+            if _limits_ok(LIMITS):
+                variants.append(("sandbox + resource_limits (memory, cpu, pids)",
+                                 {"resource_limits": LIMITS}))
+        for _label, options in variants:
             overhead(ws, 16, options)  # warm-up
-            cpu0 = _cpu()
-            samples = [overhead(ws, 16, options) for _ in range(args.runs)]
-            cpu = (_cpu() - cpu0) / args.runs
+        # Alternating samples (one call of each variant per round): the machine's load
+        # drifts, and the process modes are judged by their difference to thread mode.
+        walls: dict[str, list[float]] = {label: [] for label, _ in variants}
+        cpus: dict[str, list[float]] = {label: [] for label, _ in variants}
+        for _ in range(args.runs):
+            for label, options in variants:
+                cpu0 = _cpu()
+                walls[label].append(overhead(ws, 16, options))
+                cpus[label].append(_cpu() - cpu0)
+        base = variants[0][0]
+        for label, _options in variants:
+            wall, cpu = statistics.median(walls[label]), sum(cpus[label]) / args.runs
             rows.append((f"16 candidates, overhead beyond own work, {label}",
-                         f"p50 {statistics.median(samples) * 1000:.0f} ms / "
-                         f"p95 {_p(samples, 0.95) * 1000:.0f} ms",
+                         f"p50 {wall * 1000:.0f} ms / p95 {_p(walls[label], 0.95) * 1000:.0f} ms",
                          f"target p50 < 50 ms; CPU per call (caller + children) "
-                         f"{cpu * 1000:.0f} ms"))
+                         f"{cpu * 1000:.0f} ms ({cpu / 16 * 1000:.1f} ms per candidate)"))
+        for label, _options in variants[1:]:
+            extra_wall = statistics.median(walls[label]) - statistics.median(walls[base])
+            extra_cpu = (sum(cpus[label]) - sum(cpus[base])) / args.runs
+            rows.append((f"process-mode cost beyond thread mode, {label}",
+                         f"wall p50 +{extra_wall * 1000:.0f} ms",
+                         f"CPU +{extra_cpu * 1000:.0f} ms per call, "
+                         f"+{extra_cpu / 16 * 1000:.1f} ms per candidate"))
         time.sleep(0.2)
         reaper.drain(timeout=60)  # the background removal of discarded branches is no leak
+        ours = f"b{owner_tag()}-"  # other sessions' branch cgroups may share the parents
         leaks = (len(ws.open_branches()), len(set(_children()) - baseline),
-                 len(leftover_branch_cgroups()))
+                 len([p for p in leftover_branch_cgroups() if p.name.startswith(ours)]))
         rows.append(("leak check: open branches / child processes / branch cgroups",
                      " / ".join(map(str, leaks)), "target 0 / 0 / 0"))
     finally:
         ws.close()
         shutil.rmtree(scratch, ignore_errors=True)
+    print(f"load average: {os.getloadavg()[0]:.2f}\n")
     print("| figure | measured | note |\n|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    if args.breakdown:
+        import patterns_breakdown  # beside this script
+
+        with patterns_breakdown._workspace(args.backend) as (bws, bscratch):
+            for label, table in patterns_breakdown.breakdown(bws, max(1, args.runs // 2),
+                                                             bscratch, isolated_ok):
+                print(f"\n### where the CPU goes: {label}\n\n{table}")
 
 
 if __name__ == "__main__":

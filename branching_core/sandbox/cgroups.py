@@ -148,9 +148,17 @@ class BranchCgroups:
 
     @property
     def procs_files(self) -> list[str]:
+        """The files the (single-threaded) keeper writes ``0`` to, to join each cgroup.
+
+        On v1 that is ``tasks``, which moves only the writing thread: a whole-process
+        move (``cgroup.procs``) takes the kernel's global ``cgroup_threadgroup_rwsem``
+        for writing, which waits for an RCU grace period (about 9 ms here) and blocks
+        every ``fork`` on the host meanwhile (the caller's start loop included). For a
+        process of one thread, as the keeper is, both put it in the same place.
+        """
         seen: list[str] = []
         for p in self.placements:
-            name = str(p.path / "cgroup.procs")
+            name = str(p.path / ("tasks" if p.version == 1 else "cgroup.procs"))
             if name not in seen:
                 seen.append(name)
         return seen
