@@ -322,7 +322,7 @@ class CandidateScheduler:
             with shared_mask_plan():  # sandboxes of one batch see the same host
                 for att in batch:
                     if att.job.start is not None or hasattr(att.job.fn, "launch"):
-                        continue  # a command candidate: the launcher starts it, not a fork
+                        continue  # a command candidate: the native executor starts it, not a fork
                     with gate:
                         if halt.is_set():
                             return
