@@ -8,7 +8,15 @@ JSON lines over the socket it receives as fd 0:
      "redirect": false}
     {"op": "mount_many", "mounts": [{"lower": ..., "upper": ..., "work": ..., "target": ...}]}
     {"op": "umount", "target": "..."}
+    {"op": "create_many", "redirect": false, "branches": [{"dirs": [...], "whiteouts": [...],
+     "files": {"path": "text"}, "lower": [...], "upper": ..., "work": ..., "target": ...}]}
+    {"op": "umount_many", "targets": [...]}
     {"op": "ping"}
+
+``create_many`` and ``umount_many`` exist so a fork of N pays one round trip to this
+process (and one wake-up of it) for the whole batch instead of one per branch: the
+store directories, whiteouts and small files of every branch are made here, right
+before its mount, while the caller waits on the socket with its GIL released.
 
 Why a separate process: a private mount namespace entered by the caller would only be
 seen by the calling thread (unshare(CLONE_NEWNS) is per thread once threads exist) and
@@ -99,6 +107,63 @@ def _umount(req):
     _check(libc.umount2(req["target"].encode(), MNT_DETACH), "umount")
 
 
+def _prepare(one):
+    """A branch's store directories (in order, the first one new), its whiteouts and its
+    small files (written once, new names only: nothing existing is ever overwritten)."""
+    for path in one["dirs"]:
+        os.mkdir(path, 0o755)
+    for path in one.get("whiteouts", ()):
+        os.mknod(path, 0o20600, 0)  # a character device 0/0 is an overlay whiteout
+    for path, text in one.get("files", {}).items():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            data = text.encode()
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+
+
+def _create_many(req):
+    """Prepare and mount every branch of a batch; all or none. On failure the mounts
+    made are undone and the error names the branch; the caller removes the directories
+    (it knows which store directories are its own)."""
+    done = []
+    try:
+        for one in req["branches"]:
+            _prepare(one)
+            _mount(dict(one, redirect=req.get("redirect", False)))
+            done.append(one)
+    except OSError:
+        for one in done:
+            try:
+                _umount(one)
+            except OSError:
+                pass
+        raise
+
+
+def _umount_many(req):
+    """Unmount every target (lazily, like ``umount``); a failure does not stop the rest.
+    Raises naming the targets that are still mounted, so the caller keeps those."""
+    failed = []
+    first = None
+    for target in req["targets"]:
+        try:
+            _umount({"target": target})
+        except OSError as exc:
+            failed.append(target)
+            first = first or exc
+    if failed:
+        raise _Partial(first.errno, f"{first.strerror}", failed)
+
+
+class _Partial(OSError):
+    def __init__(self, errno, message, failed):
+        super().__init__(errno, message)
+        self.failed = failed
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -116,6 +181,8 @@ def main():
         "mount": _mount,
         "mount_many": _mount_many,
         "umount": _umount,
+        "create_many": _create_many,
+        "umount_many": _umount_many,
         "ping": lambda req: None,
     }
     buffer = b""
@@ -132,6 +199,8 @@ def main():
                 reply = {"ok": True}
             except OSError as exc:
                 reply = {"ok": False, "error": str(exc), "errno": exc.errno}
+                if isinstance(exc, _Partial):
+                    reply["failed"] = exc.failed
             out.write((json.dumps(reply) + "\n").encode())
 
 

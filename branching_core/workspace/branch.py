@@ -10,11 +10,12 @@ that path can be checked in one read. The shared collaborators are elsewhere
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
@@ -139,6 +140,32 @@ class _Node:
             self._children.extend(children)
             return children
 
+    def abort_many(self, branches: Sequence[Branch]) -> None:
+        """Throw several child branches of this node away at once: the counterpart of
+        :meth:`branch_many` (a fork's or a pattern's losers).
+
+        Same result as ``abort()`` on each (open children of theirs are aborted first),
+        but the backend pays its fixed cost once: one unmount round trip to the mount
+        helper for the whole batch, one background removal job. Branches already aborted
+        are skipped, so calling it twice is harmless. Checked before anything is thrown
+        away (then nothing is): every branch must be a child of this node, and none may be
+        committed or have a commit pending (``BranchClosedError``). Holds every branch's
+        lock throughout, so none of them can commit meanwhile.
+        """
+        victims = list(dict.fromkeys(branches))
+        for branch in victims:
+            if not isinstance(branch, Branch) or branch.parent is not self:
+                raise BranchError(f"{branch!r} is not a child branch of {self.branch_path}")
+        with contextlib.ExitStack() as held:
+            for branch in sorted(victims, key=lambda b: b.node_id):
+                held.enter_context(branch._lock)
+            closed = [b for b in victims if b.state in ("committed", "pending")]
+            if closed:
+                raise BranchClosedError(
+                    f"{closed[0].branch_path} is already {closed[0].state}; nothing was aborted"
+                )
+            Branch._abort_many_locked([b for b in victims if b.is_open])
+
     def _adopt_child(self, child: Branch) -> None:
         """Record ``child`` (a reopened durable branch) as open under this node."""
         with self._children_lock:
@@ -148,6 +175,32 @@ class _Node:
         with self._children_lock:
             if child in self._children:
                 self._children.remove(child)
+
+
+def _meta_of(
+    branch_id: str,
+    name: str,
+    parent: _Node,
+    backend: str,
+    *,
+    created_ns: int,
+    parent_generation: int,
+    durable: bool,
+    root_names: frozenset[str] | None,
+) -> dict[str, object]:
+    """A branch's ``meta.json`` (what recovery, ``list_branches`` and reopening read)."""
+    return {
+        "id": branch_id,
+        "name": name,
+        "parent": parent.node_id,
+        "branch_path": f"{parent.branch_path}/{name}",
+        "backend": backend,
+        "created_ns": created_ns,
+        "parent_generation": parent_generation,
+        "durable": durable,
+        "pid": os.getpid(),
+        "root_names": sorted(root_names) if root_names is not None else None,
+    }
 
 
 class Branch(_Node):
@@ -208,7 +261,25 @@ class Branch(_Node):
         created_ns = time.time_ns()
         view = parent.parent_view()
         root_names = frozenset(os.listdir(view.root))
-        layouts = tree.backend.create_many(ids, view)
+        metas = [
+            json.dumps(
+                _meta_of(
+                    branch_id,
+                    name,
+                    parent,
+                    tree.backend.name,
+                    created_ns=created_ns,
+                    parent_generation=parent_generation,
+                    durable=durable,
+                    root_names=root_names,
+                ),
+                sort_keys=True,
+            )
+            for branch_id, name in zip(ids, names, strict=True)
+        ]
+        # the backend writes each meta.json while making the branch (overlay: inside the
+        # mount helper's one round trip for the whole batch)
+        layouts = tree.backend.create_many(ids, view, metas)
         branches = [
             cls(
                 parent,
@@ -223,31 +294,9 @@ class Branch(_Node):
             )
             for name, layout in zip(names, layouts, strict=True)
         ]
-        try:
-            for branch in branches:
-                store.write_meta(branch.node_id, branch._meta())
-        except BaseException:
-            for layout in layouts:
-                with contextlib.suppress(Exception):
-                    tree.backend.destroy(layout)
-            raise
         for branch in branches:
             tree.register(branch)
         return branches
-
-    def _meta(self) -> dict[str, object]:
-        return {
-            "id": self.node_id,
-            "name": self.name,
-            "parent": self.parent.node_id,
-            "branch_path": self.branch_path,
-            "backend": self.workspace.fstype,
-            "created_ns": self.created_ns,
-            "parent_generation": self.parent_generation,
-            "durable": self.durable,
-            "pid": os.getpid(),
-            "root_names": sorted(self.root_names) if self.root_names is not None else None,
-        }
 
     # -- public surface ---------------------------------------------------------------------
     @property
@@ -429,20 +478,41 @@ class Branch(_Node):
             self._abort_locked()
 
     def _abort_locked(self) -> None:
-        for child in self.children:
-            if child.is_open:
-                child.abort()
-        self._state = "aborted"
+        Branch._abort_many_locked([self])
+
+    @staticmethod
+    def _abort_many_locked(branches: list[Branch]) -> None:
+        """Abort open siblings whose locks the caller holds: their open children first
+        (a batch per parent), then every view in one backend call."""
+        if not branches:
+            return
+        for branch in branches:
+            kids = [child for child in branch.children if child.is_open]
+            if kids:
+                branch.abort_many(kids)
+        for branch in branches:
+            branch._state = "aborted"
         try:
-            self._dispose()
+            Branch._dispose_many(branches)
         except OSError as exc:
-            raise AbortError(f"aborting {self.branch_path} failed: {exc}") from exc
+            names = ", ".join(b.branch_path for b in branches)
+            raise AbortError(f"aborting {names} failed: {exc}") from exc
 
     def _dispose(self) -> None:
-        self.tree.backend.destroy(self._layout)
-        self.tree.store.drop_generation(self.node_id)
-        self.parent._forget_child(self)
-        self.tree.unregister(self)
+        Branch._dispose_many([self])
+
+    @staticmethod
+    def _dispose_many(branches: list[Branch]) -> None:
+        """Destroy the views (one backend call), then forget the branches everywhere,
+        even when destroying failed (their state is already final)."""
+        tree = branches[0].tree
+        try:
+            tree.backend.destroy_many([b._layout for b in branches])
+        finally:
+            for branch in branches:
+                tree.store.drop_generation(branch.node_id)
+                branch.parent._forget_child(branch)
+                tree.unregister(branch)
 
     def close_for_exit(self) -> None:
         """Interpreter exit: ordinary branches are aborted, durable ones just unmounted.

@@ -12,11 +12,36 @@ import socket
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from branching_core.errors import MountError
 
 _HELPER_SOURCE = (Path(__file__).with_name("_mount_helper_main.py")).read_text()
+
+
+@dataclass
+class PreparedMount:
+    """One branch for :meth:`MountHelper.create_many`: what to make, then what to mount.
+
+    ``dirs`` are created in order (the first must be new), ``whiteouts`` are made as
+    overlay whiteouts, ``files`` (path -> text) are written under new names only."""
+
+    lower: list[Path]
+    upper: Path
+    work: Path
+    target: Path
+    dirs: list[Path] = field(default_factory=list)
+    whiteouts: list[Path] = field(default_factory=list)
+    files: dict[Path, str] = field(default_factory=dict)
+
+
+class UmountError(MountError):
+    """Some targets of :meth:`MountHelper.umount_many` are still mounted (``failed``)."""
+
+    def __init__(self, message: str, failed: list[Path]) -> None:
+        super().__init__(message)
+        self.failed = failed
 
 
 class MountHelper:
@@ -40,6 +65,8 @@ class MountHelper:
         self._reader = parent_sock.makefile("rb")
         self._lock = threading.Lock()
         self.owner_pid = os.getpid()
+        # requests sent so far (each is one round trip): batches must not pay one per branch
+        self.round_trips = 0
         hello = self._read_reply()
         if not hello.get("ok"):
             self.close()
@@ -59,14 +86,20 @@ class MountHelper:
         return reply
 
     def _request(self, payload: dict[str, object]) -> None:
+        reply = self._exchange(payload)
+        if not reply.get("ok"):
+            raise MountError(f"{payload['op']} failed: {reply.get('error')}")
+
+    def _exchange(self, payload: dict[str, object]) -> dict[str, object]:
+        """Send one request and return the helper's reply (one round trip)."""
         with self._lock:
+            self.round_trips += 1
             try:
                 self._sock.sendall((json.dumps(payload) + "\n").encode())
                 reply = self._read_reply()
             except OSError as exc:
                 raise MountError(f"the mount helper is unreachable: {exc}") from exc
-        if not reply.get("ok"):
-            raise MountError(f"{payload['op']} failed: {reply.get('error')}")
+        return reply
 
     @property
     def alive(self) -> bool:
@@ -101,6 +134,42 @@ class MountHelper:
                 ],
             }
         )
+
+    def create_many(self, branches: list[PreparedMount], *, redirect: bool = False) -> None:
+        """Make every branch's directories, whiteouts and files, and mount its overlay,
+        in one round trip; all mounted or none (the caller removes what was made)."""
+        self._request(
+            {
+                "op": "create_many",
+                "redirect": redirect,
+                "branches": [
+                    {
+                        "dirs": [str(p) for p in one.dirs],
+                        "whiteouts": [str(p) for p in one.whiteouts],
+                        "files": {str(p): text for p, text in one.files.items()},
+                        "lower": [str(p) for p in one.lower],
+                        "upper": str(one.upper),
+                        "work": str(one.work),
+                        "target": str(one.target),
+                    }
+                    for one in branches
+                ],
+            }
+        )
+
+    def umount_many(self, targets: list[Path]) -> None:
+        """Unmount several targets in one round trip. Every target is tried; raises
+        ``UmountError`` listing those still mounted when any fails."""
+        if not targets:
+            return
+        try:
+            reply = self._exchange({"op": "umount_many", "targets": [str(p) for p in targets]})
+        except MountError as exc:
+            raise UmountError(str(exc), list(targets)) from exc
+        if not reply.get("ok"):
+            failed = reply.get("failed")
+            still = [Path(str(p)) for p in failed] if isinstance(failed, list) else list(targets)
+            raise UmountError(f"umount failed: {reply.get('error')}", still)
 
     def mount_read_only(self, lower: list[Path], target: Path) -> None:
         """A read-only merge of ``lower`` (top first), following directory redirects."""

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from branching_core.errors import MountError
-from branching_core.workspace.backends.base import Backend, BranchLayout, ParentView
+from branching_core.workspace.backends.base import META_NAME, Backend, BranchLayout, ParentView
 from branching_core.workspace.changes import Op
 from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
@@ -36,8 +36,13 @@ from branching_core.workspace.fsutil import (
     lstat_or_none,
     rmtree,
 )
-from branching_core.workspace.mount_helper import MountHelper, shared_helper
-from branching_core.workspace.reaper import discard_dir
+from branching_core.workspace.mount_helper import (
+    MountHelper,
+    PreparedMount,
+    UmountError,
+    shared_helper,
+)
+from branching_core.workspace.reaper import discard_dirs
 
 OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 ORIGIN_XATTRS = ("user.overlay.origin", "trusted.overlay.origin")
@@ -101,25 +106,44 @@ class OverlayBackend(Backend):
     def create(self, branch_id: str, parent: ParentView) -> BranchLayout:
         return self.create_many([branch_id], parent)[0]
 
-    def create_many(self, branch_ids: list[str], parent: ParentView) -> list[BranchLayout]:
-        """Prepare every store directory, then mount all views in one helper round trip."""
+    def create_many(
+        self, branch_ids: list[str], parent: ParentView, metas: list[str] | None = None
+    ) -> list[BranchLayout]:
+        """Every branch's store directories, whiteout, files and mount in one helper
+        round trip (the helper makes them right before mounting); all or none."""
+        redirect = self._redirect_for(parent)
         layouts: list[BranchLayout] = []
-        try:
-            for branch_id in branch_ids:
-                layouts.append(self._prepare(branch_id, parent))
-            helper = self.helper
-            helper.mount_overlays(
-                [
-                    (
-                        parent.layers,
-                        lay.store_dir / "upper",
-                        lay.store_dir / "work",
-                        lay.store_dir / "view",
-                    )
-                    for lay in layouts
-                ],
-                redirect=self._redirect_for(parent),
+        prepared: list[PreparedMount] = []
+        for i, branch_id in enumerate(branch_ids):
+            store_dir = self.store_root / branch_id
+            upper, work, view = store_dir / "upper", store_dir / "work", store_dir / "view"
+            files: dict[Path, str] = {}
+            if redirect:
+                files[store_dir / "format"] = REDIRECT_FORMAT
+            if metas is not None:
+                files[store_dir / META_NAME] = metas[i]
+            prepared.append(
+                PreparedMount(
+                    lower=parent.layers,
+                    upper=upper,
+                    work=work,
+                    target=view,
+                    dirs=[store_dir, upper, work, view],
+                    whiteouts=[upper / PROJECT_STATE_DIR],
+                    files=files,
+                )
             )
+            layouts.append(
+                BranchLayout(
+                    branch_id=branch_id,
+                    store_dir=store_dir,
+                    layers=[upper, *parent.layers],
+                    extra={"redirect": redirect},
+                )
+            )
+        helper = self.helper
+        try:
+            helper.create_many(prepared, redirect=redirect)
         except BaseException:
             for layout in layouts:
                 rmtree(layout.store_dir)
@@ -127,23 +151,6 @@ class OverlayBackend(Backend):
         for layout in layouts:
             self._mounted(layout, helper)
         return layouts
-
-    def _prepare(self, branch_id: str, parent: ParentView) -> BranchLayout:
-        store_dir = self.store_root / branch_id
-        upper, work, view = store_dir / "upper", store_dir / "work", store_dir / "view"
-        store_dir.mkdir(parents=True)
-        for path in (upper, work, view):
-            path.mkdir()
-        os.mknod(upper / PROJECT_STATE_DIR, WHITEOUT_MODE, os.makedev(0, 0))
-        redirect = self._redirect_for(parent)
-        if redirect:
-            (store_dir / "format").write_text(REDIRECT_FORMAT)
-        return BranchLayout(
-            branch_id=branch_id,
-            store_dir=store_dir,
-            layers=[upper, *parent.layers],
-            extra={"redirect": redirect},
-        )
 
     def _redirect_for(self, parent: ParentView) -> bool:
         """A nested branch keeps its parent's format; a top-level one gets this mount's."""
@@ -283,18 +290,30 @@ class OverlayBackend(Backend):
             self._mount(layout, parent)
 
     def destroy(self, layout: BranchLayout) -> None:
-        unmounted = True
-        if layout.mounted:
+        self.destroy_many([layout])
+
+    def destroy_many(self, layouts: list[BranchLayout]) -> None:
+        """Unmount every view in one helper round trip, then rename each store directory
+        into the trash (the branches are gone at once; one background job removes their
+        layers). A directory whose view could not be unmounted is never moved: it is
+        removed in place (the helper's namespace keeps the mount, not our files)."""
+        mounted = [layout for layout in layouts if layout.mounted]
+        still_mounted: set[Path] = set()
+        if mounted:
             try:
-                self.helper.umount(layout.store_dir / "view")
-            except MountError:
-                unmounted = False
-            layout.mounted = False
-        if unmounted:
-            # the branch is gone at once, its layers removed in the background
-            discard_dir(layout.store_dir, self.store_root / "trash" / layout.store_dir.name)
-        else:  # never move a directory with something still mounted in it
-            rmtree(layout.store_dir)
+                self.helper.umount_many([layout.store_dir / "view" for layout in mounted])
+            except UmountError as exc:
+                still_mounted = set(exc.failed)
+            for layout in mounted:
+                layout.mounted = False
+        trash = self.store_root / "trash"
+        moves: list[tuple[Path, Path]] = []
+        for layout in layouts:
+            if layout.store_dir / "view" in still_mounted:
+                rmtree(layout.store_dir)
+            else:
+                moves.append((layout.store_dir, trash / layout.store_dir.name))
+        discard_dirs(moves)
 
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:
         store_dir = self.store_root / branch_id
