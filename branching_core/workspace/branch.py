@@ -37,6 +37,7 @@ from branching_core.workspace.changes import (
     lost_in_parent,
     summarize,
 )
+from branching_core.workspace.faults import crash_point
 from branching_core.workspace.journal import Journal
 from branching_core.workspace.names import validate_branch_name
 from branching_core.workspace.precheck import refuse_unapplicable
@@ -67,6 +68,8 @@ class _Node:
     def __init__(self) -> None:
         self._children: list[Branch] = []
         self._children_lock = threading.RLock()
+        # may a child have committed into this node (so it has a generation file)?
+        self._had_children = False
 
     def parent_view(self) -> ParentView:
         raise NotImplementedError
@@ -106,6 +109,7 @@ class _Node:
                 )
             child = Branch._create(self, name, on_success, on_error, durable=durable)
             self._children.append(child)
+            self._had_children = True
             return child
 
     def branch_many(
@@ -138,6 +142,7 @@ class _Node:
                 )
             children = Branch._create_many(self, names, on_success, on_error, durable=durable)
             self._children.extend(children)
+            self._had_children = bool(children) or self._had_children
             return children
 
     def abort_many(self, branches: Sequence[Branch]) -> None:
@@ -170,6 +175,7 @@ class _Node:
         """Record ``child`` (a reopened durable branch) as open under this node."""
         with self._children_lock:
             self._children.append(child)
+            self._had_children = True
 
     def _forget_child(self, child: Branch) -> None:
         with self._children_lock:
@@ -280,6 +286,7 @@ class Branch(_Node):
         # the backend writes each meta.json while making the branch (overlay: inside the
         # mount helper's one round trip for the whole batch)
         layouts = tree.backend.create_many(ids, view, metas)
+        crash_point("branch_many:made")
         branches = [
             cls(
                 parent,
@@ -510,7 +517,10 @@ class Branch(_Node):
             tree.backend.destroy_many([b._layout for b in branches])
         finally:
             for branch in branches:
-                tree.store.drop_generation(branch.node_id)
+                # a generation file exists only once a child committed into the branch
+                # (a reopened durable branch may have one from its earlier life)
+                if branch._had_children or branch.durable:
+                    tree.store.drop_generation(branch.node_id)
                 branch.parent._forget_child(branch)
                 tree.unregister(branch)
 

@@ -24,6 +24,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import rmtree
 from branching_core.workspace.treescan import remove_trees
 
@@ -101,7 +102,9 @@ def discard_dirs(moves: list[tuple[Path, Path]]) -> None:
     with contextlib.suppress(OSError):
         os.mkdir(moves[0][1].parent)
     queued: list[Path] = []
-    for path, trash in moves:
+    for n, (path, trash) in enumerate(moves):
+        if n:
+            crash_point(f"discard:moved:{n}")
         try:
             os.rename(path, trash)
         except FileNotFoundError:

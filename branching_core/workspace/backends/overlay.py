@@ -29,6 +29,7 @@ from pathlib import Path
 from branching_core.errors import MountError
 from branching_core.workspace.backends.base import META_NAME, Backend, BranchLayout, ParentView
 from branching_core.workspace.changes import Op
+from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     has_xattr,
@@ -306,6 +307,7 @@ class OverlayBackend(Backend):
                 still_mounted = set(exc.failed)
             for layout in mounted:
                 layout.mounted = False
+        crash_point("discard:unmounted")
         trash = self.store_root / "trash"
         moves: list[tuple[Path, Path]] = []
         for layout in layouts:

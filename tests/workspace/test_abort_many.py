@@ -1,0 +1,258 @@
+"""``abort_many``: a batch of siblings thrown away in one call, and the batched paths of
+``branch_many`` (one mount-helper round trip each way, no per-branch state files)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from branching_core import Workspace
+from branching_core.errors import BranchClosedError, BranchError
+from branching_core.workspace import mount_helper, reaper
+from tests.workspace.treeutil import snapshot
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _mounted_in_helper(ws: Workspace) -> list[str]:
+    """Mount points under the store in the mount helper's namespace (overlay only)."""
+    helper = mount_helper.shared_helper()
+    store = str(ws.tree.store.root)
+    lines = Path(f"/proc/{helper.pid}/mounts").read_text().splitlines()
+    return [line.split()[1] for line in lines if store in line.split()[1]]
+
+
+def test_losers_are_discarded_in_one_call(ws_dir: Path, backend: str) -> None:
+    ws = Workspace(ws_dir, backend=backend)
+    kids = ws.branch_many([f"c{i}" for i in range(6)], on_success=None, on_error=None)
+    for kid in kids:
+        (kid.path / "out.txt").write_text(kid.name)
+    views = [kid.path for kid in kids]
+    kids[2].commit()
+    losers = [k for k in kids if k is not kids[2]]
+    ws.abort_many(losers)
+    assert (ws_dir / "out.txt").read_text() == "c2"
+    assert all(k.state == "aborted" for k in losers)
+    assert ws.open_branches() == [] and ws.children == []
+    assert ws.tree.store.branch_ids() == []
+    assert not any(os.path.exists(v) for v in views)
+    if backend == "overlay":
+        assert _mounted_in_helper(ws) == []
+    assert reaper.drain(30)
+    assert list((ws.tree.store.root / "trash").iterdir()) == []
+    ws.abort_many(losers)  # already aborted: nothing to do, no error
+
+
+def test_children_of_the_discarded_go_too(ws_dir: Path, backend: str) -> None:
+    ws = Workspace(ws_dir, backend=backend)
+    a, b = ws.branch_many(["a", "b"], on_success=None, on_error=None)
+    grandkids = a.branch_many(["x", "y"], on_success=None, on_error=None)
+    (grandkids[0].path / "deep.txt").write_text("deep")
+    ws.abort_many([a, b])
+    assert all(g.state == "aborted" for g in [a, b, *grandkids])
+    assert ws.open_branches() == [] and ws.tree.store.branch_ids() == []
+    assert not (ws_dir / "deep.txt").exists()
+
+
+def test_refused_batches_abort_nothing(ws_dir: Path, backend: str) -> None:
+    """A committed sibling or a branch of another parent in the list: an error naming
+    it, and every other branch of the list is still open and usable."""
+    ws = Workspace(ws_dir, backend=backend)
+    before = snapshot(ws_dir)
+    a, b, c = ws.branch_many(["a", "b", "c"], on_success=None, on_error=None)
+    nested = b.branch("n", on_success=None, on_error=None)
+    (a.path / "a.txt").write_text("from a\n")
+    a.commit()
+    with pytest.raises(BranchClosedError, match="/main/a is already committed"):
+        ws.abort_many([b, a, c])
+    assert b.is_open and c.is_open
+    (c.path / "still.txt").write_text("usable")
+    with pytest.raises(BranchError, match="not a child branch of /main"):
+        ws.abort_many([c, nested])
+    assert c.is_open and nested.is_open
+    ws.abort_many([b, c, b])  # duplicates are fine
+    assert nested.state == "aborted"
+    assert ws.open_branches() == [] and ws.tree.store.branch_ids() == []
+    (ws_dir / "a.txt").write_text("a\n")
+    assert snapshot(ws_dir) == before
+
+
+def test_durable_siblings_reopen_after_a_batch(ws_dir: Path, backend: str) -> None:
+    """Durable branches made by a batch are recorded like single ones: reopenable."""
+    ws = Workspace(ws_dir, backend=backend)
+    kept, dropped = ws.branch_many(["kept", "dropped"], on_success=None, durable=True)
+    (kept.path / "k.txt").write_text("k")
+    ws.abort_many([dropped])
+    ws.close()  # durable: unmounted, kept in the store
+    again = Workspace(ws_dir, backend=backend)
+    assert [(i.name, i.durable) for i in again.list_branches()] == [("kept", True)]
+    reopened = again.open_branch(kept.id)
+    assert (reopened.path / "k.txt").read_text() == "k"
+    reopened.commit()
+    assert (ws_dir / "k.txt").read_text() == "k"
+
+
+class _Calls:
+    """Counts what this process asks the kernel for, via Python's audit hooks (real
+    calls, nothing replaced): hooks cannot be removed, so one is installed for the
+    session and counts only while ``active``."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.seen: Counter[str] = Counter()
+        sys.addaudithook(self._hook)
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if not self.active:
+            return
+        if event == "open":
+            flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+            mode = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
+            writes = flags & (os.O_WRONLY | os.O_RDWR) or any(c in mode for c in "wax+")
+            self.seen["open-write" if writes else "open-read"] += 1
+        elif event in ("os.rename", "os.mkdir", "os.remove", "subprocess.Popen", "os.listdir"):
+            self.seen[event] += 1
+
+    @contextlib.contextmanager
+    def count(self) -> Iterator[Counter[str]]:
+        self.seen = Counter()
+        self.active = True
+        try:
+            yield self.seen
+        finally:
+            self.active = False
+
+
+_CALLS: _Calls | None = None
+
+
+@pytest.fixture
+def calls() -> Iterator[_Calls]:
+    global _CALLS
+    if _CALLS is None:
+        _CALLS = _Calls()
+    yield _CALLS
+
+
+@pytest.mark.parametrize("backend", ["overlay"])
+def test_a_batch_of_16_is_one_helper_round_trip_each_way(
+    ws_dir: Path, backend: str, calls: _Calls
+) -> None:
+    """Overlay: branch_many(16) and abort_many(15) cost one helper request each; the
+    caller makes no directory and writes no state file (the helper does, in the same
+    request); discarding is one trash rename per branch, nothing else."""
+    ws = Workspace(ws_dir, backend=backend)
+    ws.branch("warm-up").abort()  # this process's session in the store is made once
+    assert reaper.drain(30)  # (its removal runs in a thread the hook would count too)
+    helper = mount_helper.shared_helper()
+    trips = helper.round_trips
+    with calls.count() as seen:
+        kids = ws.branch_many([f"c{i}" for i in range(16)], on_success=None, on_error=None)
+    assert helper.round_trips - trips == 1
+    assert seen["os.mkdir"] == 0 and seen["open-write"] == 0 and seen["os.rename"] == 0, seen
+    assert seen["os.listdir"] <= 1, seen  # the parent's top-level names, once per batch
+    kids[0].commit()
+    assert reaper.drain(30)
+    trips = helper.round_trips
+    with calls.count() as seen:
+        ws.abort_many(kids[1:])
+    assert helper.round_trips - trips == 1
+    assert seen["os.rename"] == 15 and seen["open-write"] == 0 and seen["os.remove"] == 0, seen
+    assert seen["os.mkdir"] <= 1, seen  # the trash directory, if it is gone
+    assert seen["subprocess.Popen"] == 0, seen  # removal is queued to the reaper
+    assert reaper.drain(30)
+    assert _mounted_in_helper(ws) == [] and ws.tree.store.branch_ids() == []
+
+
+@pytest.mark.parametrize("backend", ["copy"])
+def test_copy_batch_writes_no_temp_files_and_runs_no_lister(
+    ws_dir: Path, backend: str, calls: _Calls
+) -> None:
+    """Copy backend, small tree: no ``find`` child per branch (listed in process) and
+    no temp-file-and-rename per state file: per branch, the copied files plus its
+    manifest and meta, each written once."""
+    ws = Workspace(ws_dir, backend=backend)
+    ws.branch("warm-up").abort()  # this process's session in the store is made once
+    assert reaper.drain(30)  # (its removal runs in a thread the hook would count too)
+    files = sum(1 for p in ws_dir.rglob("*") if p.is_file())
+    with calls.count() as seen:
+        kids = ws.branch_many([f"c{i}" for i in range(16)], on_success=None, on_error=None)
+    assert seen["subprocess.Popen"] == 0, seen
+    assert seen["os.rename"] == 0, seen
+    assert seen["open-write"] <= 16 * (files + 2), seen
+    with calls.count() as seen:
+        ws.abort_many(kids)
+    assert seen["os.rename"] == 16 and seen["subprocess.Popen"] == 0, seen
+
+
+def _child(ws_dir: Path, backend: str, crash_at: str, *, durable: bool) -> dict[str, Any]:
+    script = f"""
+import json, sys
+from pathlib import Path
+from branching_core import Workspace
+ws = Workspace(Path({str(ws_dir)!r}), backend={backend!r})
+kids = ws.branch_many([f"c{{i}}" for i in range(6)], on_success=None, durable={durable})
+for k in kids:
+    (k.path / "out.txt").write_text(k.name)
+print(json.dumps([k.id for k in kids]), flush=True)
+ws.abort_many(kids)
+print("done", flush=True)
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FORKDECK_CRASH_AT": crash_at}
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return {"rc": proc.returncode, "out": proc.stdout, "err": proc.stderr}
+
+
+@pytest.mark.parametrize(
+    ("backend", "crash_at"),
+    [
+        *[(b, "branch_many:made") for b in ("overlay", "reflink", "copy")],
+        ("overlay", "discard:unmounted"),  # only overlay unmounts
+        *[(b, "discard:moved:3") for b in ("overlay", "reflink", "copy")],
+    ],
+)
+def test_sigkill_during_a_batch_leaves_nothing_but_durable_branches(
+    ws_dir: Path, backend: str, crash_at: str
+) -> None:
+    """Killed after the helper made the batch, after it unmounted it, or half way through
+    moving it to the trash: the next open removes every ordinary branch and its trash;
+    the parent is untouched."""
+    before = snapshot(ws_dir)
+    ran = _child(ws_dir, backend, crash_at, durable=False)
+    assert ran["rc"] == -9 and "done" not in ran["out"], ran
+    ws = Workspace(ws_dir, backend=backend)
+    assert ws.tree.store.branch_ids() == [] and ws.list_branches() == []
+    assert list((ws.tree.store.root / "trash").iterdir()) == []
+    assert snapshot(ws_dir) == before
+
+
+def test_sigkill_half_way_through_discarding_durable_siblings(ws_dir: Path, backend: str) -> None:
+    """Each durable sibling is either gone or still whole and reopenable."""
+    ran = _child(ws_dir, backend, "discard:moved:3", durable=True)
+    assert ran["rc"] == -9, ran
+    ws = Workspace(ws_dir, backend=backend)
+    left = ws.list_branches()
+    assert [i.name for i in left] == ["c3", "c4", "c5"]
+    for info in left:
+        branch = ws.open_branch(info.id)
+        assert (branch.path / "out.txt").read_text() == info.name
+    ws.abort_many(ws.children)
+    assert ws.tree.store.branch_ids() == []
+    assert reaper.drain(30)
+    assert list((ws.tree.store.root / "trash").iterdir()) == []
