@@ -10,7 +10,6 @@ that path can be checked in one read. The shared collaborators are elsewhere
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -268,24 +267,21 @@ class Branch(_Node):
         view = parent.parent_view()
         root_names = frozenset(os.listdir(view.root))
         metas = [
-            json.dumps(
-                _meta_of(
-                    branch_id,
-                    name,
-                    parent,
-                    tree.backend.name,
-                    created_ns=created_ns,
-                    parent_generation=parent_generation,
-                    durable=durable,
-                    root_names=root_names,
-                ),
-                sort_keys=True,
+            _meta_of(
+                branch_id,
+                name,
+                parent,
+                tree.backend.name,
+                created_ns=created_ns,
+                parent_generation=parent_generation,
+                durable=durable,
+                root_names=root_names,
             )
             for branch_id, name in zip(ids, names, strict=True)
         ]
         # the backend writes each meta.json while making the branch (overlay: inside the
         # mount helper's one round trip for the whole batch)
-        layouts = tree.backend.create_many(ids, view, metas)
+        layouts = tree.backend.create_many(ids, view, metas, durable=durable)
         crash_point("branch_many:made")
         branches = [
             cls(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,10 @@ def write_new_file(path: Path, text: str) -> None:
             data = data[os.write(fd, data) :]
     finally:
         os.close(fd)
+
+
+def meta_text(meta: dict[str, object]) -> str:
+    return json.dumps(meta, sort_keys=True)
 
 
 @dataclass
@@ -63,21 +68,28 @@ class Backend(abc.ABC):
         """Make the branch's view; must not depend on the size of the tree where avoidable."""
 
     def create_many(
-        self, branch_ids: list[str], parent: ParentView, metas: list[str] | None = None
+        self,
+        branch_ids: list[str],
+        parent: ParentView,
+        metas: list[dict[str, object]] | None = None,
+        *,
+        durable: bool = True,
     ) -> list[BranchLayout]:
         """Several sibling views at once (a fork of N). Backends with a per-call fixed cost
         override this to pay it once; all are made or none (made ones are destroyed).
 
-        ``metas``: each branch's ``meta.json`` text, written into its store directory as
-        part of making it (a plain write of a new file: a torn one can only be left by a
+        ``metas``: each branch's ``meta.json``, written into its store directory as part
+        of making it (a plain write of a new file: a torn one can only be left by a
         process that died before the branches existed for anyone, and recovery removes
-        a dead session's branch whose meta does not parse)."""
+        a dead session's branch whose meta does not parse). ``durable``: the branches
+        will be reopened after a restart, so whatever reopening needs goes to disk too;
+        an ordinary branch keeps what it can in memory."""
         layouts: list[BranchLayout] = []
         try:
             for i, branch_id in enumerate(branch_ids):
                 layouts.append(self.create(branch_id, parent))
                 if metas is not None:
-                    write_new_file(layouts[-1].store_dir / META_NAME, metas[i])
+                    write_new_file(layouts[-1].store_dir / META_NAME, meta_text(metas[i]))
         except BaseException:
             self.destroy_many(layouts)
             raise

@@ -30,6 +30,7 @@ from branching_core.workspace.backends.base import (
     Backend,
     BranchLayout,
     ParentView,
+    meta_text,
     write_new_file,
 )
 from branching_core.workspace.changes import Op
@@ -82,24 +83,31 @@ class CopyBackend(Backend):
         return self.create_many([branch_id], parent)[0]
 
     def create_many(
-        self, branch_ids: list[str], parent: ParentView, metas: list[str] | None = None
+        self,
+        branch_ids: list[str],
+        parent: ParentView,
+        metas: list[dict[str, object]] | None = None,
+        *,
+        durable: bool = True,
     ) -> list[BranchLayout]:
         """Copy the parent once per branch; list each copy in this process when the tree
         is small (a ``find`` child costs a fork+exec, 2-4 ms, more than listing a few
-        hundred entries here), and write each manifest and meta as a new file."""
+        hundred entries here). The manifest goes to disk only for durable branches
+        (reopening reads it); an ordinary one keeps it in memory, as a crash discards
+        the branch anyway. Every file is written once, as a new file."""
         layouts: list[BranchLayout] = []
         try:
             for i, branch_id in enumerate(branch_ids):
-                layouts.append(self._create_one(branch_id, parent))
+                layouts.append(self._create_one(branch_id, parent, durable))
                 if metas is not None:
-                    write_new_file(layouts[-1].store_dir / META_NAME, metas[i])
+                    write_new_file(layouts[-1].store_dir / META_NAME, meta_text(metas[i]))
         except BaseException:
             for layout in layouts:
                 rmtree(layout.store_dir)
             raise
         return layouts
 
-    def _create_one(self, branch_id: str, parent: ParentView) -> BranchLayout:
+    def _create_one(self, branch_id: str, parent: ParentView, durable: bool) -> BranchLayout:
         store_dir = self.store_root / branch_id
         view = store_dir / "view"
         os.mkdir(store_dir)
@@ -108,7 +116,8 @@ class CopyBackend(Backend):
             entries = _copy_tree(parent.root, view, self.copy_file)
             listing = list_tree(view, external=entries > SMALL_TREE_ENTRIES)
             manifest = _build_manifest(view, listing, started_ns)
-            write_new_file(store_dir / "manifest.json", json.dumps(manifest, sort_keys=True))
+            if durable:
+                write_new_file(store_dir / "manifest.json", json.dumps(manifest, sort_keys=True))
         except BaseException:
             rmtree(store_dir)
             raise
@@ -123,8 +132,8 @@ class CopyBackend(Backend):
     def collect(self, layout: BranchLayout, parent: ParentView) -> list[Op]:
         cached = layout.extra.get("manifest")
         manifest: dict[str, Entry] = (
-            cached
-            if isinstance(cached, dict) and cached
+            cached  # in memory; on disk only for durable branches (see create_many)
+            if isinstance(cached, dict)
             else read_json(layout.store_dir / "manifest.json")
         )
         assert layout.view is not None

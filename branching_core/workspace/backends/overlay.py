@@ -27,7 +27,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from branching_core.errors import MountError
-from branching_core.workspace.backends.base import META_NAME, Backend, BranchLayout, ParentView
+from branching_core.workspace.backends.base import (
+    META_NAME,
+    Backend,
+    BranchLayout,
+    ParentView,
+    meta_text,
+)
 from branching_core.workspace.changes import Op
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
@@ -35,6 +41,7 @@ from branching_core.workspace.fsutil import (
     has_xattr,
     is_whiteout,
     lstat_or_none,
+    read_json,
     rmtree,
 )
 from branching_core.workspace.mount_helper import (
@@ -49,7 +56,7 @@ OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 ORIGIN_XATTRS = ("user.overlay.origin", "trusted.overlay.origin")
 REDIRECT_XATTR = "trusted.overlay.redirect"
 WHITEOUT_MODE = stat.S_IFCHR | 0o600
-REDIRECT_FORMAT = "redirect"  # <store>/format of a branch mounted with redirect_dir=on
+REDIRECT_FORMAT = "redirect"  # meta.json "format" of a branch mounted with redirect_dir=on
 # store root -> (directory renames work, why not)
 _DIR_RENAMES: dict[Path, tuple[bool, str]] = {}
 UNPRIVILEGED_WHY = (
@@ -108,10 +115,16 @@ class OverlayBackend(Backend):
         return self.create_many([branch_id], parent)[0]
 
     def create_many(
-        self, branch_ids: list[str], parent: ParentView, metas: list[str] | None = None
+        self,
+        branch_ids: list[str],
+        parent: ParentView,
+        metas: list[dict[str, object]] | None = None,
+        *,
+        durable: bool = True,
     ) -> list[BranchLayout]:
         """Every branch's store directories, whiteout, files and mount in one helper
-        round trip (the helper makes them right before mounting); all or none."""
+        round trip (the helper makes them right before mounting); all or none. The
+        on-disk format is recorded in ``meta.json`` (one file per branch, not two)."""
         redirect = self._redirect_for(parent)
         layouts: list[BranchLayout] = []
         prepared: list[PreparedMount] = []
@@ -119,10 +132,11 @@ class OverlayBackend(Backend):
             store_dir = self.store_root / branch_id
             upper, work, view = store_dir / "upper", store_dir / "work", store_dir / "view"
             files: dict[Path, str] = {}
-            if redirect:
-                files[store_dir / "format"] = REDIRECT_FORMAT
             if metas is not None:
-                files[store_dir / META_NAME] = metas[i]
+                meta = {**metas[i], "format": REDIRECT_FORMAT} if redirect else metas[i]
+                files[store_dir / META_NAME] = meta_text(meta)
+            elif redirect:
+                files[store_dir / "format"] = REDIRECT_FORMAT
             prepared.append(
                 PreparedMount(
                     lower=parent.layers,
@@ -330,6 +344,12 @@ class OverlayBackend(Backend):
 
 
 def _is_redirect_format(store_dir: Path) -> bool:
+    """The format recorded in the branch's ``meta.json`` (or, for branches made before
+    it went there, in its ``format`` file)."""
+    with contextlib.suppress(OSError, ValueError):
+        meta = read_json(store_dir / META_NAME)
+        if isinstance(meta, dict) and "format" in meta:
+            return meta["format"] == REDIRECT_FORMAT
     try:
         return (store_dir / "format").read_text().strip() == REDIRECT_FORMAT
     except OSError:

@@ -1,0 +1,288 @@
+"""Sibling batches: branch_many(16), commit one, abort_many(15), beside the kernel floor.
+
+Every pattern candidate and every fork branch pays a branch create, and all but one pay
+a discard, so these three steps should cost little more than the syscalls they cannot
+avoid. Per backend this prints p50/p95 of each step next to the raw floor measured in
+the same run (machines here are shared and noisy: compare ratios, not milliseconds):
+
+* overlay floor: in a private mount namespace of a child process, 64 mkdirs (store,
+  upper, work, view for 16 branches), 16 overlay mounts with the backend's options,
+  16 lazy unmounts (MNT_DETACH);
+* copy/reflink floor: per branch 2 mkdirs and a copy (or FICLONE) of every file of
+  the 1-file workspace, then 16 renames into a trash directory.
+
+With ``--patterns`` it also runs ``benchmarks/patterns.py --overhead-only`` of this tree
+and (``--before REV``) of a throwaway worktree at REV, alternately, and prints their
+thread-mode 16-candidate overhead side by side.
+
+Run: ``python benchmarks/branch_batch.py [--reps 30] [--patterns --before 0bb3c6d]``
+(reflink runs on a loop-mounted btrfs when root with mkfs.btrfs; else it is skipped,
+saying why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from branching_core import Workspace  # noqa: E402
+from branching_core.workspace import reaper  # noqa: E402
+from branching_core.workspace.backends.overlay import _DIR_RENAMES  # noqa: E402
+
+N = 16
+STEPS = ("branch_many(16)", "commit one", "abort_many(15)")
+
+# The overlay floor, run as ``python -c`` in a child that owns a private mount namespace.
+_OVERLAY_FLOOR = r"""
+import ctypes, json, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.unshare(0x00020000) == 0, "unshare(CLONE_NEWNS)"
+assert libc.mount(b"none", b"/", None, 0x4000 | (1 << 18), None) == 0
+base, lower, options, reps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+out = {"64 mkdir": [], "16 mount": [], "16 umount": []}
+for rep in range(reps):
+    dirs = [f"{base}/{rep}-{i}" for i in range(16)]
+    t0 = time.perf_counter()
+    for d in dirs:
+        os.mkdir(d); os.mkdir(d + "/upper"); os.mkdir(d + "/work"); os.mkdir(d + "/view")
+    t1 = time.perf_counter()
+    for d in dirs:
+        data = f"lowerdir={lower},upperdir={d}/upper,workdir={d}/work,{options},volatile"
+        assert libc.mount(b"overlay", (d + "/view").encode(), b"overlay", 0, data.encode()) == 0
+    t2 = time.perf_counter()
+    for d in dirs:
+        assert libc.umount2((d + "/view").encode(), 2) == 0
+    t3 = time.perf_counter()
+    out["64 mkdir"].append(t1 - t0); out["16 mount"].append(t2 - t1)
+    out["16 umount"].append(t3 - t2)
+print(json.dumps(out))
+"""
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def fmt(values: list[float]) -> str:
+    return f"{pct(values, 0.5) * 1000:.1f} / {pct(values, 0.95) * 1000:.1f}"
+
+
+def bench_batches(root: Path, backend: str, reps: int) -> dict[str, list[float]]:
+    """The three steps, ``reps`` times, on a 1-file workspace under ``root``."""
+    ws_dir = root / f"ws-{backend}"
+    ws_dir.mkdir()
+    (ws_dir / "seed.txt").write_text("seed")
+    ws = Workspace(ws_dir, backend=backend)
+    out: dict[str, list[float]] = {step: [] for step in STEPS}
+    try:
+        ws.abort_many(ws.branch_many(["warm-a", "warm-b"], on_success=None))
+        for rep in range(reps + 2):
+            reaper.drain(30)  # the previous batch's background removal is not this one's
+            t0 = time.perf_counter()
+            kids = ws.branch_many([f"c{rep}-{i}" for i in range(N)], on_success=None)
+            t1 = time.perf_counter()
+            for kid in kids:
+                (kid.path / "out.txt").write_text(kid.name)
+            t2 = time.perf_counter()
+            kids[0].commit()
+            t3 = time.perf_counter()
+            ws.abort_many(kids[1:])
+            t4 = time.perf_counter()
+            if rep >= 2:  # the first two are warm-up
+                for step, took in zip(STEPS, (t1 - t0, t3 - t2, t4 - t3), strict=True):
+                    out[step].append(took)
+    finally:
+        ws.close()
+        reaper.drain(30)
+    return out
+
+
+def overlay_floor(root: Path, reps: int, redirect: bool) -> dict[str, list[float]]:
+    lower = root / "floor-lower"
+    lower.mkdir()
+    (lower / "seed.txt").write_text("seed")
+    base = Path(tempfile.mkdtemp(dir=root, prefix="floor-"))
+    options = "redirect_dir=on" if redirect else "userxattr"
+    done = subprocess.run(
+        [sys.executable, "-c", _OVERLAY_FLOOR, str(base), str(lower), options, str(reps)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    shutil.rmtree(base, ignore_errors=True)
+    raw: dict[str, list[float]] = json.loads(done.stdout)
+    return raw
+
+
+def copy_floor(root: Path, reps: int, clone: bool) -> dict[str, list[float]]:
+    from branching_core.workspace.backends.reflink import clone_file
+
+    source = root / "floor-src.txt"
+    source.write_text("seed")
+    base = Path(tempfile.mkdtemp(dir=root, prefix="floor-"))
+    trash = base / "trash"
+    trash.mkdir()
+    out: dict[str, list[float]] = {"16x (2 mkdir + copy)": [], "16 rename": []}
+    for rep in range(reps):
+        dirs = [f"{base}/{rep}-{i}" for i in range(N)]
+        t0 = time.perf_counter()
+        for d in dirs:
+            os.mkdir(d)
+            os.mkdir(d + "/view")
+            if clone:
+                clone_file(str(source), d + "/view/seed.txt")
+            else:
+                shutil.copy2(source, d + "/view/seed.txt")
+        t1 = time.perf_counter()
+        for i, d in enumerate(dirs):
+            os.rename(d, f"{trash}/{rep}-{i}")
+        t2 = time.perf_counter()
+        out["16x (2 mkdir + copy)"].append(t1 - t0)
+        out["16 rename"].append(t2 - t1)
+    shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+@contextmanager
+def btrfs_root() -> Iterator[Path | None]:
+    """A loop-mounted btrfs (what the tests use for reflink), or None."""
+    if os.geteuid() != 0 or shutil.which("mkfs.btrfs") is None:
+        yield None
+        return
+    base = Path(tempfile.mkdtemp(prefix="forkdeck-bench-btrfs-"))
+    image, mnt = base / "fs.img", base / "mnt"
+    mnt.mkdir()
+    with open(image, "wb") as fh:
+        fh.truncate(300 * 1024 * 1024)
+    ok = subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], capture_output=True).returncode == 0
+    ok = ok and subprocess.run(["mount", "-o", "loop", str(image), str(mnt)]).returncode == 0
+    try:
+        yield mnt if ok else None
+    finally:
+        if ok:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def patterns_thread_overhead(tree: Path, runs: int) -> tuple[str, str]:
+    """(thread-mode row, CPU note) of ``benchmarks/patterns.py --overhead-only`` of ``tree``."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/patterns.py", "--overhead-only", "--runs", str(runs)],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    for line in done.stdout.splitlines():
+        if "thread (no timeout)" in line:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            cpu = re.search(r"CPU per call[^|]*", cells[2])
+            return cells[1], cpu.group(0) if cpu else ""
+    return "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1], ""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--patterns", action="store_true", help="also the patterns.py figure")
+    ap.add_argument("--before", help="a git revision to compare patterns.py against")
+    ap.add_argument("--pattern-runs", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=2, help="alternating patterns.py rounds")
+    args = ap.parse_args()
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; cpus: {os.cpu_count()}")
+    scratch = Path(tempfile.mkdtemp(prefix="forkdeck-branch-batch-"))
+    rows: list[tuple[str, str, str, str]] = []
+    try:
+        with btrfs_root() as btrfs:
+            for backend in ("overlay", "reflink", "copy"):
+                root = scratch
+                if backend == "reflink":
+                    if btrfs is None:
+                        print("reflink: skipped (needs root and mkfs.btrfs for a loop btrfs)")
+                        continue
+                    root = Path(tempfile.mkdtemp(dir=btrfs))
+                    os.environ["FORKDECK_STORE"] = str(root / "_stores")
+                steps = bench_batches(root, backend, args.reps)
+                os.environ.pop("FORKDECK_STORE", None)
+                if backend == "overlay":
+                    redirect = any(on for on, _ in _DIR_RENAMES.values())
+                    floor = overlay_floor(root, args.reps, redirect)
+                    create_floor = [
+                        a + b for a, b in zip(floor["64 mkdir"], floor["16 mount"], strict=False)
+                    ]
+                    abort_floor = floor["16 umount"]
+                    floor_note = "64 mkdir + 16 overlay mounts / 16 umount(MNT_DETACH)"
+                else:
+                    floor = copy_floor(root, args.reps, clone=backend == "reflink")
+                    create_floor = floor["16x (2 mkdir + copy)"]
+                    abort_floor = floor["16 rename"]
+                    floor_note = "16x (2 mkdir + copy file) / 16 renames"
+                c50, f50 = pct(steps["branch_many(16)"], 0.5), pct(create_floor, 0.5)
+                a50, g50 = pct(steps["abort_many(15)"], 0.5), pct(abort_floor, 0.5)
+                rows.append(
+                    (
+                        backend,
+                        "branch_many(16)",
+                        fmt(steps["branch_many(16)"]),
+                        f"floor {fmt(create_floor)} ({floor_note.split(' / ')[0]}); "
+                        f"+{(c50 - f50) * 1000:.1f} ms, x{c50 / f50:.1f}",
+                    )
+                )
+                rows.append((backend, "commit one", fmt(steps["commit one"]), ""))
+                rows.append(
+                    (
+                        backend,
+                        "abort_many(15)",
+                        fmt(steps["abort_many(15)"]),
+                        f"floor {fmt(abort_floor)} ({floor_note.split(' / ')[1]}); "
+                        f"+{(a50 - g50) * 1000:.1f} ms, x{a50 / g50:.1f}",
+                    )
+                )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print("\n| backend | step | p50 / p95 ms | kernel floor, same run |\n|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    if args.patterns:
+        trees = [("this tree", REPO)]
+        old: Path | None = None
+        if args.before:
+            old = Path(tempfile.mkdtemp(prefix="forkdeck-before-")) / "tree"
+            subprocess.run(
+                ["git", "worktree", "add", "-q", "--detach", str(old), args.before],
+                cwd=REPO,
+                check=True,
+            )
+            trees.insert(0, (f"before ({args.before})", old))
+        try:
+            print("\n| patterns.py --overhead-only, 16 candidates, thread | p50 / p95 | |")
+            print("|---|---|---|")
+            for round_ in range(args.rounds):
+                for label, tree in trees:
+                    measured, cpu = patterns_thread_overhead(tree, args.pattern_runs)
+                    print(f"| {label}, round {round_ + 1} | {measured} | {cpu} |", flush=True)
+        finally:
+            if old is not None:
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(old)], cwd=REPO, check=False
+                )
+    print(f"\nload after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
