@@ -9,7 +9,8 @@ the same run (machines here are shared and noisy: compare ratios, not millisecon
   upper, work, view for 16 branches), 16 overlay mounts with the backend's options,
   16 lazy unmounts (MNT_DETACH);
 * copy/reflink floor: per branch 2 mkdirs and a copy (or FICLONE) of every file of
-  the 1-file workspace, then 16 renames into a trash directory.
+  the workspace (its seed file and the committed ``out.txt``), then 16 renames into a
+  trash directory.
 
 With ``--patterns`` it also runs ``benchmarks/patterns.py --overhead-only`` of this tree
 and (``--before REV``) of a throwaway worktree at REV, alternately, and prints their
@@ -39,7 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from branching_core import Workspace  # noqa: E402
-from branching_core.workspace import reaper  # noqa: E402
+from branching_core.errors import MountError  # noqa: E402
+from branching_core.workspace import mount_helper, reaper  # noqa: E402
 from branching_core.workspace.backends.overlay import _DIR_RENAMES  # noqa: E402
 
 N = 16
@@ -52,22 +54,21 @@ libc = ctypes.CDLL(None, use_errno=True)
 assert libc.unshare(0x00020000) == 0, "unshare(CLONE_NEWNS)"
 assert libc.mount(b"none", b"/", None, 0x4000 | (1 << 18), None) == 0
 base, lower, options, reps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-out = {"64 mkdir": [], "16 mount": [], "16 umount": []}
+out = {"create": [], "umount": [], "create cpu": [], "umount cpu": []}
 for rep in range(reps):
     dirs = [f"{base}/{rep}-{i}" for i in range(16)]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     for d in dirs:
         os.mkdir(d); os.mkdir(d + "/upper"); os.mkdir(d + "/work"); os.mkdir(d + "/view")
-    t1 = time.perf_counter()
     for d in dirs:
         data = f"lowerdir={lower},upperdir={d}/upper,workdir={d}/work,{options},volatile"
         assert libc.mount(b"overlay", (d + "/view").encode(), b"overlay", 0, data.encode()) == 0
-    t2 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.thread_time()
     for d in dirs:
         assert libc.umount2((d + "/view").encode(), 2) == 0
-    t3 = time.perf_counter()
-    out["64 mkdir"].append(t1 - t0); out["16 mount"].append(t2 - t1)
-    out["16 umount"].append(t3 - t2)
+    t2, c2 = time.perf_counter(), time.thread_time()
+    out["create"].append(t1 - t0); out["umount"].append(t2 - t1)
+    out["create cpu"].append(c1 - c0); out["umount cpu"].append(c2 - c1)
 print(json.dumps(out))
 """
 
@@ -81,30 +82,42 @@ def fmt(values: list[float]) -> str:
     return f"{pct(values, 0.5) * 1000:.1f} / {pct(values, 0.95) * 1000:.1f}"
 
 
+def helper_cpu() -> float:
+    """CPU seconds the mount helper has used (its one thread's schedstat, in ns)."""
+    try:
+        pid = mount_helper.shared_helper().pid
+        with open(f"/proc/{pid}/schedstat") as fh:
+            return int(fh.read().split()[0]) / 1e9
+    except (OSError, ValueError, MountError):
+        return 0.0
+
+
 def bench_batches(root: Path, backend: str, reps: int) -> dict[str, list[float]]:
-    """The three steps, ``reps`` times, on a 1-file workspace under ``root``."""
+    """The three steps, ``reps`` times, on a 1-file workspace under ``root``: wall time
+    and CPU time (this thread plus the mount helper; the background reaper excluded)."""
     ws_dir = root / f"ws-{backend}"
     ws_dir.mkdir()
     (ws_dir / "seed.txt").write_text("seed")
     ws = Workspace(ws_dir, backend=backend)
-    out: dict[str, list[float]] = {step: [] for step in STEPS}
+    out: dict[str, list[float]] = {}
     try:
         ws.abort_many(ws.branch_many(["warm-a", "warm-b"], on_success=None))
         for rep in range(reps + 2):
-            reaper.drain(30)  # the previous batch's background removal is not this one's
-            t0 = time.perf_counter()
+            marks = [(time.perf_counter(), time.thread_time() + helper_cpu())]
             kids = ws.branch_many([f"c{rep}-{i}" for i in range(N)], on_success=None)
-            t1 = time.perf_counter()
+            marks.append((time.perf_counter(), time.thread_time() + helper_cpu()))
             for kid in kids:
                 (kid.path / "out.txt").write_text(kid.name)
-            t2 = time.perf_counter()
+            marks.append((time.perf_counter(), time.thread_time() + helper_cpu()))
             kids[0].commit()
-            t3 = time.perf_counter()
+            marks.append((time.perf_counter(), time.thread_time() + helper_cpu()))
             ws.abort_many(kids[1:])
-            t4 = time.perf_counter()
-            if rep >= 2:  # the first two are warm-up
-                for step, took in zip(STEPS, (t1 - t0, t3 - t2, t4 - t3), strict=True):
-                    out[step].append(took)
+            marks.append((time.perf_counter(), time.thread_time() + helper_cpu()))
+            if rep < 2:  # warm-up
+                continue
+            for step, (i, j) in zip(STEPS, ((0, 1), (2, 3), (3, 4)), strict=True):
+                out.setdefault(step, []).append(marks[j][0] - marks[i][0])
+                out.setdefault(step + " cpu", []).append(marks[j][1] - marks[i][1])
     finally:
         ws.close()
         reaper.drain(30)
@@ -131,28 +144,35 @@ def overlay_floor(root: Path, reps: int, redirect: bool) -> dict[str, list[float
 def copy_floor(root: Path, reps: int, clone: bool) -> dict[str, list[float]]:
     from branching_core.workspace.backends.reflink import clone_file
 
-    source = root / "floor-src.txt"
-    source.write_text("seed")
+    # the same files as the benchmarked workspace holds: its seed and the committed out.txt
+    sources = []
+    for name, text in (("seed.txt", "seed"), ("out.txt", "c0-0")):
+        sources.append(root / f"floor-{name}")
+        sources[-1].write_text(text)
     base = Path(tempfile.mkdtemp(dir=root, prefix="floor-"))
     trash = base / "trash"
     trash.mkdir()
-    out: dict[str, list[float]] = {"16x (2 mkdir + copy)": [], "16 rename": []}
+    out: dict[str, list[float]] = {"create": [], "umount": [], "create cpu": [], "umount cpu": []}
     for rep in range(reps):
         dirs = [f"{base}/{rep}-{i}" for i in range(N)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for d in dirs:
             os.mkdir(d)
             os.mkdir(d + "/view")
-            if clone:
-                clone_file(str(source), d + "/view/seed.txt")
-            else:
-                shutil.copy2(source, d + "/view/seed.txt")
-        t1 = time.perf_counter()
+            for source in sources:
+                target = f"{d}/view/{source.name[6:]}"
+                if clone:
+                    clone_file(str(source), target)
+                else:
+                    shutil.copy2(source, target)
+        t1, c1 = time.perf_counter(), time.thread_time()
         for i, d in enumerate(dirs):
             os.rename(d, f"{trash}/{rep}-{i}")
-        t2 = time.perf_counter()
-        out["16x (2 mkdir + copy)"].append(t1 - t0)
-        out["16 rename"].append(t2 - t1)
+        t2, c2 = time.perf_counter(), time.thread_time()
+        out["create"].append(t1 - t0)
+        out["umount"].append(t2 - t1)
+        out["create cpu"].append(c1 - c0)
+        out["umount cpu"].append(c2 - c1)
     shutil.rmtree(base, ignore_errors=True)
     return out
 
@@ -206,7 +226,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; cpus: {os.cpu_count()}")
     scratch = Path(tempfile.mkdtemp(prefix="forkdeck-branch-batch-"))
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[tuple[str, ...]] = []
     try:
         with btrfs_root() as btrfs:
             for backend in ("overlay", "reflink", "copy"):
@@ -222,40 +242,34 @@ def main() -> None:
                 if backend == "overlay":
                     redirect = any(on for on, _ in _DIR_RENAMES.values())
                     floor = overlay_floor(root, args.reps, redirect)
-                    create_floor = [
-                        a + b for a, b in zip(floor["64 mkdir"], floor["16 mount"], strict=False)
-                    ]
-                    abort_floor = floor["16 umount"]
-                    floor_note = "64 mkdir + 16 overlay mounts / 16 umount(MNT_DETACH)"
+                    notes = ("64 mkdir + 16 overlay mounts", "16 umount(MNT_DETACH)")
                 else:
                     floor = copy_floor(root, args.reps, clone=backend == "reflink")
-                    create_floor = floor["16x (2 mkdir + copy)"]
-                    abort_floor = floor["16 rename"]
-                    floor_note = "16x (2 mkdir + copy file) / 16 renames"
-                c50, f50 = pct(steps["branch_many(16)"], 0.5), pct(create_floor, 0.5)
-                a50, g50 = pct(steps["abort_many(15)"], 0.5), pct(abort_floor, 0.5)
-                rows.append(
-                    (
-                        backend,
-                        "branch_many(16)",
-                        fmt(steps["branch_many(16)"]),
-                        f"floor {fmt(create_floor)} ({floor_note.split(' / ')[0]}); "
-                        f"+{(c50 - f50) * 1000:.1f} ms, x{c50 / f50:.1f}",
-                    )
-                )
-                rows.append((backend, "commit one", fmt(steps["commit one"]), ""))
-                rows.append(
-                    (
-                        backend,
-                        "abort_many(15)",
-                        fmt(steps["abort_many(15)"]),
-                        f"floor {fmt(abort_floor)} ({floor_note.split(' / ')[1]}); "
-                        f"+{(a50 - g50) * 1000:.1f} ms, x{a50 / g50:.1f}",
-                    )
-                )
+                    notes = ("16x (2 mkdir + copy the 2 files)", "16 renames")
+                for step, kind, note in (
+                    ("branch_many(16)", "create", notes[0]),
+                    ("commit one", "", ""),
+                    ("abort_many(15)", "umount", notes[1]),
+                ):
+                    wall, cpu = steps[step], steps[step + " cpu"]
+                    cells = [backend, step, fmt(wall), f"{pct(cpu, 0.5) * 1000:.1f}"]
+                    if kind:
+                        fw, fc = floor[kind], floor[kind + " cpu"]
+                        extra = (pct(cpu, 0.5) - pct(fc, 0.5)) * 1000
+                        cells.append(
+                            f"{note}: {fmt(fw)} wall, {pct(fc, 0.5) * 1000:.1f} CPU; "
+                            f"CPU beyond the floor +{extra:.1f} ms "
+                            f"(x{pct(cpu, 0.5) / max(pct(fc, 0.5), 1e-9):.1f})"
+                        )
+                    else:
+                        cells.append("")
+                    rows.append(tuple(cells))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print("\n| backend | step | p50 / p95 ms | kernel floor, same run |\n|---|---|---|---|")
+    print(
+        "\n| backend | step | wall p50 / p95 ms | CPU p50 ms (caller + mount helper) "
+        "| kernel floor, same run (p50 / p95 wall, p50 CPU) |\n|---|---|---|---|---|"
+    )
     for row in rows:
         print("| " + " | ".join(row) + " |")
     if args.patterns:
