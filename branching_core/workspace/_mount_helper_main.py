@@ -147,15 +147,15 @@ def _umount_many(req):
     """Unmount every target (lazily, like ``umount``); a failure does not stop the rest.
     Raises naming the targets that are still mounted, so the caller keeps those."""
     failed = []
-    first = None
+    errors = []
     for target in req["targets"]:
         try:
             _umount({"target": target})
         except OSError as exc:
             failed.append(target)
-            first = first or exc
-    if failed:
-        raise _Partial(first.errno, f"{first.strerror}", failed)
+            errors.append(exc)
+    if errors:
+        raise _Partial(errors[0].errno, f"{errors[0].strerror}", failed)
 
 
 class _Partial(OSError):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -257,3 +258,48 @@ def test_sigkill_half_way_through_discarding_durable_siblings(ws_dir: Path, back
     assert ws.tree.store.branch_ids() == []
     assert reaper.drain(30)
     assert list((ws.tree.store.root / "trash").iterdir()) == []
+
+
+@pytest.mark.parametrize("backend", ["overlay"])
+def test_umount_many_tries_every_target_and_names_the_failures(ws_dir: Path, backend: str) -> None:
+    """One target that is not mounted (EINVAL) does not keep the others mounted; the
+    error lists exactly the targets still in question."""
+    ws = Workspace(ws_dir, backend=backend)
+    a, b = ws.branch_many(["a", "b"], on_success=None, on_error=None)
+    helper = mount_helper.shared_helper()
+    views = [a._layout.store_dir / "view", b._layout.store_dir / "view"]
+    bogus = ws.tree.store.root / "not-a-mount"
+    bogus.mkdir()
+    with pytest.raises(mount_helper.UmountError) as caught:
+        helper.umount_many([views[0], bogus, views[1]])
+    assert caught.value.failed == [bogus]
+    assert _mounted_in_helper(ws) == []
+    bogus.rmdir()
+    a._layout.mounted = b._layout.mounted = False  # unmounted behind their backs above
+    ws.abort_many([a, b])
+    assert ws.tree.store.branch_ids() == []
+
+
+@pytest.mark.parametrize("backend", ["overlay"])
+def test_a_durable_branch_recorded_with_a_format_file_reopens_in_its_format(
+    ws_dir: Path, backend: str
+) -> None:
+    """Branches made before the format moved into meta.json kept it in a ``format``
+    file: reopening one still mounts it as made (redirect or userxattr)."""
+    ws = Workspace(ws_dir, backend=backend)
+    (kept,) = ws.branch_many(["kept"], on_success=None, durable=True)
+    redirect = bool(kept._layout.extra.get("redirect"))
+    (kept.path / "k.txt").write_text("k")
+    ws.close()
+    store_dir = ws.tree.store.branch_dir(kept.id)
+    meta = json.loads((store_dir / "meta.json").read_text())
+    assert meta.get("format") == ("redirect" if redirect else None)
+    meta.pop("format", None)
+    (store_dir / "meta.json").write_text(json.dumps(meta))
+    if redirect:
+        (store_dir / "format").write_text("redirect")
+    again = Workspace(ws_dir, backend=backend)
+    reopened = again.open_branch(kept.id)
+    assert bool(reopened._layout.extra.get("redirect")) == redirect
+    assert (reopened.path / "k.txt").read_text() == "k"
+    reopened.abort()
