@@ -9,7 +9,8 @@ JSON lines over the socket it receives as fd 0:
     {"op": "mount_many", "mounts": [{"lower": ..., "upper": ..., "work": ..., "target": ...}]}
     {"op": "umount", "target": "..."}
     {"op": "create_many", "redirect": false, "branches": [{"dirs": [...], "whiteouts": [...],
-     "files": {"path": "text"}, "lower": [...], "upper": ..., "work": ..., "target": ...}]}
+     "files": {"path": "text"}, "lower": [...], "upper": ..., "work": ..., "target": ...,
+     "spare": "..." or null}], "make_spares": [{"root": ..., "dirs": [...], "whiteouts": [...]}]}
     {"op": "umount_many", "targets": [...]}
     {"op": "ping"}
 
@@ -30,6 +31,7 @@ no stray mount is ever left on the host.
 import ctypes
 import json
 import os
+import shutil
 import signal
 import sys
 
@@ -109,25 +111,59 @@ def _umount(req):
 
 def _prepare(one):
     """A branch's store directories (in order, the first one new), its whiteouts and its
-    small files (written once, new names only: nothing existing is ever overwritten)."""
-    for path in one["dirs"]:
-        os.mkdir(path, 0o755)
-    for path in one.get("whiteouts", ()):
-        os.mknod(path, 0o20600, 0)  # a character device 0/0 is an overlay whiteout
+    small files (written once, new names only: nothing existing is ever overwritten).
+
+    With ``spare`` (a directory made ahead by ``_make_spares``, holding exactly those
+    directories and whiteouts) one rename replaces the mkdirs and mknods; a spare that
+    is not there (never made, or taken) falls back to making them here."""
+    made = False
+    if one.get("spare"):
+        try:
+            os.rename(one["spare"], one["dirs"][0])
+            made = True
+        except OSError:
+            pass
+    if not made:
+        for path in one["dirs"]:
+            os.mkdir(path, 0o755)
+        for path in one.get("whiteouts", ()):
+            os.mknod(path, 0o20600, 0)  # a character device 0/0 is an overlay whiteout
     for path, text in one.get("files", {}).items():
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             data = text.encode()
             while data:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
         finally:
             os.close(fd)
+
+
+def _make_spares(spares):
+    """Make spare store directories for later batches (after the reply was sent, while
+    the caller is busy with the branches it just got): each is built under a ``.part``
+    name and renamed into place, so a spare is complete or absent. Stops at the first
+    error (the caller then makes directories the ordinary way)."""
+    for spare in spares:
+        root = spare["root"]
+        part = root + ".part"
+        try:
+            os.makedirs(os.path.dirname(root), exist_ok=True)
+            os.mkdir(part, 0o755)
+            for rel in spare["dirs"]:
+                os.mkdir(os.path.join(part, rel), 0o755)
+            for rel in spare["whiteouts"]:
+                os.mknod(os.path.join(part, rel), 0o20600, 0)
+            os.rename(part, root)
+        except OSError:
+            shutil.rmtree(part, ignore_errors=True)
+            return
 
 
 def _create_many(req):
     """Prepare and mount every branch of a batch; all or none. On failure the mounts
     made are undone and the error names the branch; the caller removes the directories
-    (it knows which store directories are its own)."""
+    (it knows which store directories are its own). Returns the spare-making work to
+    run once the reply is sent."""
     done = []
     try:
         for one in req["branches"]:
@@ -141,6 +177,8 @@ def _create_many(req):
             except OSError:
                 pass
         raise
+    spares = req.get("make_spares") or []
+    return (lambda: _make_spares(spares)) if spares else None
 
 
 def _umount_many(req):
@@ -194,14 +232,17 @@ def main():
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             req = json.loads(line)
+            later = None
             try:
-                handlers[req["op"]](req)
+                later = handlers[req["op"]](req)
                 reply = {"ok": True}
             except OSError as exc:
                 reply = {"ok": False, "error": str(exc), "errno": exc.errno}
                 if isinstance(exc, _Partial):
                     reply["failed"] = exc.failed
             out.write((json.dumps(reply) + "\n").encode())
+            if later is not None:
+                later()  # the next request waits for it: the caller may name its results
 
 
 sys.exit(main())

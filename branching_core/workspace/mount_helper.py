@@ -34,6 +34,17 @@ class PreparedMount:
     dirs: list[Path] = field(default_factory=list)
     whiteouts: list[Path] = field(default_factory=list)
     files: dict[Path, str] = field(default_factory=dict)
+    spare: Path | None = None  # a spare made earlier (``make_spares``): renamed, not made
+
+
+@dataclass
+class Spare:
+    """A store directory the helper makes ahead, after replying (``root``, with these
+    directories and whiteouts, relative to it), for a later batch to take by rename."""
+
+    root: Path
+    dirs: list[str]
+    whiteouts: list[str]
 
 
 class UmountError(MountError):
@@ -135,13 +146,27 @@ class MountHelper:
             }
         )
 
-    def create_many(self, branches: list[PreparedMount], *, redirect: bool = False) -> None:
+    def create_many(
+        self,
+        branches: list[PreparedMount],
+        *,
+        redirect: bool = False,
+        make_spares: list[Spare] | None = None,
+    ) -> None:
         """Make every branch's directories, whiteouts and files, and mount its overlay,
-        in one round trip; all mounted or none (the caller removes what was made)."""
+        in one round trip; all mounted or none (the caller removes what was made).
+
+        ``make_spares``: directories the helper makes once it has replied, so they cost
+        this call nothing; every later request is answered after they exist (or failed,
+        in which case a branch naming one as ``spare`` is made the ordinary way)."""
         self._request(
             {
                 "op": "create_many",
                 "redirect": redirect,
+                "make_spares": [
+                    {"root": str(one.root), "dirs": one.dirs, "whiteouts": one.whiteouts}
+                    for one in make_spares or []
+                ],
                 "branches": [
                     {
                         "dirs": [str(p) for p in one.dirs],
@@ -151,6 +176,7 @@ class MountHelper:
                         "upper": str(one.upper),
                         "work": str(one.work),
                         "target": str(one.target),
+                        "spare": str(one.spare) if one.spare is not None else None,
                     }
                     for one in branches
                 ],
@@ -180,6 +206,10 @@ class MountHelper:
     def umount(self, target: Path) -> None:
         self._request({"op": "umount", "target": str(target)})
 
+    def sync(self) -> None:
+        """Return once every earlier request is done, including spares made after a reply."""
+        self._request({"op": "ping"})
+
     def view_path(self, target: Path) -> Path:
         """Where ``target`` (a path inside the helper's namespace) is reached from outside."""
         return Path(f"{self.root}{target}")
@@ -207,6 +237,14 @@ def shared_helper() -> MountHelper:
         if _shared is None or not _shared.alive:
             _shared = MountHelper()
         return _shared
+
+
+def sync_shared_helper() -> None:
+    """``sync`` the process-wide helper if it is running (never starts one)."""
+    with _shared_lock:
+        helper = _shared
+    if helper is not None and helper.alive:
+        helper.sync()
 
 
 def shutdown_shared_helper() -> None:

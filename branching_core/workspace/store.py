@@ -10,6 +10,7 @@ picks it deterministically from the workspace path, so recovery always finds it:
     gen/<parent>             how many commits have gone into <parent> ("root" or a branch id)
     journal/<commit>.json    intent journal of a commit in progress
     trash/<sid>-<n>/         what a commit displaced, deleted once the commit is done
+    spare/<sid>-<n>-s<i>/    an overlay branch directory made ahead, taken by rename
     <sid>-<n>/               one branch: meta.json plus the backend's layers
 
 A branch directory's name starts with its session id, so recovery can tell whether
@@ -251,6 +252,16 @@ class Store:
             if only_dead and self.session_alive(sid):
                 continue
             rmtree(entry)
+
+    def sweep_spares(self) -> None:
+        """Remove spare branch directories (made ahead by the overlay backend's mount
+        helper, ``spare/<sid>-...``) whose session is gone."""
+        spare = self.root / "spare"
+        if not spare.exists():
+            return
+        for entry in spare.iterdir():
+            if not self.session_alive(entry.name.split("-", 1)[0]):
+                rmtree(entry)
 
     def sweep_temp_files(self) -> None:
         """Drop half-written journal and generation files (a writer died before its

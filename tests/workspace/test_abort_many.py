@@ -303,3 +303,72 @@ def test_a_durable_branch_recorded_with_a_format_file_reopens_in_its_format(
     assert bool(reopened._layout.extra.get("redirect")) == redirect
     assert (reopened.path / "k.txt").read_text() == "k"
     reopened.abort()
+
+
+def _spares(ws: Workspace) -> list[str]:
+    spare = ws.tree.store.root / "spare"
+    return sorted(p.name for p in spare.iterdir()) if spare.exists() else []
+
+
+@pytest.mark.parametrize("backend", ["overlay"])
+def test_the_next_batch_takes_spares_made_after_the_last_reply(ws_dir: Path, backend: str) -> None:
+    """After answering a batch, the helper makes as many spare store directories (with
+    their whiteout) for the next one, which takes them by rename; close() and a normal
+    exit leave none."""
+    ws = Workspace(ws_dir, backend=backend)
+    first = ws.branch_many([f"a{i}" for i in range(4)], on_success=None, on_error=None)
+    mount_helper.shared_helper().sync()
+    made = _spares(ws)
+    assert len(made) == 4 and all(name.startswith(first[0].id) for name in made)
+    one = ws.tree.store.root / "spare" / made[0]
+    assert sorted(p.name for p in one.iterdir()) == ["upper", "view", "work"]
+    assert os.major((one / "upper" / ".pydantic-deep").lstat().st_rdev) == 0
+    second = ws.branch_many([f"b{i}" for i in range(4)], on_success=None, on_error=None)
+    mount_helper.shared_helper().sync()
+    assert not set(made) & set(_spares(ws)), "the second batch did not take the spares"
+    for kid in second:  # a branch made from a spare is an ordinary one
+        (kid.path / "x.txt").write_text(kid.name)
+        assert not (kid.path / ".pydantic-deep").exists()
+        assert sorted(p.name for p in kid.path.iterdir()) == ["a.txt", "sub", "x.txt"]
+    second[1].commit()
+    assert (ws_dir / "x.txt").read_text() == "b1"
+    ws.abort_many(first)
+    ws.abort_many([k for k in second if k.is_open])
+    ws.close()
+    assert _spares(ws) == []
+    assert reaper.drain(30)
+    assert list((ws.tree.store.root / "trash").iterdir()) == []
+
+
+@pytest.mark.parametrize("backend", ["overlay"])
+def test_spares_of_a_killed_process_are_swept_and_exit_leaves_none(
+    ws_dir: Path, backend: str
+) -> None:
+    script = f"""
+import os, signal, sys
+from pathlib import Path
+from branching_core import Workspace
+from branching_core.workspace import mount_helper
+ws = Workspace(Path({str(ws_dir)!r}), backend={backend!r})
+kids = ws.branch_many(["a", "b", "c"], on_success=None)
+mount_helper.shared_helper().sync()
+print(len(os.listdir(ws.tree.store.root / "spare")), flush=True)
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for how in ("exit", "kill"):
+        ran = subprocess.run(
+            [sys.executable, "-c", script, how],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert ran.stdout.strip() == "3", ran.stderr
+        store_spare = Workspace(ws_dir, backend=backend).tree.store.root / "spare"
+        # a normal exit removed them itself; after a kill, this open swept them
+        assert not store_spare.exists() or list(store_spare.iterdir()) == []
+        assert ran.returncode == (0 if how == "exit" else -9)

@@ -121,6 +121,9 @@ class Backend(abc.ABC):
         if first is not None:
             raise first
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend keeps between branches (the workspace is closed)."""
+
     @abc.abstractmethod
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:
         """Bring a durable branch's view back after a restart."""

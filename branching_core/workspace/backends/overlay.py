@@ -19,10 +19,13 @@ parent's, so a stack is never mixed.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
 import stat
+import threading
+import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,8 +50,10 @@ from branching_core.workspace.fsutil import (
 from branching_core.workspace.mount_helper import (
     MountHelper,
     PreparedMount,
+    Spare,
     UmountError,
     shared_helper,
+    sync_shared_helper,
 )
 from branching_core.workspace.reaper import discard_dirs
 
@@ -63,6 +68,23 @@ UNPRIVILEGED_WHY = (
     "unprivileged overlay mounts need userxattr, which allows no directory redirects: "
     "renaming a directory that existed before the branch fails with EXDEV"
 )
+
+
+# A branch's store directory as made before mounting (also what a spare holds)
+SPARE_DIRS = ("upper", "work", "view")
+WHITEOUT = f"upper/{PROJECT_STATE_DIR}"
+SPARE_DIR = "spare"  # <store>/spare/<sid>-<n>-s<i>: made ahead, taken by rename
+MAX_SPARES = 64
+_LIVE_BACKENDS: weakref.WeakSet[OverlayBackend] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_backends() -> None:
+    """Spares of backends whose workspace was never closed (runs after the workspaces'
+    own exit handler, which closes theirs; the reaper's drain runs after this)."""
+    for backend in list(_LIVE_BACKENDS):
+        with contextlib.suppress(Exception):
+            backend.close()
 
 
 class OverlayBackend(Backend):
@@ -106,6 +128,11 @@ class OverlayBackend(Backend):
         self.dir_renames, self.dir_renames_why = _DIR_RENAMES.get(
             store_root, (False, UNPRIVILEGED_WHY)
         )
+        # spare store directories made ahead by the helper (see create_many)
+        self._spares: list[Path] = []
+        self._spares_pid = os.getpid()
+        self._spares_lock = threading.Lock()
+        _LIVE_BACKENDS.add(self)
 
     @property
     def helper(self) -> MountHelper:
@@ -143,8 +170,8 @@ class OverlayBackend(Backend):
                     upper=upper,
                     work=work,
                     target=view,
-                    dirs=[store_dir, upper, work, view],
-                    whiteouts=[upper / PROJECT_STATE_DIR],
+                    dirs=[store_dir, *(store_dir / name for name in SPARE_DIRS)],
+                    whiteouts=[store_dir / WHITEOUT],
                     files=files,
                 )
             )
@@ -157,15 +184,53 @@ class OverlayBackend(Backend):
                 )
             )
         helper = self.helper
-        try:
-            helper.create_many(prepared, redirect=redirect)
-        except BaseException:
-            for layout in layouts:
-                rmtree(layout.store_dir)
-            raise
+        with self._spares_lock:  # held through the request: see _take_spares
+            spares, make = self._take_spares(branch_ids[0], len(prepared))
+            for one, spare in zip(prepared, spares, strict=True):
+                one.spare = spare
+            try:
+                helper.create_many(prepared, redirect=redirect, make_spares=make)
+            except BaseException:
+                for layout in layouts:
+                    rmtree(layout.store_dir)
+                # spares the helper did not get to stay usable (a taken one was renamed
+                # into a store directory just removed)
+                self._spares.extend(p for p in spares if p is not None and p.exists())
+                raise
         for layout in layouts:
             self._mounted(layout, helper)
         return layouts
+
+    def _take_spares(self, first_id: str, count: int) -> tuple[list[Path | None], list[Spare]]:
+        """Spares for ``count`` new branches (None where the pool has none left) and the
+        spares to make for the next batch, which join the pool at once: the helper makes
+        them right after this request's reply, before it reads the next request. Called
+        with ``_spares_lock`` held until the request is answered, so no other thread can
+        name a spare in a request that reaches the helper first."""
+        if self._spares_pid != os.getpid():  # a forked child: those are the parent's
+            self._spares, self._spares_pid = [], os.getpid()
+        taken: list[Path | None] = list(self._spares[:count])
+        del self._spares[:count]
+        taken += [None] * (count - len(taken))
+        want = min(count, MAX_SPARES) - len(self._spares)
+        make = [
+            Spare(self.store_root / SPARE_DIR / f"{first_id}-s{i}", list(SPARE_DIRS), [WHITEOUT])
+            for i in range(max(0, want))
+        ]
+        self._spares.extend(one.root for one in make)
+        return taken, make
+
+    def close(self) -> None:
+        """Throw this backend's spare directories away (workspace close, interpreter
+        exit). Waits for the helper first: it may still be making them."""
+        with self._spares_lock:
+            if not self._spares or self._spares_pid != os.getpid():
+                return
+            with contextlib.suppress(MountError, OSError):
+                sync_shared_helper()
+            spares, self._spares = self._spares, []
+            trash = self.store_root / "trash"
+            discard_dirs([(spare, trash / spare.name) for spare in spares])
 
     def _redirect_for(self, parent: ParentView) -> bool:
         """A nested branch keeps its parent's format; a top-level one gets this mount's."""
