@@ -170,8 +170,8 @@ class OverlayBackend(Backend):
                     upper=upper,
                     work=work,
                     target=view,
-                    dirs=[store_dir, *(store_dir / name for name in SPARE_DIRS)],
-                    whiteouts=[store_dir / WHITEOUT],
+                    dirs=[store_dir, upper, work, view],  # = SPARE_DIRS, in that order
+                    whiteouts=[upper / PROJECT_STATE_DIR],  # = WHITEOUT
                     files=files,
                 )
             )
