@@ -372,3 +372,31 @@ if sys.argv[1] == "kill":
         # a normal exit removed them itself; after a kill, this open swept them
         assert not store_spare.exists() or list(store_spare.iterdir()) == []
         assert ran.returncode == (0 if how == "exit" else -9)
+
+
+@pytest.mark.parametrize("backend", ["overlay"])
+def test_a_forked_child_never_takes_its_parents_spares(ws_dir: Path, backend: str) -> None:
+    """Pattern candidates may run in forked children: one that makes branches of its own
+    starts from an empty pool (with its own mount helper) and leaves the parent's alone."""
+    ws = Workspace(ws_dir, backend=backend)
+    kids = ws.branch_many(["a", "b"], on_success=None, on_error=None)
+    mount_helper.shared_helper().sync()
+    before = _spares(ws)
+    assert len(before) == 2
+    pid = os.fork()
+    if pid == 0:  # the child: branch, abort, and leave without any exit handler
+        code = 1
+        try:
+            mine = ws.branch_many(["c1", "c2"], on_success=None, on_error=None)
+            ws.abort_many(mine)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert set(before) <= set(_spares(ws)), "the child took the parent's spares"
+    ws.abort_many(kids)
+    again = ws.branch_many(["d"], on_success=None, on_error=None)  # takes a spare
+    assert before[0] not in _spares(ws)
+    ws.abort_many(again)
+    ws.close()
