@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_a_failed_mount_rolls_back_every_sibling(
     helper = mount_helper.shared_helper()
     real = helper.create_many
 
-    def sabotage(branches: list[mount_helper.PreparedMount], **kw: bool) -> None:
+    def sabotage(branches: list[mount_helper.PreparedMount], **kw: Any) -> None:
         # A target that does not exist makes the third mount fail inside the helper
         # (after the helper made the third branch's directories).
         broken = [*branches[:2], replace(branches[2], target=Path("/nonexistent/v"))]
