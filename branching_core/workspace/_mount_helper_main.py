@@ -31,6 +31,7 @@ no stray mount is ever left on the host.
 import ctypes
 import json
 import os
+import select
 import shutil
 import signal
 import sys
@@ -138,12 +139,15 @@ def _prepare(one):
             os.close(fd)
 
 
-def _make_spares(spares):
+def _make_spares(spares, waiting):
     """Make spare store directories for later batches (after the reply was sent, while
     the caller is busy with the branches it just got): each is built under a ``.part``
     name and renamed into place, so a spare is complete or absent. Stops at the first
-    error (the caller then makes directories the ordinary way)."""
+    error, and as soon as a request is ``waiting`` (a commit must not queue behind spares
+    nobody asked for yet); a branch naming a spare not made is made the ordinary way."""
     for spare in spares:
+        if waiting():
+            return
         root = spare["root"]
         part = root + ".part"
         try:
@@ -178,7 +182,7 @@ def _create_many(req):
                 pass
         raise
     spares = req.get("make_spares") or []
-    return (lambda: _make_spares(spares)) if spares else None
+    return (lambda waiting: _make_spares(spares, waiting)) if spares else None
 
 
 def _umount_many(req):
@@ -200,6 +204,11 @@ class _Partial(OSError):
     def __init__(self, errno, message, failed):
         super().__init__(errno, message)
         self.failed = failed
+
+
+def _waiting(sock, pending):
+    """Is a request waiting (already read into the buffer, or readable on the socket)?"""
+    return lambda: pending or bool(select.select([sock], [], [], 0)[0])
 
 
 def main():
@@ -242,7 +251,9 @@ def main():
                     reply["failed"] = exc.failed
             out.write((json.dumps(reply) + "\n").encode())
             if later is not None:
-                later()  # the next request waits for it: the caller may name its results
+                # the caller may name its results in the next request: that one is read
+                # only after this returns (which it does early when one is waiting)
+                later(_waiting(sock, bool(buffer)))
 
 
 sys.exit(main())

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -307,7 +308,18 @@ def test_a_durable_branch_recorded_with_a_format_file_reopens_in_its_format(
 
 def _spares(ws: Workspace) -> list[str]:
     spare = ws.tree.store.root / "spare"
-    return sorted(p.name for p in spare.iterdir()) if spare.exists() else []
+    if not spare.exists():
+        return []
+    return sorted(p.name for p in spare.iterdir() if not p.name.endswith(".part"))
+
+
+def _await_spares(ws: Workspace, count: int) -> list[str]:
+    """The helper makes spares after its reply, and stops early when a request comes in:
+    so watch the directory (no request) until ``count`` are there."""
+    deadline = time.monotonic() + 30
+    while len(_spares(ws)) < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return _spares(ws)
 
 
 @pytest.mark.parametrize("backend", ["overlay"])
@@ -317,14 +329,12 @@ def test_the_next_batch_takes_spares_made_after_the_last_reply(ws_dir: Path, bac
     exit leave none."""
     ws = Workspace(ws_dir, backend=backend)
     first = ws.branch_many([f"a{i}" for i in range(4)], on_success=None, on_error=None)
-    mount_helper.shared_helper().sync()
-    made = _spares(ws)
+    made = _await_spares(ws, 4)
     assert len(made) == 4 and all(name.startswith(first[0].id) for name in made)
     one = ws.tree.store.root / "spare" / made[0]
     assert sorted(p.name for p in one.iterdir()) == ["upper", "view", "work"]
     assert os.major((one / "upper" / ".pydantic-deep").lstat().st_rdev) == 0
     second = ws.branch_many([f"b{i}" for i in range(4)], on_success=None, on_error=None)
-    mount_helper.shared_helper().sync()
     assert not set(made) & set(_spares(ws)), "the second batch did not take the spares"
     for kid in second:  # a branch made from a spare is an ordinary one
         (kid.path / "x.txt").write_text(kid.name)
@@ -345,14 +355,16 @@ def test_spares_of_a_killed_process_are_swept_and_exit_leaves_none(
     ws_dir: Path, backend: str
 ) -> None:
     script = f"""
-import os, signal, sys
+import os, signal, sys, time
 from pathlib import Path
 from branching_core import Workspace
 from branching_core.workspace import mount_helper
 ws = Workspace(Path({str(ws_dir)!r}), backend={backend!r})
 kids = ws.branch_many(["a", "b", "c"], on_success=None)
-mount_helper.shared_helper().sync()
-print(len(os.listdir(ws.tree.store.root / "spare")), flush=True)
+spare = ws.tree.store.root / "spare"
+while not spare.exists() or len([n for n in os.listdir(spare) if "." not in n]) < 3:
+    time.sleep(0.005)  # made by the helper after its reply
+print(len(os.listdir(spare)), flush=True)
 if sys.argv[1] == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -380,8 +392,7 @@ def test_a_forked_child_never_takes_its_parents_spares(ws_dir: Path, backend: st
     starts from an empty pool (with its own mount helper) and leaves the parent's alone."""
     ws = Workspace(ws_dir, backend=backend)
     kids = ws.branch_many(["a", "b"], on_success=None, on_error=None)
-    mount_helper.shared_helper().sync()
-    before = _spares(ws)
+    before = _await_spares(ws, 2)
     assert len(before) == 2
     pid = os.fork()
     if pid == 0:  # the child: branch, abort, and leave without any exit handler
