@@ -14,7 +14,8 @@ the same run (machines here are shared and noisy: compare ratios, not millisecon
 
 With ``--patterns`` it also runs ``benchmarks/patterns.py --overhead-only`` of this tree
 and (``--before REV``) of a throwaway worktree at REV, alternately, and prints their
-thread-mode 16-candidate overhead side by side.
+thread-mode 16-candidate overhead side by side, after the batch cycle (branch_many,
+commit one, discard fifteen) of both trees, alternating too.
 
 Run: ``python benchmarks/branch_batch.py [--reps 30] [--patterns --before 0bb3c6d]``
 (reflink runs on a loop-mounted btrfs when root with mkfs.btrfs; else it is skipped,
@@ -28,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,6 +73,79 @@ for rep in range(reps):
     out["create cpu"].append(c1 - c0); out["umount cpu"].append(c2 - c1)
 print(json.dumps(out))
 """
+
+
+# One process of either tree (the ``--before`` one has no abort_many: it aborts one by
+# one): cycles of branch_many(16) / a write in each / 20 ms of "work" / commit one /
+# discard 15. Prints the p50 wall time without the work, and the CPU (caller thread plus
+# mount helper) of the whole cycle, work included (the helper may work meanwhile).
+_CYCLE = r"""
+import json, statistics, sys, tempfile, time
+from pathlib import Path
+from branching_core.workspace import Workspace
+backend, reps = sys.argv[1], int(sys.argv[2])
+root = Path(tempfile.mkdtemp()) / "ws"; root.mkdir(); (root / "seed.txt").write_text("seed")
+ws = Workspace(root, backend=backend)
+ws.branch("warm-up").abort()
+def cpu():
+    used = time.thread_time()
+    if backend == "overlay":
+        from branching_core.workspace.mount_helper import shared_helper
+        with open(f"/proc/{shared_helper().pid}/schedstat") as fh:
+            used += int(fh.read().split()[0]) / 1e9
+    return used
+wall, used = [], []
+for i in range(reps + 2):
+    t0, c0 = time.perf_counter(), cpu()
+    kids = ws.branch_many([f"c{i}-{j}" for j in range(16)], on_success=None)
+    t1 = time.perf_counter()
+    for kid in kids:
+        (kid.path / "out.txt").write_text(kid.name)
+    time.sleep(0.02)
+    t2 = time.perf_counter()
+    kids[0].commit()
+    if hasattr(ws, "abort_many"):
+        ws.abort_many(kids[1:])
+    else:
+        for kid in kids[1:]:
+            kid.abort()
+    t3, c3 = time.perf_counter(), cpu()
+    if i >= 2:
+        wall.append(t3 - t0 - (t2 - t1)); used.append(c3 - c0)
+ws.close()
+print(json.dumps([statistics.median(wall), statistics.median(used)]))
+"""
+
+
+def cycle_before_after(old: Path, reps: int, rounds: int) -> list[str]:
+    """Rows comparing the batch cycle of ``old`` and of this tree, alternating."""
+    rows = []
+    for backend in ("overlay", "copy"):
+        got: dict[str, list[list[float]]] = {"before": [], "after": []}
+        for _ in range(rounds):
+            for label, tree in (("before", old), ("after", REPO)):
+                done = subprocess.run(
+                    [sys.executable, "-c", _CYCLE, backend, str(reps)],
+                    cwd=tree,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode == 0:
+                    got[label].append(json.loads(done.stdout))
+        if not got["before"] or not got["after"]:
+            rows.append(f"| {backend} | failed | | |")
+            continue
+        med = {
+            k: [statistics.median(r[i] for r in v) * 1000 for i in (0, 1)] for k, v in got.items()
+        }
+        rows.append(
+            f"| {backend} | {med['before'][0]:.1f} -> **{med['after'][0]:.1f}** ms "
+            f"(x{med['before'][0] / med['after'][0]:.1f}) | {med['before'][1]:.1f} -> "
+            f"{med['after'][1]:.1f} ms | {rounds} rounds x {reps} cycles |"
+        )
+    return rows
 
 
 def pct(values: list[float], q: float) -> float:
@@ -293,6 +368,13 @@ def main() -> None:
             )
             trees.insert(0, (f"before ({args.before})", old))
         try:
+            if old is not None:
+                print(
+                    "\n| batch cycle, before -> after | wall p50 (without the work) "
+                    "| CPU p50 (caller + helper, whole cycle) | |\n|---|---|---|---|"
+                )
+                for row in cycle_before_after(old, args.reps, args.rounds):
+                    print(row, flush=True)
             print("\n| patterns.py --overhead-only, 16 candidates, thread | p50 / p95 | |")
             print("|---|---|---|")
             for round_ in range(args.rounds):
