@@ -333,7 +333,7 @@ def main() -> None:
                     ("branch_many(16)", "create", notes[0]),
                     ("commit one", "", ""),
                     ("abort_many(15)", "umount", notes[1]),
-                    ("whole cycle", "cycle", "both floors"),
+                    ("whole cycle", "cycle", "both floors (no commit in them)"),
                 ):
                     wall, cpu = steps[step], steps[step + " cpu"]
                     cells = [backend, step, fmt(wall), f"{pct(cpu, 0.5) * 1000:.1f}"]
