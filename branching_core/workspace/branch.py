@@ -279,10 +279,16 @@ class Branch(_Node):
             )
             for branch_id, name in zip(ids, names, strict=True)
         ]
-        # the backend writes each meta.json while making the branch (overlay: inside the
-        # mount helper's one round trip for the whole batch)
-        layouts = tree.backend.create_many(ids, view, metas, durable=durable)
-        crash_point("branch_many:made")
+        # durable ones must exist all or none even across a crash (see Store.begin_batch)
+        marker = store.begin_batch(ids) if durable else None
+        try:
+            # the backend writes each meta.json while making the branch (overlay: inside
+            # the mount helper's one round trip for the whole batch)
+            layouts = tree.backend.create_many(ids, view, metas, durable=durable)
+            crash_point("branch_many:made")
+        finally:  # made (or, on an error, removed by the backend): no longer pending
+            if marker is not None:
+                store.end_batch(marker)
         branches = [
             cls(
                 parent,

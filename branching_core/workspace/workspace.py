@@ -228,6 +228,7 @@ class Workspace(_Node):
         with self.tree.commit_lock():
             for journal_path in sorted(store.journal_dir.glob("*.json")):
                 self._replay(journal_path)
+            store.sweep_batches()  # before durable branches are kept below
             for branch_id in store.branch_ids():
                 sid = branch_id.split("-", 1)[0]
                 if store.session_alive(sid):

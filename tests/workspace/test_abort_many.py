@@ -411,3 +411,35 @@ def test_a_forked_child_never_takes_its_parents_spares(ws_dir: Path, backend: st
     assert before[0] not in _spares(ws)
     ws.abort_many(again)
     ws.close()
+
+
+def test_sigkill_while_making_durable_siblings_leaves_none(ws_dir: Path, backend: str) -> None:
+    """Durable branches outlive their process, but not a batch that never returned: the
+    caller got none of them, so the next open removes every one (all or none)."""
+    before = snapshot(ws_dir)
+    ran = _child(ws_dir, backend, "branch_many:made", durable=True)
+    assert ran["rc"] == -9 and ran["out"] == "", ran
+    ws = Workspace(ws_dir, backend=backend)
+    assert ws.list_branches() == [] and ws.tree.store.branch_ids() == []
+    assert list((ws.tree.store.root / "batches").iterdir()) == []
+    assert snapshot(ws_dir) == before
+    # a batch that returned stays, like any durable branch
+    kept = ws.branch_many(["k1", "k2"], on_success=None, durable=True)
+    assert list((ws.tree.store.root / "batches").iterdir()) == []
+    ws.close()
+    again = Workspace(ws_dir, backend=backend)
+    assert sorted(i.name for i in again.list_branches()) == ["k1", "k2"]
+    again.abort_many([again.open_branch(k.id) for k in kept])
+
+
+def test_a_torn_batch_marker_of_a_dead_process_is_just_removed(ws_dir: Path, backend: str) -> None:
+    """Killed while writing the marker: none of its branches existed yet."""
+    ws = Workspace(ws_dir, backend=backend)
+    keeper = ws.branch("keeper", on_success=None, durable=True)
+    ws.close()
+    batches = ws.tree.store.root / "batches"
+    (batches / "dead0000-1.json").write_text('["dead0000-1", "dead00')
+    again = Workspace(ws_dir, backend=backend)
+    assert list(batches.iterdir()) == []
+    assert [i.name for i in again.list_branches()] == ["keeper"]
+    again.open_branch(keeper.id).abort()
