@@ -10,7 +10,9 @@ JSON lines over the socket it receives as fd 0:
     {"op": "umount", "target": "..."}
     {"op": "create_many", "redirect": false, "branches": [{"dirs": [...], "whiteouts": [...],
      "files": {"path": "text"}, "lower": [...], "upper": ..., "work": ..., "target": ...,
-     "spare": "..." or null}], "make_spares": [{"root": ..., "dirs": [...], "whiteouts": [...]}]}
+     "spare": "..." or null, "spare_mounted": false}],
+     "make_spares": [{"root": ..., "dirs": [...], "whiteouts": [...], "mount": null or
+                      {"lower": [...], "redirect": false}}]}
     {"op": "umount_many", "targets": [...]}
     {"op": "ping"}
 
@@ -111,24 +113,28 @@ def _umount(req):
 
 
 def _prepare(one):
-    """A branch's store directories (in order, the first one new), its whiteouts and its
-    small files (written once, new names only: nothing existing is ever overwritten).
+    """A branch's store directories (in order, the first one new) and its whiteouts.
 
     With ``spare`` (a directory made ahead by ``_make_spares``, holding exactly those
     directories and whiteouts) one rename replaces the mkdirs and mknods; a spare that
-    is not there (never made, or taken) falls back to making them here."""
-    made = False
+    is not there (never made, or taken) falls back to making them here. Returns True
+    when the spare taken was already mounted (``spare_mounted``): its mount moved with
+    it, there is nothing left to mount."""
     if one.get("spare"):
         try:
             os.rename(one["spare"], one["dirs"][0])
-            made = True
+            return bool(one.get("spare_mounted"))
         except OSError:
             pass
-    if not made:
-        for path in one["dirs"]:
-            os.mkdir(path, 0o755)
-        for path in one.get("whiteouts", ()):
-            os.mknod(path, 0o20600, 0)  # a character device 0/0 is an overlay whiteout
+    for path in one["dirs"]:
+        os.mkdir(path, 0o755)
+    for path in one.get("whiteouts", ()):
+        os.mknod(path, 0o20600, 0)  # a character device 0/0 is an overlay whiteout
+    return False
+
+
+def _write_files(one):
+    """A branch's small files, written once under new names (nothing is overwritten)."""
     for path, text in one.get("files", {}).items():
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
@@ -150,6 +156,7 @@ def _make_spares(spares, waiting):
             return
         root = spare["root"]
         part = root + ".part"
+        mounted = None
         try:
             os.makedirs(os.path.dirname(root), exist_ok=True)
             os.mkdir(part, 0o755)
@@ -157,8 +164,23 @@ def _make_spares(spares, waiting):
                 os.mkdir(os.path.join(part, rel), 0o755)
             for rel in spare["whiteouts"]:
                 os.mknod(os.path.join(part, rel), 0o20600, 0)
+            mount = spare.get("mount")
+            if mount:  # a view mounted ahead: its mount moves with the directory
+                mounted = {
+                    "lower": mount["lower"],
+                    "upper": os.path.join(part, "upper"),
+                    "work": os.path.join(part, "work"),
+                    "target": os.path.join(part, "view"),
+                    "redirect": mount["redirect"],
+                }
+                _mount(mounted)
             os.rename(part, root)
         except OSError:
+            if mounted is not None:
+                try:
+                    _umount(mounted)
+                except OSError:
+                    pass
             shutil.rmtree(part, ignore_errors=True)
             return
 
@@ -171,9 +193,13 @@ def _create_many(req):
     done = []
     try:
         for one in req["branches"]:
-            _prepare(one)
-            _mount(dict(one, redirect=req.get("redirect", False)))
-            done.append(one)
+            premounted = _prepare(one)
+            if premounted:
+                done.append(one)  # mounted: undone like the others on a failure
+            _write_files(one)
+            if not premounted:
+                _mount(dict(one, redirect=req.get("redirect", False)))
+                done.append(one)
     except OSError:
         for one in done:
             try:

@@ -35,6 +35,7 @@ class PreparedMount:
     whiteouts: list[Path] = field(default_factory=list)
     files: dict[Path, str] = field(default_factory=dict)
     spare: Path | None = None  # a spare made earlier (``make_spares``): renamed, not made
+    spare_mounted: bool = False  # ... with its view already mounted (nothing to mount)
 
 
 @dataclass
@@ -45,6 +46,9 @@ class Spare:
     root: Path
     dirs: list[str]
     whiteouts: list[str]
+    # mount its view ahead too (``upper``/``work``/``view`` under ``root``) on these layers
+    lower: list[Path] | None = None
+    redirect: bool = False
 
 
 class UmountError(MountError):
@@ -164,7 +168,14 @@ class MountHelper:
                 "op": "create_many",
                 "redirect": redirect,
                 "make_spares": [
-                    {"root": str(one.root), "dirs": one.dirs, "whiteouts": one.whiteouts}
+                    {
+                        "root": str(one.root),
+                        "dirs": one.dirs,
+                        "whiteouts": one.whiteouts,
+                        "mount": None
+                        if one.lower is None
+                        else {"lower": [str(p) for p in one.lower], "redirect": one.redirect},
+                    }
                     for one in make_spares or []
                 ],
                 "branches": [
@@ -177,6 +188,7 @@ class MountHelper:
                         "work": str(one.work),
                         "target": str(one.target),
                         "spare": str(one.spare) if one.spare is not None else None,
+                        "spare_mounted": one.spare_mounted,
                     }
                     for one in branches
                 ],
@@ -239,11 +251,17 @@ def shared_helper() -> MountHelper:
         return _shared
 
 
-def sync_shared_helper() -> None:
-    """``sync`` the process-wide helper if it is running (never starts one)."""
+def running_helper() -> MountHelper | None:
+    """The process-wide helper if it is running in this process (never starts one)."""
     with _shared_lock:
         helper = _shared
-    if helper is not None and helper.alive:
+    return helper if helper is not None and helper.alive else None
+
+
+def sync_shared_helper() -> None:
+    """``sync`` the process-wide helper if it is running (never starts one)."""
+    helper = running_helper()
+    if helper is not None:
         helper.sync()
 
 

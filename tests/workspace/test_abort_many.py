@@ -24,12 +24,15 @@ from tests.workspace.treeutil import snapshot
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _mounted_in_helper(ws: Workspace) -> list[str]:
-    """Mount points under the store in the mount helper's namespace (overlay only)."""
+def _mounted_in_helper(ws: Workspace, *, spares: bool = False) -> list[str]:
+    """Mount points under the store in the mount helper's namespace (overlay only);
+    without ``spares``, not the spares mounted ahead for the next batch (``close()``
+    removes those)."""
     helper = mount_helper.shared_helper()
     store = str(ws.tree.store.root)
     lines = Path(f"/proc/{helper.pid}/mounts").read_text().splitlines()
-    return [line.split()[1] for line in lines if store in line.split()[1]]
+    points = [line.split()[1] for line in lines if store in line.split()[1]]
+    return [p for p in points if spares or f"{store}/spare/" not in p]
 
 
 def test_losers_are_discarded_in_one_call(ws_dir: Path, backend: str) -> None:
@@ -330,6 +333,11 @@ def test_the_next_batch_takes_spares_made_after_the_last_reply(ws_dir: Path, bac
     ws = Workspace(ws_dir, backend=backend)
     first = ws.branch_many([f"a{i}" for i in range(4)], on_success=None, on_error=None)
     made = _await_spares(ws, 4)
+    # a top-level batch's spares have their view mounted on the workspace already
+    spare_root = f"{ws.tree.store.root}/spare/"
+    assert sorted(p for p in _mounted_in_helper(ws, spares=True) if spare_root in p) == [
+        f"{spare_root}{name}/view" for name in made
+    ]
     assert len(made) == 4 and all(name.startswith(first[0].id) for name in made)
     one = ws.tree.store.root / "spare" / made[0]
     assert sorted(p.name for p in one.iterdir()) == ["upper", "view", "work"]
@@ -346,6 +354,7 @@ def test_the_next_batch_takes_spares_made_after_the_last_reply(ws_dir: Path, bac
     ws.abort_many([k for k in second if k.is_open])
     ws.close()
     assert _spares(ws) == []
+    assert _mounted_in_helper(ws, spares=True) == []
     assert reaper.drain(30)
     assert list((ws.tree.store.root / "trash").iterdir()) == []
 
@@ -407,8 +416,8 @@ def test_a_forked_child_never_takes_its_parents_spares(ws_dir: Path, backend: st
     assert os.waitstatus_to_exitcode(status) == 0
     assert set(before) <= set(_spares(ws)), "the child took the parent's spares"
     ws.abort_many(kids)
-    again = ws.branch_many(["d"], on_success=None, on_error=None)  # takes a spare
-    assert before[0] not in _spares(ws)
+    again = ws.branch_many(["d", "e"], on_success=None, on_error=None)  # takes the spares
+    assert not set(before) & set(_spares(ws))
     ws.abort_many(again)
     ws.close()
 
@@ -443,3 +452,43 @@ def test_a_torn_batch_marker_of_a_dead_process_is_just_removed(ws_dir: Path, bac
     assert list(batches.iterdir()) == []
     assert [i.name for i in again.list_branches()] == ["keeper"]
     again.open_branch(keeper.id).abort()
+
+
+@pytest.mark.parametrize("backend", ["overlay"])
+def test_a_view_mounted_ahead_shows_the_workspace_as_it_is_when_taken(
+    ws_dir: Path, backend: str
+) -> None:
+    """Spares are mounted while the previous batch runs; whatever changes in the
+    workspace before the next batch takes them (a commit, a third party) is what that
+    batch sees, exactly as with views mounted on the spot; nested batches, whose layers
+    differ, use plain spares."""
+    ws = Workspace(ws_dir, backend=backend)
+    first = ws.branch_many(["a", "b", "c"], on_success=None, on_error=None)
+    made = _await_spares(ws, 3)
+    (first[0].path / "sub" / "b.txt").write_text("committed\n")
+    (first[0].path / "new.txt").write_text("new\n")
+    first[0].commit()
+    ws.abort_many(first[1:])
+    (ws_dir / "a.txt").write_text("third party\n")
+    (ws_dir / "later.txt").write_text("later\n")
+    second = ws.branch_many(["x", "y", "z"], on_success=None, on_error=None)
+    assert not set(made) & set(_spares(ws)), "the batch did not take the mounted spares"
+    for kid in second:
+        assert (kid.path / "sub" / "b.txt").read_text() == "committed\n"
+        assert (kid.path / "a.txt").read_text() == "third party\n"
+        assert sorted(p.name for p in kid.path.iterdir()) == [
+            "a.txt",
+            "later.txt",
+            "new.txt",
+            "sub",
+        ]
+    (second[0].path / "x.txt").write_text("x")
+    assert not (second[1].path / "x.txt").exists() and not (ws_dir / "x.txt").exists()
+    nested = second[2].branch_many(["n1", "n2"], on_success=None, on_error=None)
+    (second[2].path / "only-z.txt").write_text("z")
+    assert all((n.path / "only-z.txt").read_text() == "z" for n in nested)
+    second[0].commit()
+    assert (ws_dir / "x.txt").read_text() == "x"
+    ws.abort_many(second[1:])
+    ws.close()
+    assert _mounted_in_helper(ws, spares=True) == []
