@@ -492,3 +492,22 @@ def test_a_view_mounted_ahead_shows_the_workspace_as_it_is_when_taken(
     ws.abort_many(second[1:])
     ws.close()
     assert _mounted_in_helper(ws, spares=True) == []
+
+
+@pytest.mark.parametrize("backend", ["overlay"])
+def test_workspace_objects_on_one_store_share_its_spares(ws_dir: Path, backend: str) -> None:
+    """Objects that come and go (one per command, say) do not pile spares up: the next
+    object's batch takes what an earlier one left, and one close() clears them."""
+    first = Workspace(ws_dir, backend=backend)
+    kids = first.branch_many(["a", "b"], on_success=None, on_error=None)
+    made = _await_spares(first, 2)
+    assert len(made) == 2
+    first.abort_many(kids)
+    second = Workspace(ws_dir, backend=backend)
+    kids = second.branch_many(["c", "d"], on_success=None, on_error=None)
+    assert not set(made) & set(_spares(second))
+    assert all((k.path / "a.txt").read_text() == "a\n" for k in kids)
+    assert len(_await_spares(second, 2)) == 2
+    second.abort_many(kids)
+    first.close()
+    assert _spares(second) == [] and _mounted_in_helper(second, spares=True) == []

@@ -19,14 +19,10 @@ parent's, so a stack is never mixed.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import re
 import shutil
 import stat
-import threading
-import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +34,7 @@ from branching_core.workspace.backends.base import (
     ParentView,
     meta_text,
 )
+from branching_core.workspace.backends.spares import pool_for
 from branching_core.workspace.changes import Op
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
@@ -51,9 +48,7 @@ from branching_core.workspace.fsutil import (
 from branching_core.workspace.mount_helper import (
     MountHelper,
     PreparedMount,
-    Spare,
     UmountError,
-    running_helper,
     shared_helper,
 )
 from branching_core.workspace.reaper import discard_dirs
@@ -69,23 +64,6 @@ UNPRIVILEGED_WHY = (
     "unprivileged overlay mounts need userxattr, which allows no directory redirects: "
     "renaming a directory that existed before the branch fails with EXDEV"
 )
-
-
-# A branch's store directory as made before mounting (also what a spare holds)
-SPARE_DIRS = ("upper", "work", "view")
-WHITEOUT = f"upper/{PROJECT_STATE_DIR}"
-SPARE_DIR = "spare"  # <store>/spare/<sid>-<n>-s<i>: made ahead, taken by rename
-MAX_SPARES = 64
-_LIVE_BACKENDS: weakref.WeakSet[OverlayBackend] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_backends() -> None:
-    """Spares of backends whose workspace was never closed (runs after the workspaces'
-    own exit handler, which closes theirs; the reaper's drain runs after this)."""
-    for backend in list(_LIVE_BACKENDS):
-        with contextlib.suppress(Exception):
-            backend.close()
 
 
 class OverlayBackend(Backend):
@@ -129,13 +107,7 @@ class OverlayBackend(Backend):
         self.dir_renames, self.dir_renames_why = _DIR_RENAMES.get(
             store_root, (False, UNPRIVILEGED_WHY)
         )
-        # spare store directories made ahead by the helper (see create_many): plain ones,
-        # and ones whose view is mounted on the workspace already
-        self._spares: list[Path] = []
-        self._mounted_spares: list[Path] = []
-        self._spares_pid = os.getpid()
-        self._spares_lock = threading.Lock()
-        _LIVE_BACKENDS.add(self)
+        self._spares = pool_for(store_root)  # made ahead by the helper (see spares.py)
 
     @property
     def helper(self) -> MountHelper:
@@ -190,10 +162,9 @@ class OverlayBackend(Backend):
         # a batch of top-level siblings gets (and leaves for the next one) spares whose
         # view is mounted already: every such batch has the same layers, the workspace
         premount = len(prepared) > 1 and self._is_top_level(parent)
-        with self._spares_lock:  # held through the request: see _take_spares
-            spares, make = self._take_spares(
-                branch_ids[0], len(prepared), parent.layers if premount else None, redirect
-            )
+        lower = parent.layers if premount else None
+        with self._spares.lock:  # held through the request: see SparePool
+            spares, make = self._spares.take(branch_ids[0], len(prepared), lower, redirect)
             for one, (spare, mounted) in zip(prepared, spares, strict=True):
                 one.spare, one.spare_mounted = spare, mounted
             try:
@@ -201,11 +172,7 @@ class OverlayBackend(Backend):
             except BaseException:
                 for layout in layouts:
                     rmtree(layout.store_dir)  # the helper unmounted what it had mounted
-                # spares the helper did not get to stay usable (a taken one was renamed
-                # into a store directory just removed)
-                for spare, mounted in spares:
-                    if spare is not None and spare.exists():
-                        (self._mounted_spares if mounted else self._spares).append(spare)
+                self._spares.put_back(spares, lower, redirect)
                 raise
         for layout in layouts:
             self._mounted(layout, helper)
@@ -218,72 +185,9 @@ class OverlayBackend(Backend):
             top is not None and top.name == "upper" and top.parent.parent == self.store_root
         )
 
-    def _take_spares(
-        self, first_id: str, count: int, lower: list[Path] | None, redirect: bool
-    ) -> tuple[list[tuple[Path | None, bool]], list[Spare]]:
-        """Spares for ``count`` new branches, each (path or None, already mounted?), and
-        the spares to make for the next batch, which join the pool at once: the helper
-        makes them right after this request's reply, before it reads the next request
-        (or not at all, when a request comes first: a branch naming a spare that is not
-        there is made the ordinary way). ``lower``: mounted spares on these layers are
-        wanted (top-level batches), else plain directories. Called with
-        ``_spares_lock`` held until the request is answered, so no other thread can
-        name a spare in a request that reaches the helper first."""
-        if self._spares_pid != os.getpid():  # a forked child: those are the parent's
-            self._spares, self._mounted_spares = [], []
-            self._spares_pid = os.getpid()
-        taken: list[tuple[Path | None, bool]] = []
-        pools = [(self._mounted_spares, True)] if lower is not None else []
-        for pool, mounted in [*pools, (self._spares, False)]:
-            grab = pool[: count - len(taken)]
-            del pool[: len(grab)]
-            taken += [(spare, mounted) for spare in grab]
-        taken += [(None, False)] * (count - len(taken))
-        pool = self._mounted_spares if lower is not None else self._spares
-        want = min(count, MAX_SPARES) - len(pool)
-        make = [
-            Spare(
-                self.store_root / SPARE_DIR / f"{first_id}-s{i}",
-                list(SPARE_DIRS),
-                [WHITEOUT],
-                lower=lower,
-                redirect=redirect,
-            )
-            for i in range(max(0, want))
-        ]
-        pool.extend(one.root for one in make)
-        return taken, make
-
     def close(self) -> None:
-        """Throw this backend's spares away (workspace close, interpreter exit): the
-        mounted ones are unmounted first (a request the helper answers once it stopped
-        making spares); one it could not unmount is left for the next open's sweep."""
-        with self._spares_lock:
-            if self._spares_pid != os.getpid():
-                return
-            plain, mounted = self._spares, self._mounted_spares
-            self._spares, self._mounted_spares = [], []
-            if not plain and not mounted:
-                return
-            still: set[Path] = set()
-            helper = running_helper()
-            if helper is not None:
-                with contextlib.suppress(MountError, OSError):
-                    helper.sync()
-                    helper.umount_many([spare / "view" for spare in mounted if spare.exists()])
-                # (else the helper is gone, and every mount with it)
-            trash = self.store_root / "trash"
-            with contextlib.suppress(OSError):
-                if helper is not None and mounted:
-                    # which are still mounted, as the helper's namespace sees them
-                    still = _mount_points_under(helper, self.store_root / SPARE_DIR)
-            discard_dirs(
-                [
-                    (spare, trash / spare.name)
-                    for spare in [*plain, *mounted]
-                    if spare / "view" not in still
-                ]
-            )
+        """Unmount and discard the spares made ahead for this store (see spares.py)."""
+        self._spares.close()
 
     def _redirect_for(self, parent: ParentView) -> bool:
         """A nested branch keeps its parent's format; a top-level one gets this mount's."""
@@ -458,19 +362,6 @@ class OverlayBackend(Backend):
         )
         self._mount(layout, parent)
         return layout
-
-
-def _mount_points_under(helper: MountHelper, directory: Path) -> set[Path]:
-    """Mount points below ``directory`` in the helper's namespace."""
-    prefix = f"{directory}/"
-    found = set()
-    with open(f"/proc/{helper.pid}/mounts") as fh:
-        for line in fh:
-            # /proc/<pid>/mounts escapes space, tab, newline and backslash as \ooo
-            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[1])
-            if point.startswith(prefix):
-                found.add(Path(point))
-    return found
 
 
 def _is_redirect_format(store_dir: Path) -> bool:
