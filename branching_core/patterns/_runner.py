@@ -37,6 +37,7 @@ from branching_core.patterns.result import (
     SpeculationResult,
 )
 from branching_core.patterns.runners import LocalRunner, LocalSession
+from branching_core.workspace.branch import Branch
 
 log = logging.getLogger(__name__)
 READY = "ready"  # internal: finished successfully, branch open, awaiting finalize
@@ -496,14 +497,33 @@ class CandidateScheduler:
                 log.warning("aborting %s failed: %s", branch.branch_path, exc)
 
     def _abort_all(self, attempts: Sequence[Attempt]) -> None:
-        """Abort many branches at once: each abort is mostly unmount and rmdir, which
-        overlap well, so sixteen losers cost about as much as a few."""
+        """Abort many branches at once. Local siblings go to their parent's
+        ``abort_many`` (one unmount round trip and one removal job for all of them);
+        anything else (a remote runner's branches, a batch refused because one of them
+        committed meanwhile) is aborted one by one, in threads, since those overlap."""
         todo = [a for a in attempts if a.branch is not None and a.branch.is_open]
-        if len(todo) <= 1:
-            for att in todo:
+        by_parent: dict[int, list[Branch]] = {}
+        groups: dict[int, list[Attempt]] = {}
+        rest: list[Attempt] = []
+        for att in todo:
+            if isinstance(att.branch, Branch):
+                by_parent.setdefault(id(att.branch.parent), []).append(att.branch)
+                groups.setdefault(id(att.branch.parent), []).append(att)
+            else:
+                rest.append(att)
+        for key, siblings in by_parent.items():
+            group = groups[key]
+            try:
+                siblings[0].parent.abort_many(siblings)
+            except BranchClosedError:
+                rest.extend(group)  # one committed while we waited: the rest one by one
+            except Exception as exc:
+                log.warning("aborting %d branches failed: %s", len(group), exc)
+        if len(rest) <= 1:
+            for att in rest:
                 self._abort(att)
             return
-        threads = [threading.Thread(target=self._abort, args=(a,), daemon=True) for a in todo]
+        threads = [threading.Thread(target=self._abort, args=(a,), daemon=True) for a in rest]
         for t in threads:
             t.start()
         for t in threads:

@@ -8,7 +8,18 @@ JSON lines over the socket it receives as fd 0:
      "redirect": false}
     {"op": "mount_many", "mounts": [{"lower": ..., "upper": ..., "work": ..., "target": ...}]}
     {"op": "umount", "target": "..."}
+    {"op": "create_many", "redirect": false, "branches": [{"dirs": [...], "whiteouts": [...],
+     "files": {"path": "text"}, "lower": [...], "upper": ..., "work": ..., "target": ...,
+     "spare": "..." or null, "spare_mounted": false}],
+     "make_spares": [{"root": ..., "dirs": [...], "whiteouts": [...], "mount": null or
+                      {"lower": [...], "redirect": false}}]}
+    {"op": "umount_many", "targets": [...]}
     {"op": "ping"}
+
+``create_many`` and ``umount_many`` exist so a fork of N pays one round trip to this
+process (and one wake-up of it) for the whole batch instead of one per branch: the
+store directories, whiteouts and small files of every branch are made here, right
+before its mount, while the caller waits on the socket with its GIL released.
 
 Why a separate process: a private mount namespace entered by the caller would only be
 seen by the calling thread (unshare(CLONE_NEWNS) is per thread once threads exist) and
@@ -22,6 +33,8 @@ no stray mount is ever left on the host.
 import ctypes
 import json
 import os
+import select
+import shutil
 import signal
 import sys
 
@@ -99,6 +112,131 @@ def _umount(req):
     _check(libc.umount2(req["target"].encode(), MNT_DETACH), "umount")
 
 
+def _prepare(one):
+    """A branch's store directories (in order, the first one new) and its whiteouts.
+
+    With ``spare`` (a directory made ahead by ``_make_spares``, holding exactly those
+    directories and whiteouts) one rename replaces the mkdirs and mknods; a spare that
+    is not there (never made, or taken) falls back to making them here. Returns True
+    when the spare taken was already mounted (``spare_mounted``): its mount moved with
+    it, there is nothing left to mount."""
+    if one.get("spare"):
+        try:
+            os.rename(one["spare"], one["dirs"][0])
+            return bool(one.get("spare_mounted"))
+        except OSError:
+            pass
+    for path in one["dirs"]:
+        os.mkdir(path, 0o755)
+    for path in one.get("whiteouts", ()):
+        os.mknod(path, 0o20600, 0)  # a character device 0/0 is an overlay whiteout
+    return False
+
+
+def _write_files(one):
+    """A branch's small files, written once under new names (nothing is overwritten)."""
+    for path, text in one.get("files", {}).items():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            data = text.encode()
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+
+
+def _make_spares(spares, waiting):
+    """Make spare store directories for later batches (after the reply was sent, while
+    the caller is busy with the branches it just got): each is built under a ``.part``
+    name and renamed into place, so a spare is complete or absent. Stops at the first
+    error, and as soon as a request is ``waiting`` (a commit must not queue behind spares
+    nobody asked for yet); a branch naming a spare not made is made the ordinary way."""
+    for spare in spares:
+        if waiting():
+            return
+        root = spare["root"]
+        part = root + ".part"
+        mounted = None
+        try:
+            os.makedirs(os.path.dirname(root), exist_ok=True)
+            os.mkdir(part, 0o755)
+            for rel in spare["dirs"]:
+                os.mkdir(os.path.join(part, rel), 0o755)
+            for rel in spare["whiteouts"]:
+                os.mknod(os.path.join(part, rel), 0o20600, 0)
+            mount = spare.get("mount")
+            if mount:  # a view mounted ahead: its mount moves with the directory
+                mounted = {
+                    "lower": mount["lower"],
+                    "upper": os.path.join(part, "upper"),
+                    "work": os.path.join(part, "work"),
+                    "target": os.path.join(part, "view"),
+                    "redirect": mount["redirect"],
+                }
+                _mount(mounted)
+            os.rename(part, root)
+        except OSError:
+            if mounted is not None:
+                try:
+                    _umount(mounted)
+                except OSError:
+                    pass
+            shutil.rmtree(part, ignore_errors=True)
+            return
+
+
+def _create_many(req):
+    """Prepare and mount every branch of a batch; all or none. On failure the mounts
+    made are undone and the error names the branch; the caller removes the directories
+    (it knows which store directories are its own). Returns the spare-making work to
+    run once the reply is sent."""
+    done = []
+    try:
+        for one in req["branches"]:
+            premounted = _prepare(one)
+            if premounted:
+                done.append(one)  # mounted: undone like the others on a failure
+            _write_files(one)
+            if not premounted:
+                _mount(dict(one, redirect=req.get("redirect", False)))
+                done.append(one)
+    except OSError:
+        for one in done:
+            try:
+                _umount(one)
+            except OSError:
+                pass
+        raise
+    spares = req.get("make_spares") or []
+    return (lambda waiting: _make_spares(spares, waiting)) if spares else None
+
+
+def _umount_many(req):
+    """Unmount every target (lazily, like ``umount``); a failure does not stop the rest.
+    Raises naming the targets that are still mounted, so the caller keeps those."""
+    failed = []
+    errors = []
+    for target in req["targets"]:
+        try:
+            _umount({"target": target})
+        except OSError as exc:
+            failed.append(target)
+            errors.append(exc)
+    if errors:
+        raise _Partial(errors[0].errno, f"{errors[0].strerror}", failed)
+
+
+class _Partial(OSError):
+    def __init__(self, errno, message, failed):
+        super().__init__(errno, message)
+        self.failed = failed
+
+
+def _waiting(sock, pending):
+    """Is a request waiting (already read into the buffer, or readable on the socket)?"""
+    return lambda: pending or bool(select.select([sock], [], [], 0)[0])
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -116,6 +254,8 @@ def main():
         "mount": _mount,
         "mount_many": _mount_many,
         "umount": _umount,
+        "create_many": _create_many,
+        "umount_many": _umount_many,
         "ping": lambda req: None,
     }
     buffer = b""
@@ -127,12 +267,19 @@ def main():
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             req = json.loads(line)
+            later = None
             try:
-                handlers[req["op"]](req)
+                later = handlers[req["op"]](req)
                 reply = {"ok": True}
             except OSError as exc:
                 reply = {"ok": False, "error": str(exc), "errno": exc.errno}
+                if isinstance(exc, _Partial):
+                    reply["failed"] = exc.failed
             out.write((json.dumps(reply) + "\n").encode())
+            if later is not None:
+                # the caller may name its results in the next request: that one is read
+                # only after this returns (which it does early when one is waiting)
+                later(_waiting(sock, bool(buffer)))
 
 
 sys.exit(main())

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
@@ -36,6 +36,7 @@ from branching_core.workspace.changes import (
     lost_in_parent,
     summarize,
 )
+from branching_core.workspace.faults import crash_point
 from branching_core.workspace.journal import Journal
 from branching_core.workspace.names import validate_branch_name
 from branching_core.workspace.precheck import refuse_unapplicable
@@ -66,6 +67,8 @@ class _Node:
     def __init__(self) -> None:
         self._children: list[Branch] = []
         self._children_lock = threading.RLock()
+        # may a child have committed into this node (so it has a generation file)?
+        self._had_children = False
 
     def parent_view(self) -> ParentView:
         raise NotImplementedError
@@ -105,6 +108,7 @@ class _Node:
                 )
             child = Branch._create(self, name, on_success, on_error, durable=durable)
             self._children.append(child)
+            self._had_children = True
             return child
 
     def branch_many(
@@ -137,17 +141,71 @@ class _Node:
                 )
             children = Branch._create_many(self, names, on_success, on_error, durable=durable)
             self._children.extend(children)
+            self._had_children = bool(children) or self._had_children
             return children
+
+    def abort_many(self, branches: Sequence[Branch]) -> None:
+        """Throw several child branches of this node away at once: the counterpart of
+        :meth:`branch_many` (a fork's or a pattern's losers).
+
+        Same result as ``abort()`` on each (open children of theirs are aborted first),
+        but the backend pays its fixed cost once: one unmount round trip to the mount
+        helper for the whole batch, one background removal job. Branches already aborted
+        are skipped, so calling it twice is harmless. Checked before anything is thrown
+        away (then nothing is): every branch must be a child of this node, and none may be
+        committed or have a commit pending (``BranchClosedError``). Holds every branch's
+        lock throughout, so none of them can commit meanwhile.
+        """
+        victims = list(dict.fromkeys(branches))
+        for branch in victims:
+            if not isinstance(branch, Branch) or branch.parent is not self:
+                raise BranchError(f"{branch!r} is not a child branch of {self.branch_path}")
+        with contextlib.ExitStack() as held:
+            for branch in sorted(victims, key=lambda b: b.node_id):
+                held.enter_context(branch._lock)
+            closed = [b for b in victims if b.state in ("committed", "pending")]
+            if closed:
+                raise BranchClosedError(
+                    f"{closed[0].branch_path} is already {closed[0].state}; nothing was aborted"
+                )
+            Branch._abort_many_locked([b for b in victims if b.is_open])
 
     def _adopt_child(self, child: Branch) -> None:
         """Record ``child`` (a reopened durable branch) as open under this node."""
         with self._children_lock:
             self._children.append(child)
+            self._had_children = True
 
     def _forget_child(self, child: Branch) -> None:
         with self._children_lock:
             if child in self._children:
                 self._children.remove(child)
+
+
+def _meta_of(
+    branch_id: str,
+    name: str,
+    parent: _Node,
+    backend: str,
+    *,
+    created_ns: int,
+    parent_generation: int,
+    durable: bool,
+    root_names: frozenset[str] | None,
+) -> dict[str, object]:
+    """A branch's ``meta.json`` (what recovery, ``list_branches`` and reopening read)."""
+    return {
+        "id": branch_id,
+        "name": name,
+        "parent": parent.node_id,
+        "branch_path": f"{parent.branch_path}/{name}",
+        "backend": backend,
+        "created_ns": created_ns,
+        "parent_generation": parent_generation,
+        "durable": durable,
+        "pid": os.getpid(),
+        "root_names": sorted(root_names) if root_names is not None else None,
+    }
 
 
 class Branch(_Node):
@@ -208,7 +266,29 @@ class Branch(_Node):
         created_ns = time.time_ns()
         view = parent.parent_view()
         root_names = frozenset(os.listdir(view.root))
-        layouts = tree.backend.create_many(ids, view)
+        metas = [
+            _meta_of(
+                branch_id,
+                name,
+                parent,
+                tree.backend.name,
+                created_ns=created_ns,
+                parent_generation=parent_generation,
+                durable=durable,
+                root_names=root_names,
+            )
+            for branch_id, name in zip(ids, names, strict=True)
+        ]
+        # durable ones must exist all or none even across a crash (see Store.begin_batch)
+        marker = store.begin_batch(ids) if durable else None
+        try:
+            # the backend writes each meta.json while making the branch (overlay: inside
+            # the mount helper's one round trip for the whole batch)
+            layouts = tree.backend.create_many(ids, view, metas, durable=durable)
+            crash_point("branch_many:made")
+        finally:  # made (or, on an error, removed by the backend): no longer pending
+            if marker is not None:
+                store.end_batch(marker)
         branches = [
             cls(
                 parent,
@@ -223,31 +303,9 @@ class Branch(_Node):
             )
             for name, layout in zip(names, layouts, strict=True)
         ]
-        try:
-            for branch in branches:
-                store.write_meta(branch.node_id, branch._meta())
-        except BaseException:
-            for layout in layouts:
-                with contextlib.suppress(Exception):
-                    tree.backend.destroy(layout)
-            raise
         for branch in branches:
             tree.register(branch)
         return branches
-
-    def _meta(self) -> dict[str, object]:
-        return {
-            "id": self.node_id,
-            "name": self.name,
-            "parent": self.parent.node_id,
-            "branch_path": self.branch_path,
-            "backend": self.workspace.fstype,
-            "created_ns": self.created_ns,
-            "parent_generation": self.parent_generation,
-            "durable": self.durable,
-            "pid": os.getpid(),
-            "root_names": sorted(self.root_names) if self.root_names is not None else None,
-        }
 
     # -- public surface ---------------------------------------------------------------------
     @property
@@ -429,20 +487,44 @@ class Branch(_Node):
             self._abort_locked()
 
     def _abort_locked(self) -> None:
-        for child in self.children:
-            if child.is_open:
-                child.abort()
-        self._state = "aborted"
+        Branch._abort_many_locked([self])
+
+    @staticmethod
+    def _abort_many_locked(branches: list[Branch]) -> None:
+        """Abort open siblings whose locks the caller holds: their open children first
+        (a batch per parent), then every view in one backend call."""
+        if not branches:
+            return
+        for branch in branches:
+            kids = [child for child in branch.children if child.is_open]
+            if kids:
+                branch.abort_many(kids)
+        for branch in branches:
+            branch._state = "aborted"
         try:
-            self._dispose()
+            Branch._dispose_many(branches)
         except OSError as exc:
-            raise AbortError(f"aborting {self.branch_path} failed: {exc}") from exc
+            names = ", ".join(b.branch_path for b in branches)
+            raise AbortError(f"aborting {names} failed: {exc}") from exc
 
     def _dispose(self) -> None:
-        self.tree.backend.destroy(self._layout)
-        self.tree.store.drop_generation(self.node_id)
-        self.parent._forget_child(self)
-        self.tree.unregister(self)
+        Branch._dispose_many([self])
+
+    @staticmethod
+    def _dispose_many(branches: list[Branch]) -> None:
+        """Destroy the views (one backend call), then forget the branches everywhere,
+        even when destroying failed (their state is already final)."""
+        tree = branches[0].tree
+        try:
+            tree.backend.destroy_many([b._layout for b in branches])
+        finally:
+            for branch in branches:
+                # a generation file exists only once a child committed into the branch
+                # (a reopened durable branch may have one from its earlier life)
+                if branch._had_children or branch.durable:
+                    tree.store.drop_generation(branch.node_id)
+                branch.parent._forget_child(branch)
+                tree.unregister(branch)
 
     def close_for_exit(self) -> None:
         """Interpreter exit: ordinary branches are aborted, durable ones just unmounted.

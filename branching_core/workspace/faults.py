@@ -1,7 +1,8 @@
 """Fault injection at named steps of a commit, for the crash-safety tests.
 
 Set ``FORKDECK_CRASH_AT`` to a step name (``staged``, ``journaled``, ``op:<i>``,
-``applied``, ``finishing``, ``undo:<i>``) and, optionally, ``FORKDECK_CRASH_WITH``.
+``applied``, ``finishing``, ``undo:<i>``; for batches ``branch_many:made``,
+``discard:unmounted``, ``discard:moved:<i>``) and, optionally, ``FORKDECK_CRASH_WITH``.
 """
 
 from __future__ import annotations

@@ -12,11 +12,51 @@ import socket
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from branching_core.errors import MountError
 
 _HELPER_SOURCE = (Path(__file__).with_name("_mount_helper_main.py")).read_text()
+
+
+@dataclass
+class PreparedMount:
+    """One branch for :meth:`MountHelper.create_many`: what to make, then what to mount.
+
+    ``dirs`` are created in order (the first must be new), ``whiteouts`` are made as
+    overlay whiteouts, ``files`` (path -> text) are written under new names only."""
+
+    lower: list[Path]
+    upper: Path
+    work: Path
+    target: Path
+    dirs: list[Path] = field(default_factory=list)
+    whiteouts: list[Path] = field(default_factory=list)
+    files: dict[Path, str] = field(default_factory=dict)
+    spare: Path | None = None  # a spare made earlier (``make_spares``): renamed, not made
+    spare_mounted: bool = False  # ... with its view already mounted (nothing to mount)
+
+
+@dataclass
+class Spare:
+    """A store directory the helper makes ahead, after replying (``root``, with these
+    directories and whiteouts, relative to it), for a later batch to take by rename."""
+
+    root: Path
+    dirs: list[str]
+    whiteouts: list[str]
+    # mount its view ahead too (``upper``/``work``/``view`` under ``root``) on these layers
+    lower: list[Path] | None = None
+    redirect: bool = False
+
+
+class UmountError(MountError):
+    """Some targets of :meth:`MountHelper.umount_many` are still mounted (``failed``)."""
+
+    def __init__(self, message: str, failed: list[Path]) -> None:
+        super().__init__(message)
+        self.failed = failed
 
 
 class MountHelper:
@@ -40,6 +80,8 @@ class MountHelper:
         self._reader = parent_sock.makefile("rb")
         self._lock = threading.Lock()
         self.owner_pid = os.getpid()
+        # requests sent so far (each is one round trip): batches must not pay one per branch
+        self.round_trips = 0
         hello = self._read_reply()
         if not hello.get("ok"):
             self.close()
@@ -59,14 +101,20 @@ class MountHelper:
         return reply
 
     def _request(self, payload: dict[str, object]) -> None:
+        reply = self._exchange(payload)
+        if not reply.get("ok"):
+            raise MountError(f"{payload['op']} failed: {reply.get('error')}")
+
+    def _exchange(self, payload: dict[str, object]) -> dict[str, object]:
+        """Send one request and return the helper's reply (one round trip)."""
         with self._lock:
+            self.round_trips += 1
             try:
                 self._sock.sendall((json.dumps(payload) + "\n").encode())
                 reply = self._read_reply()
             except OSError as exc:
                 raise MountError(f"the mount helper is unreachable: {exc}") from exc
-        if not reply.get("ok"):
-            raise MountError(f"{payload['op']} failed: {reply.get('error')}")
+        return reply
 
     @property
     def alive(self) -> bool:
@@ -102,6 +150,65 @@ class MountHelper:
             }
         )
 
+    def create_many(
+        self,
+        branches: list[PreparedMount],
+        *,
+        redirect: bool = False,
+        make_spares: list[Spare] | None = None,
+    ) -> None:
+        """Make every branch's directories, whiteouts and files, and mount its overlay,
+        in one round trip; all mounted or none (the caller removes what was made).
+
+        ``make_spares``: directories the helper makes once it has replied, so they cost
+        this call nothing; every later request is answered after they exist (or failed,
+        in which case a branch naming one as ``spare`` is made the ordinary way)."""
+        self._request(
+            {
+                "op": "create_many",
+                "redirect": redirect,
+                "make_spares": [
+                    {
+                        "root": str(one.root),
+                        "dirs": one.dirs,
+                        "whiteouts": one.whiteouts,
+                        "mount": None
+                        if one.lower is None
+                        else {"lower": [str(p) for p in one.lower], "redirect": one.redirect},
+                    }
+                    for one in make_spares or []
+                ],
+                "branches": [
+                    {
+                        "dirs": [str(p) for p in one.dirs],
+                        "whiteouts": [str(p) for p in one.whiteouts],
+                        "files": {str(p): text for p, text in one.files.items()},
+                        "lower": [str(p) for p in one.lower],
+                        "upper": str(one.upper),
+                        "work": str(one.work),
+                        "target": str(one.target),
+                        "spare": str(one.spare) if one.spare is not None else None,
+                        "spare_mounted": one.spare_mounted,
+                    }
+                    for one in branches
+                ],
+            }
+        )
+
+    def umount_many(self, targets: list[Path]) -> None:
+        """Unmount several targets in one round trip. Every target is tried; raises
+        ``UmountError`` listing those still mounted when any fails."""
+        if not targets:
+            return
+        try:
+            reply = self._exchange({"op": "umount_many", "targets": [str(p) for p in targets]})
+        except MountError as exc:
+            raise UmountError(str(exc), list(targets)) from exc
+        if not reply.get("ok"):
+            failed = reply.get("failed")
+            still = [Path(str(p)) for p in failed] if isinstance(failed, list) else list(targets)
+            raise UmountError(f"umount failed: {reply.get('error')}", still)
+
     def mount_read_only(self, lower: list[Path], target: Path) -> None:
         """A read-only merge of ``lower`` (top first), following directory redirects."""
         self._request(
@@ -110,6 +217,10 @@ class MountHelper:
 
     def umount(self, target: Path) -> None:
         self._request({"op": "umount", "target": str(target)})
+
+    def sync(self) -> None:
+        """Return once every earlier request is done, including spares made after a reply."""
+        self._request({"op": "ping"})
 
     def view_path(self, target: Path) -> Path:
         """Where ``target`` (a path inside the helper's namespace) is reached from outside."""
@@ -138,6 +249,20 @@ def shared_helper() -> MountHelper:
         if _shared is None or not _shared.alive:
             _shared = MountHelper()
         return _shared
+
+
+def running_helper() -> MountHelper | None:
+    """The process-wide helper if it is running in this process (never starts one)."""
+    with _shared_lock:
+        helper = _shared
+    return helper if helper is not None and helper.alive else None
+
+
+def sync_shared_helper() -> None:
+    """``sync`` the process-wide helper if it is running (never starts one)."""
+    helper = running_helper()
+    if helper is not None:
+        helper.sync()
 
 
 def shutdown_shared_helper() -> None:

@@ -24,8 +24,9 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import rmtree
-from branching_core.workspace.treescan import remove_tree
+from branching_core.workspace.treescan import remove_trees
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +34,14 @@ log = logging.getLogger(__name__)
 class _Reaper:
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._queue: deque[Path] = deque()
+        self._queue: deque[list[Path]] = deque()
         self._busy = 0
         self._thread: threading.Thread | None = None
 
-    def put(self, path: Path) -> None:
+    def put(self, paths: list[Path]) -> None:
+        """Queue one removal job for ``paths`` (siblings discarded together share one)."""
         with self._cond:
-            self._queue.append(path)
+            self._queue.append(paths)
             self._busy += 1
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -57,12 +59,12 @@ class _Reaper:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
-                path = self._queue.popleft()
+                paths = self._queue.popleft()
             try:
                 # out of process (rm -rf): this thread then holds the GIL for nothing
-                remove_tree(path)
+                remove_trees(paths)
             except OSError as exc:
-                log.warning("cannot remove %s (swept at the next open): %s", path, exc)
+                log.warning("cannot remove %s (swept at the next open): %s", paths, exc)
             finally:
                 with self._cond:
                     self._busy -= 1
@@ -89,18 +91,32 @@ def discard_dir(path: Path, trash: Path) -> None:
     """Make ``path`` disappear now and its bytes later: renamed to ``trash`` (a new name
     in the store's ``trash/`` directory, same filesystem), then removed in the background.
     Removed here and now when it cannot be renamed."""
-    try:
-        trash.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(path, trash)
-    except FileNotFoundError:
-        if not os.path.lexists(path):
-            return
-        rmtree(path)
+    discard_dirs([(path, trash)])
+
+
+def discard_dirs(moves: list[tuple[Path, Path]]) -> None:
+    """:func:`discard_dir` for several directories (siblings aborted together): every
+    ``trash`` must be in one directory; one background job (one ``rm -rf``) removes them."""
+    if not moves:
         return
-    except OSError:
-        rmtree(path)
-        return
-    _REAPER.put(trash)
+    with contextlib.suppress(OSError):
+        os.mkdir(moves[0][1].parent)
+    queued: list[Path] = []
+    for n, (path, trash) in enumerate(moves):
+        if n:
+            crash_point(f"discard:moved:{n}")
+        try:
+            os.rename(path, trash)
+        except FileNotFoundError:
+            if os.path.lexists(path):
+                rmtree(path)
+            continue
+        except OSError:
+            rmtree(path)
+            continue
+        queued.append(trash)
+    if queued:
+        _REAPER.put(queued)
 
 
 def drain(timeout: float | None = None) -> bool:

@@ -10,6 +10,8 @@ picks it deterministically from the workspace path, so recovery always finds it:
     gen/<parent>             how many commits have gone into <parent> ("root" or a branch id)
     journal/<commit>.json    intent journal of a commit in progress
     trash/<sid>-<n>/         what a commit displaced, deleted once the commit is done
+    spare/<sid>-<n>-s<i>/    an overlay branch directory made ahead, taken by rename
+    batches/<sid>-<n>.json   durable branches being made together (gone once all exist)
     <sid>-<n>/               one branch: meta.json plus the backend's layers
 
 A branch directory's name starts with its session id, so recovery can tell whether
@@ -22,6 +24,7 @@ import contextlib
 import fcntl
 import hashlib
 import itertools
+import json
 import os
 import re
 import secrets
@@ -251,6 +254,55 @@ class Store:
             if only_dead and self.session_alive(sid):
                 continue
             rmtree(entry)
+
+    # -- durable batches ------------------------------------------------------------
+    def begin_batch(self, branch_ids: list[str]) -> Path:
+        """Record that ``branch_ids`` (durable) are being made together: if this process
+        dies before :meth:`end_batch`, recovery removes every one of them, so a crash
+        never leaves part of a batch (or a branch no caller ever got) to be reopened."""
+        directory = self.root / "batches"
+        directory.mkdir(exist_ok=True)
+        marker = directory / f"{branch_ids[0]}.json"
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, json.dumps(branch_ids).encode())
+        finally:
+            os.close(fd)
+        return marker
+
+    def end_batch(self, marker: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            marker.unlink()
+
+    def sweep_batches(self) -> None:
+        """Remove the branches of durable batches whose maker died before finishing
+        (the caller holds the commit lock). An unreadable marker was being written when
+        its process died, before any of its branches existed."""
+        directory = self.root / "batches"
+        if not directory.exists():
+            return
+        for marker in directory.iterdir():
+            if self.session_alive(marker.name.split("-", 1)[0]):
+                continue
+            try:
+                ids = json.loads(marker.read_bytes())
+            except (OSError, ValueError):
+                ids = []
+            for branch_id in ids if isinstance(ids, list) else []:
+                if isinstance(branch_id, str) and "/" not in branch_id and branch_id:
+                    self.remove_branch_dir(branch_id)
+            with contextlib.suppress(FileNotFoundError):
+                marker.unlink()
+
+    def sweep_spares(self) -> None:
+        """Remove spare branch directories (made ahead by the overlay backend's mount
+        helper, ``spare/<sid>-...``) whose session is gone."""
+        spare = self.root / "spare"
+        if not spare.exists():
+            return
+        for entry in spare.iterdir():
+            if not self.session_alive(entry.name.split("-", 1)[0]):
+                rmtree(entry)
 
     def sweep_temp_files(self) -> None:
         """Drop half-written journal and generation files (a writer died before its

@@ -92,10 +92,16 @@ def record_of(rel: str, entry: Stat, type_letter: bytes | None = None) -> bytes:
 
 def remove_tree(path: Path, *, external: bool = True) -> None:
     """Remove ``path`` entirely (like ``fsutil.rmtree``), the bulk of it out of process."""
-    if external and lstat_or_none(path) is not None and shutil.which("rm", path=_ENV["PATH"]):
+    remove_trees([path], external=external)
+
+
+def remove_trees(paths: list[Path], *, external: bool = True) -> None:
+    """:func:`remove_tree` for several paths with one ``rm`` child for all of them."""
+    present = [p for p in paths if lstat_or_none(p) is not None]
+    if external and present and shutil.which("rm", path=_ENV["PATH"]):
         try:
             subprocess.run(
-                ["rm", "-rf", "--", str(path)],
+                ["rm", "-rf", "--", *(str(p) for p in present)],
                 env=_ENV,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -104,7 +110,8 @@ def remove_tree(path: Path, *, external: bool = True) -> None:
             )
         except OSError:
             pass
-    rmtree(path)  # whatever rm left (mode-000 directories when not root), or all of it
+    for path in present:
+        rmtree(path)  # whatever rm left (mode-000 directories when not root), or all of it
 
 
 @functools.cache
@@ -182,4 +189,12 @@ def _list_in_process(root: Path) -> frozenset[bytes]:
     return frozenset(found)
 
 
-__all__ = ["Stat", "kind_of", "list_tree", "parse_records", "record_of", "remove_tree"]
+__all__ = [
+    "Stat",
+    "kind_of",
+    "list_tree",
+    "parse_records",
+    "record_of",
+    "remove_tree",
+    "remove_trees",
+]

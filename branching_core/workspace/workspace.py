@@ -228,6 +228,7 @@ class Workspace(_Node):
         with self.tree.commit_lock():
             for journal_path in sorted(store.journal_dir.glob("*.json")):
                 self._replay(journal_path)
+            store.sweep_batches()  # before durable branches are kept below
             for branch_id in store.branch_ids():
                 sid = branch_id.split("-", 1)[0]
                 if store.session_alive(sid):
@@ -243,6 +244,7 @@ class Workspace(_Node):
             self._sweep_commit_scratch()
             store.sweep_temp_files()
             store.sweep_trash()
+            store.sweep_spares()
             store.forget_dead_sessions()
 
     def _sweep_commit_scratch(self) -> None:
@@ -331,10 +333,13 @@ class Workspace(_Node):
 
     # -- lifetime --------------------------------------------------------------------------------
     def close(self) -> None:
-        """Abort this process's ordinary branches and unmount durable ones."""
+        """Abort this process's ordinary branches and unmount durable ones (and drop the
+        spare directories the backend made ahead)."""
         for branch in reversed(self.open_branches()):
             with contextlib.suppress(Exception):
                 branch.close_for_exit()
+        with contextlib.suppress(Exception):
+            self.tree.backend.close()
 
     def __repr__(self) -> str:
         return f"<Workspace {self.path} backend={self.fstype}>"

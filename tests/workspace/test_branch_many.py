@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,14 +65,15 @@ def test_a_failed_mount_rolls_back_every_sibling(
     (ws_dir / "a.txt").write_text("a\n")
     ws = Workspace(ws_dir, backend="overlay")
     helper = mount_helper.shared_helper()
-    real = helper.mount_overlays
+    real = helper.create_many
 
-    def sabotage(mounts: list[tuple[list[Path], Path, Path, Path]], **kw: bool) -> None:
-        # A target that does not exist makes the third mount fail inside the helper.
-        broken = [*mounts[:2], (mounts[2][0], mounts[2][1], mounts[2][2], Path("/nonexistent/v"))]
+    def sabotage(branches: list[mount_helper.PreparedMount], **kw: Any) -> None:
+        # A target that does not exist makes the third mount fail inside the helper
+        # (after the helper made the third branch's directories).
+        broken = [*branches[:2], replace(branches[2], target=Path("/nonexistent/v"))]
         real(broken, **kw)
 
-    monkeypatch.setattr(helper, "mount_overlays", sabotage)
+    monkeypatch.setattr(helper, "create_many", sabotage)
     with pytest.raises(MountError, match="mount"):
         ws.branch_many(["a", "b", "c"])
     monkeypatch.undo()

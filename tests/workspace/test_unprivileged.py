@@ -43,6 +43,19 @@ except ConflictError as exc:
 z = ws.branch("z"); (z.path / "junk").write_text("j"); z.abort()
 assert not (ws_dir / "junk").exists()
 assert ws.tree.store.branch_ids() == [], ws.tree.store.branch_ids()
+# a batch (made from spares on overlay, after the batch before it) and its discard
+for round_ in range(2):
+    kids = ws.branch_many([f"k{round_}-{i}" for i in range(4)], on_success=None)
+    for kid in kids:
+        (kid.path / "k.txt").write_text(kid.name)
+        assert not (kid.path / ".pydantic-deep").exists()
+    kids[1].commit()
+    ws.abort_many([k for k in kids if k.is_open])
+assert (ws_dir / "k.txt").read_text() == "k1-1"
+assert ws.tree.store.branch_ids() == [], ws.tree.store.branch_ids()
+ws.close()
+spare = ws.tree.store.root / "spare"
+assert not spare.exists() or list(spare.iterdir()) == [], list(spare.iterdir())
 print("ok", ws.fstype)
 """
 

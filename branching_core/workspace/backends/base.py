@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import abc
-import contextlib
+import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from branching_core.workspace.changes import Op
+
+META_NAME = "meta.json"
+
+
+def write_new_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, which must not exist yet (open, write, close: no temp
+    file and rename, since no reader can have seen an older version of it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        data = text.encode()
+        while data:
+            data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
+
+
+def meta_text(meta: dict[str, object]) -> str:
+    return json.dumps(meta, sort_keys=True)
 
 
 @dataclass
@@ -48,17 +67,31 @@ class Backend(abc.ABC):
     def create(self, branch_id: str, parent: ParentView) -> BranchLayout:
         """Make the branch's view; must not depend on the size of the tree where avoidable."""
 
-    def create_many(self, branch_ids: list[str], parent: ParentView) -> list[BranchLayout]:
+    def create_many(
+        self,
+        branch_ids: list[str],
+        parent: ParentView,
+        metas: list[dict[str, object]] | None = None,
+        *,
+        durable: bool = True,
+    ) -> list[BranchLayout]:
         """Several sibling views at once (a fork of N). Backends with a per-call fixed cost
-        override this to pay it once; all are made or none (made ones are destroyed)."""
+        override this to pay it once; all are made or none (made ones are destroyed).
+
+        ``metas``: each branch's ``meta.json``, written into its store directory as part
+        of making it (a plain write of a new file: a torn one can only be left by a
+        process that died before the branches existed for anyone, and recovery removes
+        a dead session's branch whose meta does not parse). ``durable``: the branches
+        will be reopened after a restart, so whatever reopening needs goes to disk too;
+        an ordinary branch keeps what it can in memory."""
         layouts: list[BranchLayout] = []
         try:
-            for branch_id in branch_ids:
+            for i, branch_id in enumerate(branch_ids):
                 layouts.append(self.create(branch_id, parent))
+                if metas is not None:
+                    write_new_file(layouts[-1].store_dir / META_NAME, meta_text(metas[i]))
         except BaseException:
-            for layout in layouts:
-                with contextlib.suppress(Exception):
-                    self.destroy(layout)
+            self.destroy_many(layouts)
             raise
         return layouts
 
@@ -75,6 +108,21 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def destroy(self, layout: BranchLayout) -> None:
         """Remove the view and every byte of the branch's store."""
+
+    def destroy_many(self, layouts: list[BranchLayout]) -> None:
+        """Destroy several branches (siblings aborted together). Every one is tried;
+        the first error is raised after. Backends override it to batch the work."""
+        first: OSError | None = None
+        for layout in layouts:
+            try:
+                self.destroy(layout)
+            except OSError as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend keeps between branches (the workspace is closed)."""
 
     @abc.abstractmethod
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:

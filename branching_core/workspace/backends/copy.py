@@ -17,6 +17,7 @@ that differ, and the few hashed files, are looked at in Python.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -24,15 +25,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from branching_core.workspace.backends.base import Backend, BranchLayout, ParentView
+from branching_core.workspace.backends.base import (
+    META_NAME,
+    Backend,
+    BranchLayout,
+    ParentView,
+    meta_text,
+    write_new_file,
+)
 from branching_core.workspace.changes import Op
 from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     lstat_or_none,
     read_json,
-    write_json_atomic,
+    rmtree,
 )
-from branching_core.workspace.reaper import discard_dir
+from branching_core.workspace.reaper import discard_dirs
 from branching_core.workspace.treescan import (
     Stat,
     list_tree,
@@ -41,6 +49,8 @@ from branching_core.workspace.treescan import (
 )
 
 RACY_WINDOW_NS = 50_000_000  # files touched this close to the copy are hashed
+# A copy of at most this many entries is listed in this process (see create_many)
+SMALL_TREE_ENTRIES = 256
 Entry = list[object]  # [kind, mode, size, mtime_ns, ino, digest-or-None]
 
 
@@ -70,20 +80,47 @@ class CopyBackend(Backend):
         shutil.copy2(source, target, follow_symlinks=False)
 
     def create(self, branch_id: str, parent: ParentView) -> BranchLayout:
+        return self.create_many([branch_id], parent)[0]
+
+    def create_many(
+        self,
+        branch_ids: list[str],
+        parent: ParentView,
+        metas: list[dict[str, object]] | None = None,
+        *,
+        durable: bool = True,
+    ) -> list[BranchLayout]:
+        """Copy the parent once per branch; list each copy in this process when the tree
+        is small (a ``find`` child costs a fork+exec, 2-4 ms, more than listing a few
+        hundred entries here). The manifest goes to disk only for durable branches
+        (reopening reads it); an ordinary one keeps it in memory, as a crash discards
+        the branch anyway. Every file is written once, as a new file."""
+        layouts: list[BranchLayout] = []
+        try:
+            for i, branch_id in enumerate(branch_ids):
+                layouts.append(self._create_one(branch_id, parent, durable))
+                if metas is not None:
+                    write_new_file(layouts[-1].store_dir / META_NAME, meta_text(metas[i]))
+        except BaseException:
+            for layout in layouts:
+                rmtree(layout.store_dir)
+            raise
+        return layouts
+
+    def _create_one(self, branch_id: str, parent: ParentView, durable: bool) -> BranchLayout:
         store_dir = self.store_root / branch_id
         view = store_dir / "view"
-        store_dir.mkdir(parents=True)
-        started_ns = time.time_ns()
-        shutil.copytree(
-            parent.root,
-            view,
-            symlinks=True,
-            ignore=_ignore_state_dir(parent.root),
-            copy_function=self.copy_file,
-        )
-        listing = list_tree(view)
-        manifest = _build_manifest(view, listing, started_ns)
-        write_json_atomic(store_dir / "manifest.json", manifest)
+        os.mkdir(store_dir)
+        try:
+            started_ns = time.time_ns()
+            entries = _copy_tree(parent.root, view, self.copy_file)
+            listing = list_tree(view, external=entries > SMALL_TREE_ENTRIES)
+            manifest = _build_manifest(view, listing, started_ns)
+            if durable:
+                write_new_file(store_dir / "manifest.json", json.dumps(manifest, sort_keys=True))
+        except BaseException:
+            rmtree(store_dir)
+            raise
         return BranchLayout(
             branch_id=branch_id,
             store_dir=store_dir,
@@ -95,8 +132,8 @@ class CopyBackend(Backend):
     def collect(self, layout: BranchLayout, parent: ParentView) -> list[Op]:
         cached = layout.extra.get("manifest")
         manifest: dict[str, Entry] = (
-            cached
-            if isinstance(cached, dict) and cached
+            cached  # in memory; on disk only for durable branches (see create_many)
+            if isinstance(cached, dict)
             else read_json(layout.store_dir / "manifest.json")
         )
         assert layout.view is not None
@@ -116,8 +153,12 @@ class CopyBackend(Backend):
         )
 
     def destroy(self, layout: BranchLayout) -> None:
-        # the branch is gone at once, its copy of the tree removed in the background
-        discard_dir(layout.store_dir, self.store_root / "trash" / layout.store_dir.name)
+        self.destroy_many([layout])
+
+    def destroy_many(self, layouts: list[BranchLayout]) -> None:
+        # the branches are gone at once, their copies removed in the background (one job)
+        trash = self.store_root / "trash"
+        discard_dirs([(layout.store_dir, trash / layout.store_dir.name) for layout in layouts])
 
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:
         store_dir = self.store_root / branch_id
@@ -132,13 +173,19 @@ class CopyBackend(Backend):
         )
 
 
-def _ignore_state_dir(root: Path) -> Callable[[str, list[str]], list[str]]:
-    root_str = str(root)
+def _copy_tree(source: Path, target: Path, copy_file: Callable[[str, str], None]) -> int:
+    """Copy ``source`` (without its top-level ``.pydantic-deep``) to the new ``target``;
+    returns how many entries were copied (to choose how to list the copy)."""
+    root_str = str(source)
+    count = 0
 
     def ignore(directory: str, names: list[str]) -> list[str]:
+        nonlocal count
+        count += len(names)
         return [PROJECT_STATE_DIR] if directory == root_str and PROJECT_STATE_DIR in names else []
 
-    return ignore
+    shutil.copytree(source, target, symlinks=True, ignore=ignore, copy_function=copy_file)
+    return count
 
 
 def _build_manifest(view: Path, listing: frozenset[bytes], started_ns: int) -> dict[str, Entry]:

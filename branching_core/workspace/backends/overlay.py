@@ -27,23 +27,37 @@ from dataclasses import replace
 from pathlib import Path
 
 from branching_core.errors import MountError
-from branching_core.workspace.backends.base import Backend, BranchLayout, ParentView
+from branching_core.workspace.backends.base import (
+    META_NAME,
+    Backend,
+    BranchLayout,
+    ParentView,
+    meta_text,
+)
+from branching_core.workspace.backends.spares import pool_for
 from branching_core.workspace.changes import Op
+from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     has_xattr,
     is_whiteout,
     lstat_or_none,
+    read_json,
     rmtree,
 )
-from branching_core.workspace.mount_helper import MountHelper, shared_helper
-from branching_core.workspace.reaper import discard_dir
+from branching_core.workspace.mount_helper import (
+    MountHelper,
+    PreparedMount,
+    UmountError,
+    shared_helper,
+)
+from branching_core.workspace.reaper import discard_dirs
 
 OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 ORIGIN_XATTRS = ("user.overlay.origin", "trusted.overlay.origin")
 REDIRECT_XATTR = "trusted.overlay.redirect"
 WHITEOUT_MODE = stat.S_IFCHR | 0o600
-REDIRECT_FORMAT = "redirect"  # <store>/format of a branch mounted with redirect_dir=on
+REDIRECT_FORMAT = "redirect"  # meta.json "format" of a branch mounted with redirect_dir=on
 # store root -> (directory renames work, why not)
 _DIR_RENAMES: dict[Path, tuple[bool, str]] = {}
 UNPRIVILEGED_WHY = (
@@ -93,6 +107,7 @@ class OverlayBackend(Backend):
         self.dir_renames, self.dir_renames_why = _DIR_RENAMES.get(
             store_root, (False, UNPRIVILEGED_WHY)
         )
+        self._spares = pool_for(store_root)  # made ahead by the helper (see spares.py)
 
     @property
     def helper(self) -> MountHelper:
@@ -101,55 +116,83 @@ class OverlayBackend(Backend):
     def create(self, branch_id: str, parent: ParentView) -> BranchLayout:
         return self.create_many([branch_id], parent)[0]
 
-    def create_many(self, branch_ids: list[str], parent: ParentView) -> list[BranchLayout]:
-        """Prepare every store directory, then mount all views in one helper round trip."""
+    def create_many(
+        self,
+        branch_ids: list[str],
+        parent: ParentView,
+        metas: list[dict[str, object]] | None = None,
+        *,
+        durable: bool = True,
+    ) -> list[BranchLayout]:
+        """Every branch's store directories, whiteout, files and mount in one helper
+        round trip (the helper makes them right before mounting); all or none. The
+        on-disk format is recorded in ``meta.json`` (one file per branch, not two)."""
+        redirect = self._redirect_for(parent)
         layouts: list[BranchLayout] = []
-        try:
-            for branch_id in branch_ids:
-                layouts.append(self._prepare(branch_id, parent))
-            helper = self.helper
-            helper.mount_overlays(
-                [
-                    (
-                        parent.layers,
-                        lay.store_dir / "upper",
-                        lay.store_dir / "work",
-                        lay.store_dir / "view",
-                    )
-                    for lay in layouts
-                ],
-                redirect=self._redirect_for(parent),
+        prepared: list[PreparedMount] = []
+        for i, branch_id in enumerate(branch_ids):
+            store_dir = self.store_root / branch_id
+            upper, work, view = store_dir / "upper", store_dir / "work", store_dir / "view"
+            files: dict[Path, str] = {}
+            if metas is not None:
+                meta = {**metas[i], "format": REDIRECT_FORMAT} if redirect else metas[i]
+                files[store_dir / META_NAME] = meta_text(meta)
+            elif redirect:
+                files[store_dir / "format"] = REDIRECT_FORMAT
+            prepared.append(
+                PreparedMount(
+                    lower=parent.layers,
+                    upper=upper,
+                    work=work,
+                    target=view,
+                    dirs=[store_dir, upper, work, view],  # = SPARE_DIRS, in that order
+                    whiteouts=[upper / PROJECT_STATE_DIR],  # = WHITEOUT
+                    files=files,
+                )
             )
-        except BaseException:
-            for layout in layouts:
-                rmtree(layout.store_dir)
-            raise
+            layouts.append(
+                BranchLayout(
+                    branch_id=branch_id,
+                    store_dir=store_dir,
+                    layers=[upper, *parent.layers],
+                    extra={"redirect": redirect},
+                )
+            )
+        helper = self.helper
+        # a batch of top-level siblings gets (and leaves for the next one) spares whose
+        # view is mounted already: every such batch has the same layers, the workspace
+        premount = len(prepared) > 1 and self._is_top_level(parent)
+        lower = parent.layers if premount else None
+        with self._spares.lock:  # held through the request: see SparePool
+            spares, make = self._spares.take(branch_ids[0], len(prepared), lower, redirect)
+            for one, (spare, mounted) in zip(prepared, spares, strict=True):
+                one.spare, one.spare_mounted = spare, mounted
+            try:
+                helper.create_many(prepared, redirect=redirect, make_spares=make)
+            except BaseException:
+                for layout in layouts:
+                    rmtree(layout.store_dir)  # the helper unmounted what it had mounted
+                self._spares.put_back(spares, lower, redirect)
+                raise
         for layout in layouts:
             self._mounted(layout, helper)
         return layouts
 
-    def _prepare(self, branch_id: str, parent: ParentView) -> BranchLayout:
-        store_dir = self.store_root / branch_id
-        upper, work, view = store_dir / "upper", store_dir / "work", store_dir / "view"
-        store_dir.mkdir(parents=True)
-        for path in (upper, work, view):
-            path.mkdir()
-        os.mknod(upper / PROJECT_STATE_DIR, WHITEOUT_MODE, os.makedev(0, 0))
-        redirect = self._redirect_for(parent)
-        if redirect:
-            (store_dir / "format").write_text(REDIRECT_FORMAT)
-        return BranchLayout(
-            branch_id=branch_id,
-            store_dir=store_dir,
-            layers=[upper, *parent.layers],
-            extra={"redirect": redirect},
+    def _is_top_level(self, parent: ParentView) -> bool:
+        """Is ``parent`` the workspace itself (not a branch of it)?"""
+        top = parent.layers[0] if parent.layers else None
+        return not (
+            top is not None and top.name == "upper" and top.parent.parent == self.store_root
         )
+
+    def close(self) -> None:
+        """Unmount and discard the spares made ahead for this store (see spares.py)."""
+        self._spares.close()
 
     def _redirect_for(self, parent: ParentView) -> bool:
         """A nested branch keeps its parent's format; a top-level one gets this mount's."""
-        top = parent.layers[0] if parent.layers else None
-        if top is not None and top.name == "upper" and top.parent.parent == self.store_root:
-            return _is_redirect_format(top.parent)
+        if not self._is_top_level(parent):
+            return _is_redirect_format(parent.layers[0].parent)
         return self.dir_renames
 
     def _mount(self, layout: BranchLayout, parent: ParentView) -> None:
@@ -283,18 +326,31 @@ class OverlayBackend(Backend):
             self._mount(layout, parent)
 
     def destroy(self, layout: BranchLayout) -> None:
-        unmounted = True
-        if layout.mounted:
+        self.destroy_many([layout])
+
+    def destroy_many(self, layouts: list[BranchLayout]) -> None:
+        """Unmount every view in one helper round trip, then rename each store directory
+        into the trash (the branches are gone at once; one background job removes their
+        layers). A directory whose view could not be unmounted is never moved: it is
+        removed in place (the helper's namespace keeps the mount, not our files)."""
+        mounted = [layout for layout in layouts if layout.mounted]
+        still_mounted: set[Path] = set()
+        if mounted:
             try:
-                self.helper.umount(layout.store_dir / "view")
-            except MountError:
-                unmounted = False
-            layout.mounted = False
-        if unmounted:
-            # the branch is gone at once, its layers removed in the background
-            discard_dir(layout.store_dir, self.store_root / "trash" / layout.store_dir.name)
-        else:  # never move a directory with something still mounted in it
-            rmtree(layout.store_dir)
+                self.helper.umount_many([layout.store_dir / "view" for layout in mounted])
+            except UmountError as exc:
+                still_mounted = set(exc.failed)
+            for layout in mounted:
+                layout.mounted = False
+        crash_point("discard:unmounted")
+        trash = self.store_root / "trash"
+        moves: list[tuple[Path, Path]] = []
+        for layout in layouts:
+            if layout.store_dir / "view" in still_mounted:
+                rmtree(layout.store_dir)
+            else:
+                moves.append((layout.store_dir, trash / layout.store_dir.name))
+        discard_dirs(moves)
 
     def reopen(self, branch_id: str, parent: ParentView) -> BranchLayout:
         store_dir = self.store_root / branch_id
@@ -309,6 +365,12 @@ class OverlayBackend(Backend):
 
 
 def _is_redirect_format(store_dir: Path) -> bool:
+    """The format recorded in the branch's ``meta.json`` (or, for branches made before
+    it went there, in its ``format`` file)."""
+    with contextlib.suppress(OSError, ValueError):
+        meta = read_json(store_dir / META_NAME)
+        if isinstance(meta, dict) and "format" in meta:
+            return meta["format"] == REDIRECT_FORMAT
     try:
         return (store_dir / "format").read_text().strip() == REDIRECT_FORMAT
     except OSError:
