@@ -52,3 +52,9 @@ def edit_everything(path: Path) -> None:
 def tree_state(root: Path) -> dict[str, tuple[object, ...]]:
     """Everything the workspace holds (but the project state dir), for comparison."""
     return scan(root)
+
+
+# A store's own directories, not branches: sessions, generations, the journal, the
+# reaper's trash, durable-batch markers, and the spare pool the overlay backend keeps
+# ready while a workspace is open (workspace/backends/spares.py; removed by close()).
+STORE_BOOKKEEPING = frozenset({"sessions", "gen", "journal", "trash", "batches", "spare"})

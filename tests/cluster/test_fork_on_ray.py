@@ -37,7 +37,7 @@ from branching_core.fork.branch_files import HOSTED_LOST  # noqa: E402
 from branching_core.fork.options import ForkOptions  # noqa: E402
 from branching_core.live import ForkCoordinator, LiveForkCapability  # noqa: E402
 from branching_core.workspace import Workspace  # noqa: E402
-from tests.cluster.helpers import make_tree, tree_state  # noqa: E402
+from tests.cluster.helpers import STORE_BOOKKEEPING, make_tree, tree_state  # noqa: E402
 from tests.cluster.ray_cluster import OBJECT_STORE, two_node_cluster  # noqa: E402
 from tests.fork.helpers import Scripted, call  # noqa: E402
 
@@ -74,7 +74,7 @@ def _leftovers(cluster: dict[str, Any]) -> dict[str, Any]:
     for cache in cluster["caches"]:
         for store in (s for s in (cache / "stores").glob("*") if s.is_dir()):
             branches += [p.name for p in store.iterdir()
-                         if p.is_dir() and p.name not in ("sessions", "gen", "journal", "trash")]
+                         if p.is_dir() and p.name not in STORE_BOOKKEEPING]
         sizes.append(sum(int(r.read_text() or 0) for r in cache.glob("snapshots/*/ready")))
     return {"mounts": mounts, "branches": branches, "over_bound": [s for s in sizes
                                                                    if s > CACHE_BYTES]}

@@ -31,7 +31,12 @@ from branching_core.cluster.snapshot import scan  # noqa: E402
 from branching_core.errors import ConflictError  # noqa: E402
 from branching_core.patterns import BestOfN, Cascaded, Reflexion, Speculate  # noqa: E402
 from branching_core.workspace import Workspace  # noqa: E402
-from tests.cluster.helpers import edit_everything, make_tree, tree_state  # noqa: E402
+from tests.cluster.helpers import (  # noqa: E402
+    STORE_BOOKKEEPING,
+    edit_everything,
+    make_tree,
+    tree_state,
+)
 from tests.cluster.ray_cluster import OBJECT_STORE, two_node_cluster  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -91,7 +96,7 @@ def _open_branch_dirs(caches: list[Path]) -> list[str]:
         # stores/ also holds the store sweeper's stamp file: only directories are stores
         for store in (s for s in (cache / "stores").glob("*") if s.is_dir()):
             left += [p.name for p in store.iterdir()
-                     if p.is_dir() and p.name not in ("sessions", "gen", "journal", "trash")]
+                     if p.is_dir() and p.name not in STORE_BOOKKEEPING]
     return left
 
 
