@@ -93,6 +93,16 @@ def _mount(req):
     _check(libc.mount(b"overlay", req["target"].encode(), b"overlay", 0, data), "mount overlay")
 
 
+def _unmount_quietly(done):
+    """Undo the mounts of a batch that failed part way (all or none); the batch's own
+    error is what the caller hears, not a failure of this cleanup."""
+    for one in done:
+        try:
+            _umount(one)
+        except OSError:
+            pass
+
+
 def _mount_many(req):
     done = []
     try:
@@ -100,11 +110,7 @@ def _mount_many(req):
             _mount(one)
             done.append(one)
     except OSError:
-        for one in done:
-            try:
-                _umount(one)
-            except OSError:
-                pass
+        _unmount_quietly(done)
         raise
 
 
@@ -201,11 +207,7 @@ def _create_many(req):
                 _mount(dict(one, redirect=req.get("redirect", False)))
                 done.append(one)
     except OSError:
-        for one in done:
-            try:
-                _umount(one)
-            except OSError:
-                pass
+        _unmount_quietly(done)
         raise
     spares = req.get("make_spares") or []
     return (lambda waiting: _make_spares(spares, waiting)) if spares else None
