@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from branching_core.patterns import BestOfN, Speculate
-from branching_core.sandbox import leftover_branch_cgroups, sandbox_available
+from branching_core.sandbox import leftover_branch_cgroups, native, sandbox_available
 from branching_core.workspace import Workspace, reaper
 
 
@@ -130,6 +130,7 @@ def main() -> None:
     ws = Workspace(root, backend=args.backend)
     with ws.branch("warm-up", on_success=None):
         pass  # starts the workspace's own helpers (overlay mount helper) before the baseline
+    native.drain_pool()
     baseline = set(_children())
     isolated_ok = sandbox_available()[0]
     print(f"backend: {ws.fstype}; cpus: {os.cpu_count()}; sandbox: {isolated_ok}\n")
@@ -164,6 +165,7 @@ def main() -> None:
                          f"{cpu * 1000:.0f} ms"))
         time.sleep(0.2)
         reaper.drain(timeout=60)  # the background removal of discarded branches is no leak
+        native.drain_pool()  # nor are idle pre-started sandbox executors
         leaks = (len(ws.open_branches()), len(set(_children()) - baseline),
                  len(leftover_branch_cgroups()))
         rows.append(("leak check: open branches / child processes / branch cgroups",
