@@ -498,6 +498,7 @@ class SpawnedProcess:
         if self._early:  # the keeper follows its init within a moment: reaped aside
             _reaper.add(self.pid)
         self.done.set()
+        native.refill()
 
 
 class _Reaper:

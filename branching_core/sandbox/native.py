@@ -52,6 +52,13 @@ class NativeUnavailable(Exception):
     """The native executor cannot start this command; the caller takes the Python path."""
 
 
+def refill() -> None:
+    """A command ended: top up the pre-made network namespaces and executors in the
+    background (while a command starts, that work would compete with it for the CPU)."""
+    _pool.refill()
+    native_pool.refill()
+
+
 def drain_pool() -> None:
     """End and reap the idle pre-started executors (before counting our children)."""
     native_pool.drain()
@@ -206,7 +213,7 @@ class _NetnsPool:
     Making a network namespace is the dearest part of a sandbox's start (~0.5 ms of
     kernel time in ``unshare``, and bringing ``lo`` up waits for the kernel's lock of
     network configuration, which the teardown of earlier namespaces holds); a thread of
-    the caller makes the next ones while commands run. Each is handed to exactly one
+    the caller makes the next ones once a command has ended. Each is handed to exactly one
     sandbox (popped under the lock) and nothing else ever runs in it: the thread enters
     it only to bring ``lo`` up and open its ns file, then returns to its own. When the
     pool is empty the executor makes its own, as before.
@@ -220,6 +227,7 @@ class _NetnsPool:
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
         self.broken = False
+        self.wanted = False  # a root caller's sandbox took one: keep SIZE ready
 
     def take(self) -> int | None:
         with self.lock:
@@ -228,8 +236,13 @@ class _NetnsPool:
                                                name="forkdeck-netns-pool")
                 self.thread.start()
             fd = self.ready.pop() if self.ready else None
-        self.wake.set()
+            self.wanted = True
         return fd
+
+    def refill(self) -> None:
+        """Make the next ones now (as a command ends: not competing with its start)."""
+        if self.wanted and len(self.ready) < self.SIZE:
+            self.wake.set()
 
     def _fill(self) -> None:
         try:

@@ -5,7 +5,8 @@ was ~1.4 ms of a sandboxed command's start on a busy 2-core machine. After the f
 sandboxed command, a background thread keeps ``SIZE`` executors already started and
 blocked reading a ``SOCK_SEQPACKET`` socket (``forkdeck-sandbox --wait``); a command
 then sends one of them its request and fds (``SCM_RIGHTS``) and it goes on exactly as a
-freshly spawned one. The thread makes the next one while the command runs.
+freshly spawned one. The thread makes the next one once a command has ended (made
+while a command starts, it would compete with that start for the CPU).
 
 Guarantees:
 
@@ -102,7 +103,7 @@ class Pool:
         self.spawned = 0  # executors this pool started (tests)
 
     def take(self, binary: Path) -> Idle | None:
-        """An idle executor of ``binary`` (others are let go), or None; wakes the filler."""
+        """An idle executor of ``binary`` (others are let go), or None."""
         path = str(binary)
         stale: list[Idle] = []
         with self.lock:
@@ -116,8 +117,13 @@ class Pool:
             self.wanted = self.SIZE
         for old in stale:
             old.discard()
-        self.wake.set()
         return idle
+
+    def refill(self) -> None:
+        """Make the next ones now (called as a command ends: starting an executor while
+        a command starts would compete with it for the CPU)."""
+        if self.wanted and len(self.ready) < self.wanted:
+            self.wake.set()
 
     def idle_pids(self) -> list[int]:
         with self.lock:
@@ -196,6 +202,11 @@ _pool = Pool()
 
 def pool() -> Pool:
     return _pool
+
+
+def refill() -> None:
+    """A command ended: top the pool up in the background."""
+    _pool.refill()
 
 
 def drain() -> None:
