@@ -147,20 +147,28 @@ def test_a_fork_child_does_not_use_or_hold_its_parents_executors(ws: Path, built
 
 
 OWNER = r"""
-import sys, time
+import os, subprocess, sys, time
 from branching_core.sandbox import native_pool, run_command
 run_command(["true"], sys.argv[1])
 while len(native_pool.pool().idle_pids()) < native_pool.Pool.SIZE:
     time.sleep(0.01)
+# A child exec'd with every inheritable fd, and a fork: neither may hold an idle
+# executor's socket open past the owner's death.
+heir = subprocess.Popen(["sleep", sys.argv[2]], close_fds=False)
+if os.fork() == 0:
+    time.sleep(600)
+    os._exit(0)
 print(*native_pool.pool().idle_pids(), flush=True)
 time.sleep(600)
 """
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
-def test_a_dead_owner_leaves_no_waiting_executor(ws: Path, built: Path, how: int) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(ws)], cwd=REPO,
-                             stdout=subprocess.PIPE, text=True)
+def test_a_dead_owner_leaves_no_waiting_executor(
+    ws: Path, built: Path, how: int, no_leftover: str
+) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(ws), no_leftover], cwd=REPO,
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert owner.stdout is not None
         idle = [int(p) for p in owner.stdout.readline().split()]
@@ -172,3 +180,4 @@ def test_a_dead_owner_leaves_no_waiting_executor(ws: Path, built: Path, how: int
     while any(_waiting(p) for p in idle) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert [p for p in idle if _waiting(p)] == []
+    os.killpg(owner.pid, signal.SIGKILL)  # the owner's heirs (sleep, the fork) now
