@@ -10,7 +10,8 @@ only the sandbox, and an *agent-sized* one (pydantic-ai, Textual and the fork la
 imported, plus 200 MB of live Python objects, like a TUI holding long agent
 histories). In each, ``true`` runs plain, under bubblewrap (``bwrap --unshare-all
 --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true``),
-sandboxed through the native executor (the caller ``posix_spawn``s it) and sandboxed on
+sandboxed through the native executor (a pre-started one, and one the caller
+``posix_spawn``s with ``FORKDECK_NATIVE_POOL=0``) and sandboxed on
 the Python path (``FORKDECK_NATIVE=0``: the caller forks itself twice). Then, in this
 process, 16 pattern candidates: command candidates (what ``forkdeck best-of-n -- CMD``
 runs) and Python callables (forked from the caller by design: they need its memory).
@@ -48,8 +49,9 @@ from branching_core.sandbox import native, run_command
 ws = sys.argv[1]
 bwrap = sys.argv[3:]
 
-def sandboxed(use_native):
+def sandboxed(use_native, pool=True):
     os.environ["FORKDECK_NATIVE"] = "1" if use_native else "0"
+    os.environ["FORKDECK_NATIVE_POOL"] = "1" if pool else "0"
     result = run_command(["true"], ws)
     assert result.exit_code == 0, result
 
@@ -57,6 +59,7 @@ cases = {
     "plain": lambda: subprocess.run(["true"], check=True),
     "bwrap": lambda: subprocess.run(bwrap, check=True),
     "native": lambda: sandboxed(True),
+    "unpooled": lambda: sandboxed(True, pool=False),
     "python": lambda: sandboxed(False),
 }
 for case in cases.values():
@@ -74,11 +77,12 @@ for line in sys.stdin:
     print((time.perf_counter() - start) * 1000, flush=True)
 '''
 
-CASES = ("plain", "bwrap", "native", "python")
+CASES = ("plain", "bwrap", "native", "unpooled", "python")
 LABELS = {
     "plain": "`subprocess.run(['true'])`",
     "bwrap": "bubblewrap `true`",
     "native": "sandboxed `true`, native executor",
+    "unpooled": "same, no pre-started executor (`FORKDECK_NATIVE_POOL=0`)",
     "python": "sandboxed `true`, Python path (`FORKDECK_NATIVE=0`)",
 }
 

@@ -12,6 +12,11 @@ The binary is built at install time (``setup.py``). When it is missing or cannot
 started, commands take the Python path and a warning is logged once.
 ``FORKDECK_NATIVE=0`` forces the Python path (tests, debugging);
 ``FORKDECK_NATIVE_BINARY`` names another build of the executor.
+
+After the first command, executors are pre-started (``native_pool``: a start then
+skips ``posix_spawn`` and ``exec``); they are children of this process waiting for a
+request, so code counting its children calls ``drain_pool()`` first
+(``FORKDECK_NATIVE_POOL=0`` turns the pool off).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from branching_core.sandbox import _syscalls as sc
+from branching_core.sandbox import native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
 from branching_core.sandbox.steps import OPS, Step
 
@@ -44,6 +50,18 @@ _UNUSABLE = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR,
 
 class NativeUnavailable(Exception):
     """The native executor cannot start this command; the caller takes the Python path."""
+
+
+def refill() -> None:
+    """A command ended: top up the pre-made network namespaces and executors in the
+    background (while a command starts, that work would compete with it for the CPU)."""
+    _pool.refill()
+    native_pool.refill()
+
+
+def drain_pool() -> None:
+    """End and reap the idle pre-started executors (before counting our children)."""
+    native_pool.drain()
 
 
 def binary() -> Path:
@@ -135,6 +153,7 @@ def start(
     """
     path = binary()
     targets = sorted(fd_map)
+    idle = native_pool.pool().take(path) if native_pool.enabled() else None
     netns = _pool.take() if _pooled(plan) else None
     controls = [result_w, lifeline_r, *plan.child_fds, *([netns] if netns is not None else [])]
     memfd = os.memfd_create("forkdeck-sandbox-request", os.MFD_CLOEXEC)
@@ -154,6 +173,11 @@ def start(
         view = memoryview(request)
         while view:
             view = view[os.write(memfd, view):]
+        if idle is not None and len(sources) <= native_pool.MAX_PASSED:
+            # A pre-started one: the same fds at the same numbers, by SCM_RIGHTS.
+            sent, idle = idle.send(sources, [high[fd] for fd in (memfd, *controls)] + targets), None
+            if sent is not None:
+                return sent
         actions = [(os.POSIX_SPAWN_DUP2, fd, base + i) for i, fd in enumerate(sources)]
         first = 1 + len(controls)
         actions += [(os.POSIX_SPAWN_DUP2, base + first + i, t) for i, t in enumerate(targets)]
@@ -168,6 +192,8 @@ def start(
                 raise NativeUnavailable(f"{path}: {exc.strerror}") from exc
             raise
     finally:
+        if idle is not None:
+            idle.discard()
         os.close(memfd)
         if netns is not None:  # the executor has its copy (or never ran): used once
             os.close(netns)
@@ -187,7 +213,7 @@ class _NetnsPool:
     Making a network namespace is the dearest part of a sandbox's start (~0.5 ms of
     kernel time in ``unshare``, and bringing ``lo`` up waits for the kernel's lock of
     network configuration, which the teardown of earlier namespaces holds); a thread of
-    the caller makes the next ones while commands run. Each is handed to exactly one
+    the caller makes the next ones once a command has ended. Each is handed to exactly one
     sandbox (popped under the lock) and nothing else ever runs in it: the thread enters
     it only to bring ``lo`` up and open its ns file, then returns to its own. When the
     pool is empty the executor makes its own, as before.
@@ -201,6 +227,7 @@ class _NetnsPool:
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
         self.broken = False
+        self.wanted = False  # a root caller's sandbox took one: keep SIZE ready
 
     def take(self) -> int | None:
         with self.lock:
@@ -209,8 +236,13 @@ class _NetnsPool:
                                                name="forkdeck-netns-pool")
                 self.thread.start()
             fd = self.ready.pop() if self.ready else None
-        self.wake.set()
+            self.wanted = True
         return fd
+
+    def refill(self) -> None:
+        """Make the next ones now (as a command ends: not competing with its start)."""
+        if self.wanted and len(self.ready) < self.SIZE:
+            self.wake.set()
 
     def _fill(self) -> None:
         try:
@@ -262,5 +294,5 @@ def _new_pool_in_child() -> None:
 os.register_at_fork(after_in_child=_new_pool_in_child)
 
 
-__all__ = ["ENV_BINARY", "ENV_SWITCH", "NativeUnavailable", "binary", "enabled",
+__all__ = ["ENV_BINARY", "ENV_SWITCH", "NativeUnavailable", "binary", "drain_pool", "enabled",
            "encode_request", "fell_back", "start"]

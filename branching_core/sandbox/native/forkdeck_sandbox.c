@@ -32,6 +32,18 @@
  * end is "X" + <u64 4> + its raw wait status (written by the init). The keeper
  * SIGKILLs the init when the lifeline (whose write end only the caller holds) reaches
  * EOF, then re-raises the init's fatal signal or exits with its code.
+ *
+ * Pre-started (native.py's executor pool), it is started ahead as
+ *
+ *     forkdeck-sandbox --wait SOCKET_FD
+ *
+ * with /dev/null on 0-2, and blocks reading one message from SOCKET_FD (a
+ * SOCK_SEQPACKET socket whose other end only its owner holds): EOF (the owner let it
+ * go, exited or died) ends it at once. The message carries the fds by SCM_RIGHTS, the
+ * request memfd first and the result pipe second, and its text is the number each fd
+ * must take (decimal, space separated), a newline, then the owner's PATH (the command's
+ * PATH search). It then takes the owner's current umask from /proc and goes on exactly
+ * as if it had been started with those fds in place.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -54,6 +66,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -592,15 +605,112 @@ static void init_main(struct request *rq)
     _exit(0);
 }
 
+/* ---- pre-started ------------------------------------------------------------------ */
+
+#define MAX_PASSED 250
+
+/* The owner's umask (a pre-started executor's own is the one it was started with). */
+static void owner_umask(void)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)getppid());
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    char *at = strstr(buf, "\nUmask:");
+    if (at != NULL)
+        umask((mode_t)strtol(at + 7, NULL, 8));
+}
+
+/* Wait for the owner's one message; puts its fds at their numbers, returns the
+ * request fd and sets result_fd. Exits quietly on EOF (no request will come). */
+static int wait_for_request(int sock)
+{
+    static char data[65536];
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * MAX_PASSED)];
+    } control;
+    struct iovec iov = {data, sizeof data - 1};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
+    ssize_t n;
+    do
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        _exit(0);
+    close(sock);
+    int got[MAX_PASSED], ngot = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < k && ngot < MAX_PASSED; i++)
+                memcpy(&got[ngot++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        }
+    data[n] = 0;
+    /* Nobody to tell yet (the result pipe is among the fds): a bad message is exit 125. */
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) || ngot < 2) {
+        dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+        _exit(125);
+    }
+    int want[MAX_PASSED], top = 2;
+    char *p = data, *end;
+    for (int i = 0; i < ngot; i++) {
+        long fd = strtol(p, &end, 10);
+        if (end == p || (fd < 3 && i < 2) || fd < 0 || fd > 65535) {
+            dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+            _exit(125);
+        }
+        want[i] = (int)fd;
+        top = want[i] > top ? want[i] : top;
+        p = end;
+    }
+    if (*p == '\n' && setenv("PATH", p + 1, 1) < 0)
+        _exit(125);
+    /* Every fd first goes above every number wanted, then each takes its number. */
+    for (int i = 0; i < ngot; i++) {
+        int high = fcntl(got[i], F_DUPFD_CLOEXEC, top + 1);
+        if (high < 0)
+            _exit(125);
+        close(got[i]);
+        got[i] = high;
+    }
+    for (int i = 0; i < ngot; i++) {
+        if (dup2(got[i], want[i]) < 0)
+            _exit(125);
+        close(got[i]);
+    }
+    result_fd = want[1];
+    owner_umask();
+    return want[0];
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
+    int request_fd;
+    if (argc == 3 && strcmp(argv[1], "--wait") == 0) {
+        setsid(); /* out of the caller's terminal job: a ^C is the caller's to decide */
+        if (chdir("/") < 0) /* a waiting executor pins no directory of its owner's */
+            return 125;
+        request_fd = wait_for_request(atoi(argv[2]));
+    } else if (argc == 3) {
+        result_fd = atoi(argv[2]);
+        request_fd = atoi(argv[1]);
+        setsid();
+    } else {
         dprintf(2, "usage: forkdeck-sandbox REQUEST_FD RESULT_FD (started by forkdeck)\n");
         return 125;
     }
-    result_fd = atoi(argv[2]);
-    int request_fd = atoi(argv[1]);
-    setsid(); /* out of the caller's terminal job: a ^C is the caller's to decide */
 
     struct stat st;
     if (fstat(request_fd, &st) < 0)

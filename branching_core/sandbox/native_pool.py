@@ -1,0 +1,231 @@
+"""Pre-started native executors: a sandboxed command skips ``posix_spawn`` and ``exec``.
+
+Starting the executor (``posix_spawn``, ``exec`` of a static binary, reaching ``main``)
+was ~1.4 ms of a sandboxed command's start on a busy 2-core machine. After the first
+sandboxed command, a background thread keeps ``SIZE`` executors already started and
+blocked reading a ``SOCK_SEQPACKET`` socket (``forkdeck-sandbox --wait``); a command
+then sends one of them its request and fds (``SCM_RIGHTS``) and it goes on exactly as a
+freshly spawned one. The thread makes the next one once a command has ended (made
+while a command starts, it would compete with that start for the CPU).
+
+Guarantees:
+
+* An idle executor never outlives its owner: only the owner holds the other end of its
+  socket (close-on-exec, and closed in every ``os.fork`` child by an at-fork handler),
+  so the owner's exit or death, even by SIGKILL, is EOF for it and it exits at once.
+* Each is handed to exactly one request (popped under the lock), and a fork child
+  never uses its parent's (its pool starts empty).
+* ``drain()`` ends and reaps the idle ones: code that counts this process's children
+  (leak checks) calls it first, as it calls ``workspace.reaper.drain``. They are
+  children of ours, named ``forkdeck-sandbox --wait``.
+* A pre-started executor has the process attributes its owner had when it was started
+  (rlimits, nice, cgroup when the command has no limits, credentials); the owner's
+  umask and ``PATH`` are taken at each use, and it waits in ``/``.
+
+``FORKDECK_NATIVE_POOL=0`` turns it off (each command then ``posix_spawn``s its own).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import fcntl
+import os
+import socket
+import threading
+from pathlib import Path
+
+ENV_POOL = "FORKDECK_NATIVE_POOL"
+
+_WAIT_FD = 3  # the socket's number in a waiting executor
+MAX_PASSED = 250  # fds one request may pass (the kernel's SCM_RIGHTS limit is 253)
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_POOL, "1").lower() not in ("0", "off", "no", "false")
+
+
+class Idle:
+    """One waiting executor: its pid and our end of its socket."""
+
+    __slots__ = ("binary", "pid", "sock")
+
+    def __init__(self, binary: str, pid: int, sock: int) -> None:
+        self.binary, self.pid, self.sock = binary, pid, sock
+
+    def send(self, fds: list[int], targets: list[int]) -> int | None:
+        """Hand it the request; its pid, or None when it is gone (then it is reaped)."""
+        text = " ".join(map(str, targets)) + "\n" + os.environ.get("PATH", os.defpath)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=self.sock)
+        try:
+            sock.sendmsg([os.fsencode(text)],
+                         [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                           array.array("i", fds).tobytes())],
+                         socket.MSG_NOSIGNAL)
+            return self.pid
+        except OSError:
+            self.discard()
+            return None
+        finally:
+            sock.detach()
+            self.close()
+
+    def close(self) -> None:
+        fd, self.sock = self.sock, -1
+        if fd >= 0:
+            _OURS.discard(fd)
+            os.close(fd)
+
+    def discard(self) -> None:
+        """Let it go (EOF ends it) and reap it."""
+        self.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+# Every socket end of ours, for the at-fork handler (added as soon as it exists).
+_OURS: set[int] = set()
+
+
+class Pool:
+    """Up to ``SIZE`` idle executors, made by a background thread after each take."""
+
+    SIZE = 2
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.ready: list[Idle] = []
+        self.wanted = 0  # SIZE after a take, 0 after a drain (nothing refills it then)
+        self.busy = False  # the filler is starting one (drain waits for it)
+        self.wake = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.binary = ""
+        self.spawned = 0  # executors this pool started (tests)
+
+    def take(self, binary: Path) -> Idle | None:
+        """An idle executor of ``binary`` (others are let go), or None."""
+        path = str(binary)
+        stale: list[Idle] = []
+        with self.lock:
+            if path != self.binary:
+                stale, self.ready, self.binary = self.ready, [], path
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._fill, daemon=True,
+                                               name="forkdeck-executor-pool")
+                self.thread.start()
+            idle = self.ready.pop(0) if self.ready else None
+            self.wanted = self.SIZE
+        for old in stale:
+            old.discard()
+        return idle
+
+    def refill(self) -> None:
+        """Make the next ones now (called as a command ends: starting an executor while
+        a command starts would compete with it for the CPU)."""
+        if self.wanted and len(self.ready) < self.wanted:
+            self.wake.set()
+
+    def idle_pids(self) -> list[int]:
+        with self.lock:
+            return [idle.pid for idle in self.ready]
+
+    def drain(self) -> None:
+        """End and reap every idle executor (the next command may start new ones)."""
+        with self.lock:
+            self.wanted = 0
+            self.lock.wait_for(lambda: not self.busy, timeout=30)
+            idle, self.ready = self.ready, []
+        for one in idle:
+            one.discard()
+
+    def _fill(self) -> None:
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            while self._fill_one():
+                pass
+
+    def _fill_one(self) -> bool:
+        """Start one more if one is wanted; whether to go on."""
+        with self.lock:
+            path = self.binary
+            if len(self.ready) >= self.wanted:
+                return False
+            self.busy = True
+        idle: Idle | None = None
+        try:
+            idle = _start(path)
+        finally:
+            with self.lock:
+                self.busy = False
+                self.lock.notify_all()
+                if idle is not None and path == self.binary and self.wanted:
+                    self.ready.append(idle)
+                    self.spawned += 1
+                    idle, kept = None, True
+                else:  # not startable (the command's own posix_spawn says why), or stale
+                    kept = False
+        if idle is not None:
+            idle.discard()
+        return kept
+
+
+def _start(path: str) -> Idle | None:
+    """posix_spawn one waiting executor; None if it cannot be started."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    mine = ours.detach()
+    _OURS.add(mine)
+    child = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, _WAIT_FD + 1)
+    _OURS.add(child)
+    theirs.close()
+    try:
+        pid = os.posix_spawn(
+            path, ["forkdeck-sandbox", "--wait", str(_WAIT_FD)],
+            {"PATH": os.environ.get("PATH", os.defpath)},
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
+                          (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2),
+                          (os.POSIX_SPAWN_DUP2, child, _WAIT_FD)],
+            setsigmask=(),
+        )
+    except OSError:
+        _OURS.discard(mine)
+        os.close(mine)
+        return None
+    finally:
+        _OURS.discard(child)
+        os.close(child)
+    return Idle(path, pid, mine)
+
+
+_pool = Pool()
+
+
+def pool() -> Pool:
+    return _pool
+
+
+def refill() -> None:
+    """A command ended: top the pool up in the background."""
+    _pool.refill()
+
+
+def drain() -> None:
+    """End and reap this process's idle executors (before counting its children)."""
+    _pool.drain()
+
+
+def _new_pool_in_child() -> None:
+    """A fork child's copies of the sockets are not its to use: closing them keeps the
+    parent's EOF (and so its executors' lifetime) the parent's alone."""
+    global _pool
+    for fd in tuple(_OURS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _OURS.clear()
+    _pool = Pool()
+
+
+os.register_at_fork(after_in_child=_new_pool_in_child)
+
+
+__all__ = ["ENV_POOL", "Pool", "drain", "enabled", "pool"]
