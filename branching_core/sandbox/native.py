@@ -21,7 +21,9 @@ request, so code counting its children calls ``drain_pool()`` first
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import hashlib
 import logging
 import os
 import struct
@@ -106,29 +108,32 @@ def encode_step(step: Step) -> bytes:
     return b"".join(out)
 
 
-_encoded: dict[int, tuple[tuple[Step, ...], bytes]] = {}
+_encoded: dict[int, tuple[tuple[Step, ...], bytes, str]] = {}
 
 
-def _encode_steps(steps: tuple[Step, ...]) -> bytes:
-    """The steps' encoding, cached by identity (``compile_steps`` shares its lists)."""
+def _encode_steps(steps: tuple[Step, ...]) -> tuple[bytes, str]:
+    """The steps' encoding and its digest, cached by identity (``compile_steps``
+    shares its lists)."""
     cached = _encoded.get(id(steps))
     if cached is not None and cached[0] is steps:
-        return cached[1]
+        return cached[1], cached[2]
     data = _s(len(steps)) + b"".join(encode_step(step) for step in steps)
+    digest = hashlib.sha256(data).hexdigest()
     if len(_encoded) >= 32:
         _encoded.clear()
-    _encoded[id(steps)] = (steps, data)  # holds the tuple: its id stays unique
-    return data
+    _encoded[id(steps)] = (steps, data, digest)  # holds the tuple: its id stays unique
+    return data, digest
 
 
 def encode_request(
     plan: SandboxPlan, *, lifeline: int, userns: int, mntns: int, cgroup_procs: list[str],
     keep: list[int], argv: list[str], env: Mapping[str, str], netns: int = -1,
+    steps: bool = True,
 ) -> bytes:
     """The request the executor reads (format: the comment at the top of the C file).
 
     ``netns``: an fd of a fresh network namespace (``lo`` already up) to join instead
-    of making one.
+    of making one. ``steps=False``: none (a pre-built sandbox already ran them).
     """
     flags = namespace_flags(plan) & ~(sc.CLONE_NEWNET if netns >= 0 else 0)
     loopback = not plan.network and netns < 0
@@ -138,7 +143,7 @@ def encode_request(
         _s(int(loopback)), _s(HOSTNAME),
         _strings(cgroup_procs), _strings([str(fd) for fd in keep]), _strings(argv),
         _strings([f"{k}={v}" for k, v in env.items()]),
-        _encode_steps(plan.steps),
+        _encode_steps(plan.steps)[0] if steps else _s(0),
     ])
 
 
@@ -151,11 +156,23 @@ def start(
     ``fd_map`` maps each of the command's fds to the caller's fd it must be. Raises
     ``NativeUnavailable`` when the binary is missing or cannot run (nothing started).
     """
+    global prebuilt_used
     path = binary()
     targets = sorted(fd_map)
-    idle = native_pool.pool().take(path) if native_pool.enabled() else None
-    netns = _pool.take() if _pooled(plan) else None
-    controls = [result_w, lifeline_r, *plan.child_fds, *([netns] if netns is not None else [])]
+    key = view_id = None
+    if native_pool.enabled() and _prebuildable(plan):
+        view_id = _view_identity(plan)
+        key = plan_key(plan, view_id) if view_id is not None else None
+    pool = native_pool.pool()
+    idle = pool.take(path, key) if native_pool.enabled() else None
+    if key is not None:
+        current = pool.prebuild
+        if current is None or current.key != key:  # executors started next build this
+            pool.remember(_Prebuild(key, plan))
+    prebuilt = idle is not None and key is not None and idle.key == key
+    netns = _pool.take() if _pooled(plan) and not prebuilt else None
+    plan_fds = [] if prebuilt else plan.child_fds
+    controls = [result_w, lifeline_r, *plan_fds, *([netns] if netns is not None else [])]
     memfd = os.memfd_create("forkdeck-sandbox-request", os.MFD_CLOEXEC)
     try:
         # Every source first goes above every fd involved, then targets take their
@@ -165,18 +182,22 @@ def start(
         high = {fd: base + i for i, fd in enumerate(sources)}
         request = encode_request(
             plan, lifeline=high[lifeline_r],
-            userns=high[plan.userns_fd] if plan.userns_fd is not None else -1,
-            mntns=high[plan.mntns_fd] if plan.mntns_fd is not None else -1,
+            userns=high[plan.userns_fd] if plan.userns_fd is not None and not prebuilt else -1,
+            mntns=high[plan.mntns_fd] if plan.mntns_fd is not None and not prebuilt else -1,
             netns=high[netns] if netns is not None else -1,
-            cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env,
+            cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env, steps=not prebuilt,
         )
         view = memoryview(request)
         while view:
             view = view[os.write(memfd, view):]
         if idle is not None and len(sources) <= native_pool.MAX_PASSED:
-            # A pre-started one: the same fds at the same numbers, by SCM_RIGHTS.
-            sent, idle = idle.send(sources, [high[fd] for fd in (memfd, *controls)] + targets), None
+            # A pre-started one: the same fds at the same numbers, by SCM_RIGHTS; with
+            # the key (and the view as we see it now) when it built this very sandbox.
+            head = f"K{key} {view_id[0]}:{view_id[1]}\n" if prebuilt and view_id else ""
+            numbers = [high[fd] for fd in (memfd, *controls)] + targets
+            sent, idle = idle.send(sources, numbers, head), None
             if sent is not None:
+                prebuilt_used += int(prebuilt)
                 return sent
         actions = [(os.POSIX_SPAWN_DUP2, fd, base + i) for i, fd in enumerate(sources)]
         first = 1 + len(controls)
@@ -197,6 +218,90 @@ def start(
         os.close(memfd)
         if netns is not None:  # the executor has its copy (or never ran): used once
             os.close(netns)
+
+
+prebuilt_used = 0  # commands that ran in a sandbox pre-built for them (tests)
+
+
+def _prebuildable(plan: SandboxPlan) -> bool:
+    """Whether a pre-started executor may build this sandbox ahead: a root caller in its
+    own user namespace (the executor then joins the command's cgroups, and moves its
+    init there, from inside the sandbox's namespaces through the host's root)."""
+    return not plan.new_userns and plan.userns_fd is None and os.geteuid() == 0
+
+
+def _view_identity(plan: SandboxPlan) -> tuple[int, int] | None:
+    """The view directory's device and inode as the sandbox will see it (a view
+    replaced since has another: a pre-built sandbox pins the old one's)."""
+    where = plan.view if plan.helper_pid is None else f"/proc/{plan.helper_pid}/root{plan.view}"
+    try:
+        st = os.stat(where)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _ns_identity(fd: int | None) -> tuple[int, int] | None:
+    if fd is None:
+        return None
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def plan_key(plan: SandboxPlan, view: tuple[int, int]) -> str:
+    """What a pre-built sandbox must share with a request to serve it: the compiled
+    steps (every mount, decided from the host as the plan saw it just now), the
+    namespaces made and joined, the ids, the hostname and the view's identity."""
+    digest = _encode_steps(plan.steps)[1]
+    parts = (digest, namespace_flags(plan), plan.new_userns, plan.uid, plan.gid,
+             plan.network, HOSTNAME, _ns_identity(plan.userns_fd),
+             _ns_identity(plan.mntns_fd), view)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:40]
+
+
+@dataclasses.dataclass
+class _Prebuild:
+    """The last command's sandbox, for the executors started after it to build ahead.
+
+    Holds no fd: the view helper's mount namespace is opened again when an executor is
+    primed, and only used if it is still the one the key was made with.
+    """
+
+    key: str
+    plan: SandboxPlan
+
+    def __post_init__(self) -> None:
+        self.mntns = _ns_identity(self.plan.mntns_fd)
+        self.plan = dataclasses.replace(self.plan, userns_fd=None, mntns_fd=None)
+
+    def prime(self, idle: native_pool.Idle) -> bool:
+        """Send ``idle`` the pre-build message; whether it was sent."""
+        plan = self.plan
+        mntns = None
+        try:
+            if self.mntns is not None:
+                mntns = os.open(f"/proc/{plan.helper_pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+                if _ns_identity(mntns) != self.mntns:
+                    return False
+            memfd = os.memfd_create("forkdeck-sandbox-prebuild", os.MFD_CLOEXEC)
+        except OSError:
+            if mntns is not None:
+                os.close(mntns)
+            return False
+        try:
+            request = encode_request(
+                plan, lifeline=-1, userns=-1, mntns=5 if mntns is not None else -1,
+                cgroup_procs=[], keep=[], argv=["-"], env={},
+            )
+            view = memoryview(request)
+            while view:
+                view = view[os.write(memfd, view):]
+            fds = [memfd, *([mntns] if mntns is not None else [])]
+            return idle.post(f"P{self.key}\n", fds, [4, 5][:len(fds)])
+        finally:
+            os.close(memfd)
+            if mntns is not None:
+                os.close(mntns)
 
 
 def _pooled(plan: SandboxPlan) -> bool:

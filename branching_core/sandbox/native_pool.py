@@ -34,6 +34,7 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import Protocol
 
 ENV_POOL = "FORKDECK_NATIVE_POOL"
 
@@ -46,29 +47,38 @@ def enabled() -> bool:
 
 
 class Idle:
-    """One waiting executor: its pid and our end of its socket."""
+    """One waiting executor: its pid, our end of its socket, and the key of the sandbox
+    it has pre-built (None: nothing built)."""
 
-    __slots__ = ("binary", "pid", "sock")
+    __slots__ = ("binary", "key", "pid", "sock")
 
     def __init__(self, binary: str, pid: int, sock: int) -> None:
         self.binary, self.pid, self.sock = binary, pid, sock
+        self.key: str | None = None
 
-    def send(self, fds: list[int], targets: list[int]) -> int | None:
-        """Hand it the request; its pid, or None when it is gone (then it is reaped)."""
-        text = " ".join(map(str, targets)) + "\n" + os.environ.get("PATH", os.defpath)
+    def post(self, head: str, fds: list[int], targets: list[int], tail: str = "") -> bool:
+        """One message: ``head`` (a first line, or ""), the fds' numbers, ``tail``."""
+        text = head + " ".join(map(str, targets)) + tail
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=self.sock)
         try:
             sock.sendmsg([os.fsencode(text)],
                          [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
                            array.array("i", fds).tobytes())],
                          socket.MSG_NOSIGNAL)
-            return self.pid
+            return True
         except OSError:
-            self.discard()
-            return None
+            return False
         finally:
             sock.detach()
-            self.close()
+
+    def send(self, fds: list[int], targets: list[int], head: str = "") -> int | None:
+        """Hand it the request; its pid, or None when it is gone (then it is reaped)."""
+        sent = self.post(head, fds, targets, "\n" + os.environ.get("PATH", os.defpath))
+        if not sent:
+            self.discard()
+            return None
+        self.close()
+        return self.pid
 
     def close(self) -> None:
         fd, self.sock = self.sock, -1
@@ -87,6 +97,15 @@ class Idle:
 _OURS: set[int] = set()
 
 
+class Prebuild(Protocol):
+    """What the next executors pre-build (``native.py`` makes it from the last
+    command's plan): ``prime`` sends an idle executor the pre-build message."""
+
+    key: str
+
+    def prime(self, idle: Idle) -> bool: ...
+
+
 class Pool:
     """Up to ``SIZE`` idle executors, made by a background thread after each take."""
 
@@ -101,9 +120,13 @@ class Pool:
         self.thread: threading.Thread | None = None
         self.binary = ""
         self.spawned = 0  # executors this pool started (tests)
+        self.prebuild: Prebuild | None = None  # the last command's sandbox, built ahead
+        self.prebuilt = 0  # executors sent a pre-build (tests)
 
-    def take(self, binary: Path) -> Idle | None:
-        """An idle executor of ``binary`` (others are let go), or None."""
+    def take(self, binary: Path, key: str | None = None) -> Idle | None:
+        """An idle executor of ``binary`` that pre-built the sandbox ``key`` names, or
+        one that built nothing, or None. Those built for another sandbox are let go:
+        a pre-built sandbox is only ever used for a request with the same key."""
         path = str(binary)
         stale: list[Idle] = []
         with self.lock:
@@ -113,11 +136,20 @@ class Pool:
                 self.thread = threading.Thread(target=self._fill, daemon=True,
                                                name="forkdeck-executor-pool")
                 self.thread.start()
-            idle = self.ready.pop(0) if self.ready else None
+            usable = [i for i in self.ready if i.key is None or i.key == key]
+            stale += [i for i in self.ready if not (i.key is None or i.key == key)]
+            usable.sort(key=lambda i: i.key is None)  # pre-built ones first
+            idle = usable.pop(0) if usable else None
+            self.ready = usable
             self.wanted = self.SIZE
         for old in stale:
             old.discard()
         return idle
+
+    def remember(self, prebuild: Prebuild | None) -> None:
+        """What executors started from now on pre-build (the last command's sandbox)."""
+        with self.lock:
+            self.prebuild = prebuild
 
     def refill(self) -> None:
         """Make the next ones now (called as a command ends: starting an executor while
@@ -152,9 +184,13 @@ class Pool:
             if len(self.ready) >= self.wanted:
                 return False
             self.busy = True
+            prebuild = self.prebuild
         idle: Idle | None = None
         try:
             idle = _start(path)
+            if idle is not None and prebuild is not None and prebuild.prime(idle):
+                idle.key = prebuild.key
+                self.prebuilt += 1
         finally:
             with self.lock:
                 self.busy = False
@@ -228,4 +264,4 @@ def _new_pool_in_child() -> None:
 os.register_at_fork(after_in_child=_new_pool_in_child)
 
 
-__all__ = ["ENV_POOL", "Pool", "drain", "enabled", "pool"]
+__all__ = ["ENV_POOL", "Idle", "Pool", "Prebuild", "drain", "enabled", "pool"]

@@ -63,11 +63,15 @@ def test_the_second_command_takes_a_pre_started_executor(ws: Path, built: Path) 
 def test_the_owners_umask_and_path_at_use_not_at_start(
     ws: Path, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A PATH directory outside the places the sandbox covers (/tmp, /run): one inside
+    # would be kept visible, another plan, so not the sandbox the idle ones pre-built.
+    bin_dir = Path(f"/var/tmp/forkdeck-path-{os.getpid()}-{time.monotonic_ns()}")
+    bin_dir.mkdir()
+    (bin_dir / "only-here").write_text("#!/bin/sh\necho found\n")
+    (bin_dir / "only-here").chmod(0o755)
     run_command(["true"], ws)
     idle = _idle()
-    monkeypatch.setenv("PATH", f"{ws}:{os.environ['PATH']}")
-    (ws / "only-here").write_text("#!/bin/sh\necho found\n")
-    (ws / "only-here").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     old = os.umask(0o077)
     try:
         with SandboxedCommand(["sh", "-c", "umask; only-here"], ws) as branch:
@@ -75,6 +79,8 @@ def test_the_owners_umask_and_path_at_use_not_at_start(
             assert branch.wait(30) == 0
     finally:
         os.umask(old)
+        (bin_dir / "only-here").unlink()
+        bin_dir.rmdir()
     assert branch.stdout == "0077\nfound\n"
 
 
