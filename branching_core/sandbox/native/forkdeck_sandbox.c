@@ -692,11 +692,10 @@ static void init_build(struct request *rq)
         loopback_up();
 }
 
-/* Drop every capability, start the command, be its pid 1, report its end. */
+/* Start the command (capabilities already dropped), be its pid 1, report its end. */
 __attribute__((noreturn))
 static void init_run(struct request *rq)
 {
-    drop_capabilities();
 
     posix_spawnattr_t attr;
     sigset_t def, none;
@@ -751,6 +750,7 @@ static void init_main(struct request *rq)
     prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); /* the keeper's setting: /proc/self stays ours */
     close(rq->lifeline);
     init_build(rq);
+    drop_capabilities();
     init_run(rq);
 }
 
@@ -990,6 +990,8 @@ static void init_prebuilt(struct request *built, int sock)
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     init_build(built);
+    /* Nothing left needs one: dropped before the request, off the command's start. */
+    drop_capabilities();
     report_sock = -1;
     if (send(sock, "R", 1, MSG_NOSIGNAL) < 0)
         _exit(0);
