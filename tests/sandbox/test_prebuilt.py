@@ -298,3 +298,34 @@ def test_the_pre_built_command_gets_exactly_its_fds_and_environment(
         os.close(r)
         if w >= 0:
             os.close(w)
+
+
+def test_an_overlay_branch_view_is_pre_built_in_its_helpers_namespace(
+        tmp_path: Path, sandbox_ok: None, built: Path) -> None:
+    """The overlay backend's views live in its view helper's mount namespace: the
+    pre-built sandbox clones the view there, and serves only that branch."""
+    from branching_core.workspace import Workspace
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "seed.txt").write_text("seed\n")
+    ws = Workspace(project, backend="overlay")
+    try:
+        with ws.branch("one", on_success=None) as one, ws.branch("two", on_success=None) as two:
+            run_command(["true"], one.path)
+            _prebuilt()
+            used = native.prebuilt_used
+            ran = run_command("cat seed.txt; echo one > mine.txt", one.path, timeout=60)
+            assert (ran.exit_code, ran.stdout) == (0, "seed\n"), ran.stderr
+            assert native.prebuilt_used == used + 1
+            assert (Path(one.path) / "mine.txt").read_text() == "one\n"
+            _prebuilt()
+            ran = run_command("cat mine.txt", two.path, timeout=60)  # not one's sandbox
+            assert ran.exit_code != 0 and "one" not in ran.stdout
+            assert native.prebuilt_used == used + 1
+            one.abort()
+            two.abort()
+    finally:
+        native_pool.drain()
+        ws.close()
+    assert not (project / "mine.txt").exists()
