@@ -158,7 +158,6 @@ def start(
     """
     global prebuilt_used
     path = binary()
-    targets = sorted(fd_map)
     key = view_id = None
     if native_pool.enabled() and _prebuildable(plan):
         view_id = _view_identity(plan)
@@ -169,9 +168,33 @@ def start(
         current = pool.prebuild
         if current is None or current.key != key:  # executors started next build this
             pool.remember(_Prebuild(key, plan))
-    prebuilt = idle is not None and key is not None and idle.key == key
-    netns = _pool.take() if _pooled(plan) and not prebuilt else None
-    plan_fds = [] if prebuilt else plan.child_fds
+    if idle is not None and key is not None and idle.key == key:
+        assert view_id is not None
+        sent = _launch(path, plan, cgroup_procs, fd_map, result_w, lifeline_r, argv, env,
+                       idle, f"K{key} {view_id[0]}:{view_id[1]}\n")
+        if sent is not None:
+            prebuilt_used += 1
+            return sent
+        idle = None  # it let its sandbox go (its mounts changed) or died: start afresh
+    pid = _launch(path, plan, cgroup_procs, fd_map, result_w, lifeline_r, argv, env, idle, None)
+    assert pid is not None
+    return pid
+
+
+def _launch(
+    path: Path, plan: SandboxPlan, cgroup_procs: list[str], fd_map: Mapping[int, int],
+    result_w: int, lifeline_r: int, argv: list[str], env: Mapping[str, str],
+    idle: native_pool.Idle | None, prebuilt: str | None,
+) -> int | None:
+    """Hand the request to ``idle`` or ``posix_spawn`` an executor; the keeper's pid.
+
+    ``prebuilt``: the key line for an idle executor that built this very sandbox (the
+    request then carries no steps and no namespace fds); None when its send fails (the
+    caller then starts afresh with the whole request: never a partial one).
+    """
+    targets = sorted(fd_map)
+    netns = _pool.take() if _pooled(plan) and prebuilt is None else None
+    plan_fds = [] if prebuilt is not None else plan.child_fds
     controls = [result_w, lifeline_r, *plan_fds, *([netns] if netns is not None else [])]
     memfd = os.memfd_create("forkdeck-sandbox-request", os.MFD_CLOEXEC)
     try:
@@ -180,12 +203,13 @@ def start(
         sources = [memfd, *controls, *(fd_map[t] for t in targets)]
         base = max([2, *sources, *targets]) + 1
         high = {fd: base + i for i, fd in enumerate(sources)}
+        full = prebuilt is None
         request = encode_request(
             plan, lifeline=high[lifeline_r],
-            userns=high[plan.userns_fd] if plan.userns_fd is not None and not prebuilt else -1,
-            mntns=high[plan.mntns_fd] if plan.mntns_fd is not None and not prebuilt else -1,
+            userns=high[plan.userns_fd] if plan.userns_fd is not None and full else -1,
+            mntns=high[plan.mntns_fd] if plan.mntns_fd is not None and full else -1,
             netns=high[netns] if netns is not None else -1,
-            cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env, steps=not prebuilt,
+            cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env, steps=full,
         )
         view = memoryview(request)
         while view:
@@ -193,12 +217,12 @@ def start(
         if idle is not None and len(sources) <= native_pool.MAX_PASSED:
             # A pre-started one: the same fds at the same numbers, by SCM_RIGHTS; with
             # the key (and the view as we see it now) when it built this very sandbox.
-            head = f"K{key} {view_id[0]}:{view_id[1]}\n" if prebuilt and view_id else ""
             numbers = [high[fd] for fd in (memfd, *controls)] + targets
-            sent, idle = idle.send(sources, numbers, head), None
-            if sent is not None:
-                prebuilt_used += int(prebuilt)
+            sent, idle = idle.send(sources, numbers, prebuilt or ""), None
+            if sent is not None or not full:
                 return sent
+        if not full:
+            return None
         actions = [(os.POSIX_SPAWN_DUP2, fd, base + i) for i, fd in enumerate(sources)]
         first = 1 + len(controls)
         actions += [(os.POSIX_SPAWN_DUP2, base + first + i, t) for i, t in enumerate(targets)]

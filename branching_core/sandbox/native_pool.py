@@ -80,6 +80,14 @@ class Idle:
         self.close()
         return self.pid
 
+    def ended(self) -> bool:
+        """Whether it has exited (then it is reaped here): one that let its pre-built
+        sandbox go (its mounts changed) is not handed a request."""
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == self.pid
+        except ChildProcessError:
+            return True
+
     def close(self) -> None:
         fd, self.sock = self.sock, -1
         if fd >= 0:
@@ -136,14 +144,18 @@ class Pool:
                 self.thread = threading.Thread(target=self._fill, daemon=True,
                                                name="forkdeck-executor-pool")
                 self.thread.start()
-            usable = [i for i in self.ready if i.key is None or i.key == key]
-            stale += [i for i in self.ready if not (i.key is None or i.key == key)]
+            live = [i for i in self.ready if not i.ended()]
+            gone = [i for i in self.ready if i not in live]
+            usable = [i for i in live if i.key is None or i.key == key]
+            stale += [i for i in live if not (i.key is None or i.key == key)]
             usable.sort(key=lambda i: i.key is None)  # pre-built ones first
             idle = usable.pop(0) if usable else None
             self.ready = usable
             self.wanted = self.SIZE
         for old in stale:
             old.discard()
+        for dead in gone:
+            dead.close()
         return idle
 
     def remember(self, prebuild: Prebuild | None) -> None:

@@ -329,3 +329,36 @@ def test_an_overlay_branch_view_is_pre_built_in_its_helpers_namespace(
         native_pool.drain()
         ws.close()
     assert not (project / "mine.txt").exists()
+
+
+def test_a_secret_replaced_after_the_pre_build_is_still_masked(
+        tmp_path: Path, sandbox_ok: None, built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replacing a masked file (write a new one, rename it over: what tools refreshing a
+    token do) detaches the mask mount in every namespace. The plan stays the same (same
+    path), so the key does too: the executor watches its sandbox's mount table and lets
+    a sandbox that lost a mount go."""
+    from branching_core.sandbox import masks
+
+    monkeypatch.setattr(masks, "_RACY_NS", 0)
+    # Directly in / (no socket-hiding overlay above it: the mask sits on the host's
+    # own dentry, which the replacement detaches it from).
+    creds = Path(f"/forkdeck-prebuilt-{secrets.token_hex(4)}.json")
+    creds.write_text("OLD KEY\n")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(creds))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    try:
+        ran = run_command(["cat", str(creds)], ws)
+        assert ran.exit_code != 0 and "OLD KEY" not in ran.stdout
+        _prebuilt()
+        fresh = creds.with_name("fresh-" + creds.name)
+        fresh.write_text("NEW KEY\n")
+        fresh.rename(creds)
+        for _ in range(3):
+            ran = run_command(["cat", str(creds)], ws)
+            assert ran.exit_code != 0 and "NEW KEY" not in ran.stdout, ran.stdout
+            _prebuilt()
+    finally:
+        native_pool.drain()
+        creds.unlink(missing_ok=True)
+        creds.with_name("fresh-" + creds.name).unlink(missing_ok=True)

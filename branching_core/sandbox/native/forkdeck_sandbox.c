@@ -981,6 +981,68 @@ static void report_to_keeper(const char *kind, const char *msg)
 static char prebuilt_key[160];
 static pid_t prebuilt_init = -1;
 static int init_sock = -1, host_root = -1;
+/* The init's report once it came ("R" or a failure record), and our mount table's
+ * mountinfo opened right after it: poll reports any change since. */
+static char ready[1 + 8 + 64 + 8 + 4096];
+static ssize_t ready_len = -1;
+static int mounts_fd = -1;
+
+static void read_ready(void)
+{
+    do
+        ready_len = recv(init_sock, ready, sizeof ready, 0);
+    while (ready_len < 0 && errno == EINTR);
+    if (ready_len == 1 && ready[0] == 'R')
+        mounts_fd = openat(host_root, "proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+}
+
+/* Whether the built sandbox lost or gained a mount since it was built: the host
+ * replacing or removing a path a mount sits on (a masked secret renamed over, a
+ * hidden directory removed) detaches that mount in every namespace. */
+static int mounts_changed(void)
+{
+    if (mounts_fd < 0)
+        return ready_len == 1; /* built, but cannot watch it: never trust it */
+    struct pollfd p = {mounts_fd, POLLPRI, 0}; /* POLLIN is always set: not a change */
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLPRI | POLLERR));
+}
+
+/* Idle with a pre-built sandbox: wait for the owner's message; a sandbox whose mounts
+ * changed meanwhile is let go (the owner's send then fails: it starts a fresh one). */
+static void idle_prebuilt(int sock)
+{
+    for (;;) {
+        struct pollfd p[2] = {{sock, POLLIN, 0}, {-1, 0, 0}};
+        if (ready_len < 0)
+            p[1] = (struct pollfd){init_sock, POLLIN, 0};
+        else if (mounts_fd >= 0)
+            p[1] = (struct pollfd){mounts_fd, POLLPRI, 0};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (p[1].revents && ready_len < 0) {
+            read_ready();
+            if (ready_len == 1 && mounts_fd < 0)
+                break; /* cannot watch it */
+            continue;
+        }
+        if (p[1].revents & (POLLPRI | POLLERR))
+            break;
+        if (p[0].revents)
+            return; /* the owner's message (or EOF) */
+    }
+    /* Stale. A request sent before this shutdown is answered (with a setup error);
+     * any later send fails with EPIPE. */
+    shutdown(sock, SHUT_RD);
+    struct pollfd q = {sock, POLLIN, 0};
+    if (poll(&q, 1, 0) > 0)
+        return;
+    kill(prebuilt_init, SIGKILL);
+    waitpid(prebuilt_init, NULL, 0);
+    _exit(0);
+}
 
 /* In the pre-built init: wait for the command's fds and request from the keeper, then
  * run it as a fresh init would. */
@@ -1094,11 +1156,9 @@ static void run_prebuilt(int sock, struct message *m)
     fcntl(result_fd, F_SETFD, FD_CLOEXEC);
     fcntl(rq.lifeline, F_SETFD, FD_CLOEXEC);
 
-    static char ready[1 + 8 + 64 + 8 + 4096];
-    ssize_t n;
-    do
-        n = recv(init_sock, ready, sizeof ready, 0);
-    while (n < 0 && errno == EINTR);
+    if (ready_len < 0)
+        read_ready();
+    ssize_t n = ready_len;
     if (n != 1 || ready[0] != 'R') {
         if (n > 0 && ready[0] == 'S') /* its setup failed: the caller hears why */
             write_all(result_fd, ready, (size_t)n);
@@ -1107,6 +1167,12 @@ static void run_prebuilt(int sock, struct message *m)
         if (n > 0 && ready[0] == 'S')
             _exit(125);
         fail("namespace", "the pre-built sandbox's init ended before the command");
+    }
+    if (mounts_changed()) {
+        kill(prebuilt_init, SIGKILL);
+        waitpid(prebuilt_init, NULL, 0);
+        fail("namespace", "the pre-built sandbox lost a mount just before the command came"
+             " (a hidden or masked path was replaced on the host): run it again");
     }
     join_cgroups(&rq, host_root, 0);
     join_cgroups(&rq, host_root, prebuilt_init);
@@ -1154,6 +1220,8 @@ int main(int argc, char **argv)
         int sock = atoi(argv[2]);
         struct message *m = &msg_buf;
         for (;;) {
+            if (prebuilt_init > 0)
+                idle_prebuilt(sock);
             if (!receive(sock, m)) { /* the owner let us go, exited or died */
                 if (prebuilt_init > 0) {
                     kill(prebuilt_init, SIGKILL);
