@@ -17,6 +17,13 @@ After the first command, executors are pre-started (``native_pool``: a start the
 skips ``posix_spawn`` and ``exec``); they are children of this process waiting for a
 request, so code counting its children calls ``drain_pool()`` first
 (``FORKDECK_NATIVE_POOL=0`` turns the pool off).
+
+For a root caller, those executors also pre-build the sandbox of the last command
+(``_Prebuild``: namespaces, init, every compiled step), and a request whose freshly
+computed ``plan_key`` is the same only joins its cgroups, hands over its fds and spawns.
+Anything else (another branch, a plan changed by a new socket or secret, a view replaced
+at the same path, a mount of the built sandbox detached by the host) gets a sandbox
+built for it as before: a pre-built sandbox is never used for another plan.
 """
 
 from __future__ import annotations

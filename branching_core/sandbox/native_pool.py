@@ -22,6 +22,10 @@ Guarantees:
   (rlimits, nice, cgroup when the command has no limits, credentials); the owner's
   umask and ``PATH`` are taken at each use, and it waits in ``/``.
 
+Each idle executor may carry a pre-built sandbox (``Prebuild``, sent by this thread
+right after starting it, for the last command's plan); ``take(binary, key)`` hands out
+only one built for ``key`` (or one that built nothing) and lets the others go.
+
 ``FORKDECK_NATIVE_POOL=0`` turns it off (each command then ``posix_spawn``s its own).
 """
 

@@ -44,6 +44,21 @@
  * must take (decimal, space separated), a newline, then the owner's PATH (the command's
  * PATH search). It then takes the owner's current umask from /proc and goes on exactly
  * as if it had been started with those fds in place.
+ *
+ * Pre-building (root callers: native.py's _Prebuild). Before any request, the owner may
+ * send a waiting executor "P<key>\n" + fd numbers, with a request of the same format
+ * that has no command (lifeline -1, no cgroups or fds, argv "-") and the view helper's
+ * mount namespace fd. It then opens the host's "/" (for cgroups and /proc later),
+ * enters the namespaces, and forks the init, which runs every step, sets the hostname,
+ * brings lo up, drops its capabilities and reports "R" (or its setup-failure record)
+ * on a socket to the keeper, then waits. Idle, the keeper watches its mount table
+ * (/proc/self/mountinfo, poll): a changed one (the host replaced a path a mask sits
+ * on) lets the sandbox go. The request for it is "K<key> DEV:INO\n" + the usual
+ * text, with a request without steps: the keeper checks the key, joins the cgroups
+ * itself and moves the init into them, hands the init the memfd and fds (SCM_RIGHTS,
+ * with the owner's umask), and watches as usual; the init checks that the directory it
+ * stands in is the view DEV:INO, puts the fds in place and spawns the command. A setup
+ * failure found while pre-building is reported with the request, as a fresh one would.
  */
 #define _GNU_SOURCE
 #include <errno.h>
