@@ -1039,8 +1039,10 @@ static void idle_prebuilt(int sock)
         }
         if (p[1].revents && ready_len < 0) {
             read_ready();
-            if (ready_len == 1 && mounts_fd < 0)
-                break; /* cannot watch it */
+            /* Not built (a step failed, the init died) or not watchable: let it go;
+             * a fresh start does it again and reports what fails. */
+            if (ready_len != 1 || ready[0] != 'R' || mounts_fd < 0)
+                break;
             continue;
         }
         if (p[1].revents & (POLLPRI | POLLERR))
