@@ -171,10 +171,14 @@ def start(
         key = plan_key(plan, view_id) if view_id is not None else None
     pool = native_pool.pool()
     idle = pool.take(path, key) if native_pool.enabled() else None
-    if key is not None:
-        current = pool.prebuild
-        if current is None or current.key != key:  # executors started next build this
+    global _last_key
+    if key is not None and key == _last_key:  # a second command in this sandbox: the
+        current = pool.prebuild  # executors started next build it ahead
+        if current is None or current.key != key:
             pool.remember(_Prebuild(key, plan))
+    elif pool.prebuild is not None:  # one command per sandbox (a batch of siblings):
+        pool.remember(None)  # building ahead would only be thrown away
+    _last_key = key
     if idle is not None and key is not None and idle.key == key:
         assert view_id is not None
         sent = _launch(path, plan, cgroup_procs, fd_map, result_w, lifeline_r, argv, env,
@@ -252,6 +256,7 @@ def _launch(
 
 
 prebuilt_used = 0  # commands that ran in a sandbox pre-built for them (tests)
+_last_key: str | None = None  # the plan key of this process's last command
 
 
 def _prebuildable(plan: SandboxPlan) -> bool:

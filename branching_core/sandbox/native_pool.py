@@ -163,14 +163,15 @@ class Pool:
         return idle
 
     def remember(self, prebuild: Prebuild | None) -> None:
-        """What executors started from now on pre-build (the last command's sandbox)."""
+        """What executors pre-build from the next refill on (the last command's
+        sandbox; those waiting that built nothing build it then too)."""
         with self.lock:
             self.prebuild = prebuild
 
     def refill(self) -> None:
         """Make the next ones now (called as a command ends: starting an executor while
         a command starts would compete with it for the CPU)."""
-        if self.wanted and len(self.ready) < self.wanted:
+        if self.wanted:  # the thread also drops ended ones and primes idle ones
             self.wake.set()
 
     def idle_pids(self) -> list[int]:
@@ -190,8 +191,47 @@ class Pool:
         while True:
             self.wake.wait()
             self.wake.clear()
+            self._prime_waiting()
             while self._fill_one():
                 pass
+
+    def _prime_waiting(self) -> None:
+        """Have the idle executors that built nothing build the sandbox now wanted.
+
+        Each is out of ``ready`` while its pre-build is sent (a request must never reach
+        an executor between the two), and goes back only if still wanted.
+        """
+        with self.lock:
+            ended = [i for i in self.ready if i.ended()]  # let their sandbox go
+            self.ready = [i for i in self.ready if i not in ended]
+            prebuild = self.prebuild
+            todo = [i for i in self.ready if i.key is None] if prebuild is not None else []
+            self.ready = [i for i in self.ready if i not in todo]
+            self.busy = bool(todo)
+        for idle in ended:
+            idle.close()
+        if not todo:
+            return
+        keep: list[Idle] = []
+        assert prebuild is not None
+        try:
+            for idle in todo:
+                if prebuild.prime(idle):
+                    idle.key = prebuild.key
+                    self.prebuilt += 1
+                    keep.append(idle)
+                else:
+                    idle.discard()
+        finally:
+            with self.lock:
+                self.busy = False
+                self.lock.notify_all()
+                back = self.wanted > 0 and self.prebuild is prebuild
+                if back:
+                    self.ready.extend(keep)
+            if not back:
+                for idle in keep:
+                    idle.discard()
 
     def _fill_one(self) -> bool:
         """Start one more if one is wanted; whether to go on."""

@@ -1014,12 +1014,16 @@ static void read_ready(void)
 /* Whether the built sandbox lost or gained a mount since it was built: the host
  * replacing or removing a path a mount sits on (a masked secret renamed over, a
  * hidden directory removed) detaches that mount in every namespace. */
+static int stale; /* a change was seen (poll reports each change once) */
+
 static int mounts_changed(void)
 {
     if (mounts_fd < 0)
-        return ready_len == 1; /* built, but cannot watch it: never trust it */
+        return 1; /* built, but cannot watch it: never trust it */
     struct pollfd p = {mounts_fd, POLLPRI, 0}; /* POLLIN is always set: not a change */
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLPRI | POLLERR));
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLPRI | POLLERR)))
+        stale = 1;
+    return stale;
 }
 
 /* Idle with a pre-built sandbox: wait for the owner's message; a sandbox whose mounts
@@ -1045,8 +1049,10 @@ static void idle_prebuilt(int sock)
                 break;
             continue;
         }
-        if (p[1].revents & (POLLPRI | POLLERR))
+        if (p[1].revents & (POLLPRI | POLLERR)) {
+            stale = 1;
             break;
+        }
         if (p[0].revents)
             return; /* the owner's message (or EOF) */
     }
