@@ -172,13 +172,16 @@ def start(
     pool = native_pool.pool()
     idle = pool.take(path, key) if native_pool.enabled() else None
     global _last_key
-    if key is not None and key == _last_key:  # a second command in this sandbox: the
+    if not native_pool.enabled():
+        pass  # nothing is pre-built, and this command says nothing about the next
+    elif key is not None and key == _last_key:  # a second command in this sandbox: the
         current = pool.prebuild  # executors started next build it ahead
         if current is None or current.key != key:
             pool.remember(_Prebuild(key, plan))
     elif pool.prebuild is not None:  # one command per sandbox (a batch of siblings):
         pool.remember(None)  # building ahead would only be thrown away
-    _last_key = key
+    if native_pool.enabled():
+        _last_key = key
     if idle is not None and key is not None and idle.key == key:
         assert view_id is not None
         sent = _launch(path, plan, cgroup_procs, fd_map, result_w, lifeline_r, argv, env,
