@@ -33,7 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from branching_core.errors import ResourceLimitError
 from branching_core.patterns import BestOfN, Speculate
-from branching_core.sandbox import ResourceLimits, leftover_branch_cgroups, sandbox_available
+from branching_core.sandbox import (
+    ResourceLimits,
+    leftover_branch_cgroups,
+    native,
+    sandbox_available,
+)
 from branching_core.sandbox.cgroups import create_branch_cgroups, owner_tag
 from branching_core.workspace import Workspace, reaper
 
@@ -152,6 +157,7 @@ def main() -> None:
     ws = Workspace(root, backend=args.backend)
     with ws.branch("warm-up", on_success=None):
         pass  # starts the workspace's own helpers (overlay mount helper) before the baseline
+    native.drain_pool()
     baseline = set(_children())
     isolated_ok = sandbox_available()[0]
     print(f"backend: {ws.fstype}; cpus: {os.cpu_count()}; sandbox: {isolated_ok}\n")
@@ -204,6 +210,7 @@ def main() -> None:
                          f"+{extra_cpu / 16 * 1000:.1f} ms per candidate"))
         time.sleep(0.2)
         reaper.drain(timeout=60)  # the background removal of discarded branches is no leak
+        native.drain_pool()  # nor are idle pre-started sandbox executors
         ours = f"b{owner_tag()}-"  # other sessions' branch cgroups may share the parents
         leaks = (len(ws.open_branches()), len(set(_children()) - baseline),
                  len([p for p in leftover_branch_cgroups() if p.name.startswith(ours)]))

@@ -10,7 +10,9 @@ only the sandbox, and an *agent-sized* one (pydantic-ai, Textual and the fork la
 imported, plus 200 MB of live Python objects, like a TUI holding long agent
 histories). In each, ``true`` runs plain, under bubblewrap (``bwrap --unshare-all
 --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true``),
-sandboxed through the native executor (the caller ``posix_spawn``s it) and sandboxed on
+sandboxed through the native executor (a pre-started one that pre-built the sandbox
+of the caller's last command in the same workspace, and one the caller
+``posix_spawn``s with ``FORKDECK_NATIVE_POOL=0``) and sandboxed on
 the Python path (``FORKDECK_NATIVE=0``: the caller forks itself twice). Then, in this
 process, 16 pattern candidates: command candidates (what ``forkdeck best-of-n -- CMD``
 runs) and Python callables (forked from the caller by design: they need its memory).
@@ -48,15 +50,23 @@ from branching_core.sandbox import native, run_command
 ws = sys.argv[1]
 bwrap = sys.argv[3:]
 
-def sandboxed(use_native):
+prebuilt = [0, 0]  # pooled native runs: served by a pre-built sandbox, all
+
+def sandboxed(use_native, pool=True):
     os.environ["FORKDECK_NATIVE"] = "1" if use_native else "0"
+    os.environ["FORKDECK_NATIVE_POOL"] = "1" if pool else "0"
+    before = native.prebuilt_used
     result = run_command(["true"], ws)
     assert result.exit_code == 0, result
+    if use_native and pool:
+        prebuilt[0] += native.prebuilt_used - before
+        prebuilt[1] += 1
 
 cases = {
     "plain": lambda: subprocess.run(["true"], check=True),
     "bwrap": lambda: subprocess.run(bwrap, check=True),
     "native": lambda: sandboxed(True),
+    "unpooled": lambda: sandboxed(True, pool=False),
     "python": lambda: sandboxed(False),
 }
 for case in cases.values():
@@ -72,13 +82,15 @@ for line in sys.stdin:
     start = time.perf_counter()
     cases[name]()
     print((time.perf_counter() - start) * 1000, flush=True)
+print(f"{prebuilt[0]} {prebuilt[1]}", flush=True)
 '''
 
-CASES = ("plain", "bwrap", "native", "python")
+CASES = ("plain", "bwrap", "native", "unpooled", "python")
 LABELS = {
     "plain": "`subprocess.run(['true'])`",
     "bwrap": "bubblewrap `true`",
-    "native": "sandboxed `true`, native executor",
+    "native": "sandboxed `true`, native executor, pre-built sandbox",
+    "unpooled": "same, no pre-started executor (`FORKDECK_NATIVE_POOL=0`)",
     "python": "sandboxed `true`, Python path (`FORKDECK_NATIVE=0`)",
 }
 
@@ -115,9 +127,12 @@ def start_up(rounds: int, ws: str) -> None:
                     proc.stdin.flush()
                     samples.setdefault((weight, case), []).append(float(proc.stdout.readline()))
     finally:
-        for proc in workers.values():
-            assert proc.stdin is not None
+        used: dict[str, str] = {}
+        for weight, proc in workers.items():
+            assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.close()
+            hits, runs = proc.stdout.read().split()
+            used[weight] = f"{hits} of {runs}"
             proc.wait(30)
     print(f"### Start-up: {rounds} alternating rounds, p50 / p25 / p95 in ms"
           f" (load {_load()})\n")
@@ -152,6 +167,7 @@ def start_up(rounds: int, ws: str) -> None:
                       f" {p50['native'] - p50['plain']:+.2f} ms, python / native"
                       f" {p50['python'] / p50['native']:.2f}x")
     print(f"| p50 ratios | {ratios[0]} | {ratios[1]} |")
+    print(f"| native runs served by a pre-built sandbox | {used['lean']} | {used['heavy']} |")
 
 
 def patterns(runs: int) -> None:

@@ -35,11 +35,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import queue
 import selectors
 import signal
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from select import POLLHUP, POLLIN
@@ -282,6 +284,7 @@ class SpawnedProcess:
     info: ExitInfo = field(default_factory=ExitInfo)
     done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _inline: bool = False  # drain_here is draining in some caller's thread
     _lock: threading.Lock = field(default_factory=threading.Lock)
     output_errors: list[BaseException] = field(default_factory=list)
 
@@ -289,7 +292,10 @@ class SpawnedProcess:
         self.stdout = BoundedCapture(self.max_output)
         self.stderr = BoundedCapture(self.max_output)
 
-    def start_drain(self) -> None:
+    def start_drain(self, resume: bool = False) -> None:
+        """Drain in a thread of its own (``resume``: go on from ``drain_here``)."""
+        if not resume:
+            self._prepare_drain()
         self._thread = threading.Thread(
             target=self._drain, name=f"forkdeck-sandbox-{self.pid}", daemon=True
         )
@@ -318,6 +324,8 @@ class SpawnedProcess:
         if self.done.is_set():
             return False
         self.kill_tree()
+        if self._thread is None and not self._inline:  # nothing drains: a thread does now
+            self.start_drain(resume=True)
         if not self.done.wait(timeout):
             self.hard_kill()
             self.done.wait(timeout)
@@ -336,106 +344,198 @@ class SpawnedProcess:
             return None
         return LineSplitter(lambda line: self._call_on_output(name, line))
 
-    def _drain(self) -> None:
-        sel = selectors.DefaultSelector()
-        record = bytearray()  # the callable's result: the value asked for, kept whole
+    def _prepare_drain(self) -> None:
+        """The drain's state (on self, so a drain interrupted in the calling thread can
+        go on in a thread)."""
+        self._sel = sel = selectors.DefaultSelector()
+        self._record = bytearray()  # the callable's result: the value asked for, kept whole
         # fd -> (where its bytes go, its on_output line splitter)
-        streams: dict[int, tuple[BoundedCapture | bytearray, LineSplitter | None]] = {
+        self._streams: dict[int, tuple[BoundedCapture | bytearray, LineSplitter | None]] = {
             self.stdout_r: (self.stdout, self._splitter("stdout")),
             self.stderr_r: (self.stderr, self._splitter("stderr")),
-            self.result_r: (record, None),
+            self.result_r: (self._record, None),
         }
         for child_fd, rfd in self.capture_fds.items():
             cap = self.extra.setdefault(child_fd, BoundedCapture(self.max_output))
-            streams[rfd] = (cap, None)
-        for fd in streams:
+            self._streams[rfd] = (cap, None)
+        for fd in self._streams:
             sel.register(fd, selectors.EVENT_READ)
         sel.register(self.pidfd, selectors.EVENT_READ)  # readable once the keeper ended
-        exited = False
-        status = 0
+        self._exited = self._early = False
+        self._status = 0
 
-        def finish(fd: int) -> None:
-            sel.unregister(fd)
-            splitter = streams[fd][1]
-            if splitter is not None:
-                splitter.close()
+    def _finish_stream(self, fd: int) -> None:
+        self._sel.unregister(fd)
+        splitter = self._streams[fd][1]
+        if splitter is not None:
+            splitter.close()
 
-        def read_some(fd: int) -> bool:
-            sink, splitter = streams[fd]
-            try:
-                data = os.read(fd, 1 << 16)
-            except BlockingIOError:
-                return False
-            except OSError:
-                data = b""
-            if not data:
-                finish(fd)
-                return False
-            if isinstance(sink, BoundedCapture):
-                sink.add(data)
-            else:
-                sink += data
-            if splitter is not None:
-                splitter.feed(data)
-            return True
+    def _read_some(self, fd: int) -> bool:
+        sink, splitter = self._streams[fd]
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self._finish_stream(fd)
+            return False
+        if isinstance(sink, BoundedCapture):
+            sink.add(data)
+        else:
+            sink += data
+        if splitter is not None:
+            splitter.feed(data)
+        return True
 
-        def drain_rest() -> None:
-            # Every process of the branch is dead; a leaked copy of a write end in
-            # some unrelated fork must not keep us waiting for EOF.
-            for fd in list(streams):
+    def _drain_rest(self) -> None:
+        # Every process of the branch is dead; a leaked copy of a write end in
+        # some unrelated fork must not keep us waiting for EOF.
+        sel = self._sel
+        for fd in list(self._streams):
+            if fd in sel.get_map():
+                os.set_blocking(fd, False)
+                while fd in sel.get_map() and self._read_some(fd):
+                    pass
                 if fd in sel.get_map():
-                    os.set_blocking(fd, False)
-                    while fd in sel.get_map() and read_some(fd):
-                        pass
-                    if fd in sel.get_map():
-                        finish(fd)
+                    self._finish_stream(fd)
 
-        def command_over() -> bool:
-            # A command's init reports its end only once every other process of its pid
-            # namespace is dead and reaped, and its pipes close as it exits: with every
-            # stream at EOF and a whole exit record, nothing of the command runs. Its
-            # own exit (the teardown of the sandbox's mounts) is then not waited for,
-            # unless branch cgroups must be removed (busy until it is gone).
-            return (set(sel.get_map()) == {self.pidfd} and not self.cgroups.paths
-                    and _is_exit_record(record))
+    def _command_over(self) -> bool:
+        # A command's init reports its end only once every other process of its pid
+        # namespace is dead and reaped, and its pipes close as it exits: with every
+        # stream at EOF and a whole exit record, nothing of the command runs. Its
+        # own exit (the teardown of the sandbox's mounts) is then not waited for,
+        # unless branch cgroups must be removed (busy until it is gone).
+        return (set(self._sel.get_map()) == {self.pidfd} and not self.cgroups.paths
+                and _is_exit_record(self._record))
 
-        early = False
-        while True:
-            if exited:
-                drain_rest()
-                break
-            for key, _ in sel.select():
+    def _drain(self) -> None:
+        """The drain thread's body."""
+        try:
+            self._drain_until(None)
+        finally:
+            self.done.set()  # even if it broke (an interrupted drain_here): no waiter hangs
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until the branch has ended (whether it did within ``timeout``): drains
+        here when nothing drains yet (``spawn(drain=False)``), which kills the tree at
+        ``timeout``; else waits for the drain thread (the caller kills on False)."""
+        if self._thread is None and not self.done.is_set():
+            return self.drain_here(timeout)
+        return self.done.wait(timeout)
+
+    def drain_here(self, timeout: float | None) -> bool:
+        """Drain in the calling thread until the branch has ended: a synchronous caller
+        then needs no drain thread and no wake-up from one (``spawn(drain=False)``).
+
+        At ``timeout`` the tree is killed (``terminate``'s escalation: the lifeline,
+        then after 5 s the keeper and the cgroups) and False is returned once it has
+        ended. Interrupted (^C), the tree is killed and a thread finishes the draining.
+        """
+        self._inline = True
+        try:
+            return self._drain_until(None if timeout is None else time.monotonic() + timeout)
+        except BaseException:
+            self.kill_tree()
+            if not self.done.is_set():
+                self.start_drain(resume=True)
+            raise
+        finally:
+            self._inline = False
+
+    def _drain_until(self, deadline: float | None) -> bool:
+        """Drain to the end; at ``deadline`` kill the tree. Whether it ended in time."""
+        sel = self._sel
+        in_time = True
+        while not self._exited:
+            wait = None
+            if deadline is not None:
+                wait = max(0.0, deadline - time.monotonic())
+            events = sel.select(wait)
+            if not events and deadline is not None and time.monotonic() >= deadline:
+                if in_time:  # first the lifeline, then (5 s on) the keeper itself
+                    in_time = False
+                    self.kill_tree()
+                    deadline = time.monotonic() + 5.0
+                else:
+                    self.hard_kill()
+                    deadline = None
+                continue
+            for key, _ in events:
                 fd = key.fd
                 if fd not in sel.get_map():  # finished by an earlier event of this batch
                     continue
                 if fd == self.pidfd:
                     sel.unregister(fd)
-                    status = os.waitpid(self.pid, 0)[1]
-                    exited = True
-                elif not read_some(fd) and command_over():
+                    self._exited = True
+                    self._status = os.waitpid(self.pid, 0)[1]
+                elif not self._read_some(fd) and self._command_over():
                     sel.unregister(self.pidfd)
-                    status = 0  # what the keeper exits with after an exit record
-                    exited = early = True
-        sel.close()
-        for fd in streams:
+                    self._status = 0  # what the keeper exits with after an exit record
+                    self._exited = self._early = True
+        self._drain_rest()
+        self._end()
+        return in_time
+
+    def _end(self) -> None:
+        self._sel.close()
+        for fd in self._streams:
             _PARENT_FDS.discard(fd)
             os.close(fd)
-        info = self.info
+        info, status = self.info, self._status
         if os.WIFSIGNALED(status):
             info.signal = os.WTERMSIG(status)
         else:
             info.exit_code = os.waitstatus_to_exitcode(status)
-        info.record = bytes(record)
+        info.record = bytes(self._record)
         info.oom_killed = self.cgroups.oom_killed()
         self.kill_tree()
         self.cgroups.remove()
-        if early:
-            self.done.set()
-            os.waitpid(self.pid, 0)  # the keeper follows its init within a moment
         _PARENT_FDS.discard(self.pidfd)
         os.close(self.pidfd)
         self.pidfd = -1
+        if self._early:  # the keeper follows its init within a moment: reaped aside
+            _reaper.add(self.pid)
         self.done.set()
+        native.refill()
+
+
+class _Reaper:
+    """Reaps keepers that reported their command's end before exiting, in one thread of
+    its own: the caller (a synchronous ``run_command`` drains in its own thread) need not
+    wait for the teardown of the sandbox's mounts at the init's exit."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def add(self, pid: int) -> None:
+        self.queue.put(pid)
+        if self.thread is None:
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self._run, daemon=True,
+                                                   name="forkdeck-keeper-reaper")
+                    self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            pid = self.queue.get()
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+_reaper = _Reaper()
+
+
+def _new_reaper_in_child() -> None:
+    global _reaper
+    _reaper = _Reaper()  # the parent's keepers are not a fork child's to reap
+
+
+os.register_at_fork(after_in_child=_new_reaper_in_child)
 
 
 class SpawnedProcessView:
@@ -503,12 +603,15 @@ def spawn(
     pass_fds: Mapping[int, int] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
     command: tuple[list[str], dict[str, str]] | None = None,
+    drain: bool = True,
 ) -> SpawnedProcess:
     """Start the keeper and start draining; the caller owns ``cgroups`` until this returns.
 
     With ``command=(argv, env)`` (``child_main`` being that command's main, and
     ``close_fds`` true) the native executor is the keeper, unless ``FORKDECK_NATIVE=0``
     or it cannot start (then a warning is logged once); otherwise this process forks it.
+    ``drain=False``: no drain thread; the caller drains with ``wait`` in its own thread
+    (a synchronous caller saves a thread start and a cross-thread wake-up).
     """
     child_ends: list[int] = []
     parent_ends: list[int] = []
@@ -562,7 +665,10 @@ def spawn(
         capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
         max_output=max_output,
     )
-    branch.start_drain()
+    if drain:
+        branch.start_drain()
+    else:
+        branch._prepare_drain()
     return branch
 
 

@@ -75,7 +75,10 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         extra_fds: Iterable[int] | Mapping[int, int] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         expose_secrets: bool = False,
+        _drain_in_wait: bool = False,
     ) -> None:
+        # _drain_in_wait (run_command): no drain thread, ``wait`` drains in its caller's
+        # thread; only for a caller that waits right away in the thread that started it.
         self.argv = _argv(command)
         max_output = check_max_output(max_output)
         self.limits = limits or ResourceLimits()
@@ -104,7 +107,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
             self._branch = _spawn.spawn(
                 plan, cgroups, main, close_fds=True, on_output=on_output,
                 capture_fds=capture, pass_fds=passed, max_output=max_output,
-                command=(self.argv, child_env),
+                command=(self.argv, child_env), drain=not _drain_in_wait,
             )
         except BaseException:
             plan.close_fds()
@@ -147,7 +150,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         Raises ``NamespaceError``/``ResourceLimitError`` if the sandbox could not
         be set up (the command never ran).
         """
-        if not self._b.done.wait(timeout):
+        if not self._b.wait(timeout):
             self.timed_out = True
             self.abort()
             raise TimeoutError(f"command {shlex.join(self.argv)!r} timed out after {timeout} s")
@@ -200,7 +203,7 @@ def run_command(
     branch = SandboxedCommand(
         command, workspace, limits=limits, network=network, env=env, mount_at=mount_at,
         on_output=on_output, extra_fds=extra_fds, max_output=max_output,
-        expose_secrets=expose_secrets,
+        expose_secrets=expose_secrets, _drain_in_wait=True,
     )
     with branch:
         try:

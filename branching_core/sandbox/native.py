@@ -12,11 +12,25 @@ The binary is built at install time (``setup.py``). When it is missing or cannot
 started, commands take the Python path and a warning is logged once.
 ``FORKDECK_NATIVE=0`` forces the Python path (tests, debugging);
 ``FORKDECK_NATIVE_BINARY`` names another build of the executor.
+
+After the first command, executors are pre-started (``native_pool``: a start then
+skips ``posix_spawn`` and ``exec``); they are children of this process waiting for a
+request, so code counting its children calls ``drain_pool()`` first
+(``FORKDECK_NATIVE_POOL=0`` turns the pool off).
+
+For a root caller, those executors also pre-build the sandbox of the last command
+(``_Prebuild``: namespaces, init, every compiled step), and a request whose freshly
+computed ``plan_key`` is the same only joins its cgroups, hands over its fds and spawns.
+Anything else (another branch, a plan changed by a new socket or secret, a view replaced
+at the same path, a mount of the built sandbox detached by the host) gets a sandbox
+built for it as before: a pre-built sandbox is never used for another plan.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import hashlib
 import logging
 import os
 import struct
@@ -25,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from branching_core.sandbox import _syscalls as sc
+from branching_core.sandbox import native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
 from branching_core.sandbox.steps import OPS, Step
 
@@ -44,6 +59,18 @@ _UNUSABLE = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR,
 
 class NativeUnavailable(Exception):
     """The native executor cannot start this command; the caller takes the Python path."""
+
+
+def refill() -> None:
+    """A command ended: top up the pre-made network namespaces and executors in the
+    background (while a command starts, that work would compete with it for the CPU)."""
+    _pool.refill()
+    native_pool.refill()
+
+
+def drain_pool() -> None:
+    """End and reap the idle pre-started executors (before counting our children)."""
+    native_pool.drain()
 
 
 def binary() -> Path:
@@ -88,29 +115,32 @@ def encode_step(step: Step) -> bytes:
     return b"".join(out)
 
 
-_encoded: dict[int, tuple[tuple[Step, ...], bytes]] = {}
+_encoded: dict[int, tuple[tuple[Step, ...], bytes, str]] = {}
 
 
-def _encode_steps(steps: tuple[Step, ...]) -> bytes:
-    """The steps' encoding, cached by identity (``compile_steps`` shares its lists)."""
+def _encode_steps(steps: tuple[Step, ...]) -> tuple[bytes, str]:
+    """The steps' encoding and its digest, cached by identity (``compile_steps``
+    shares its lists)."""
     cached = _encoded.get(id(steps))
     if cached is not None and cached[0] is steps:
-        return cached[1]
+        return cached[1], cached[2]
     data = _s(len(steps)) + b"".join(encode_step(step) for step in steps)
+    digest = hashlib.sha256(data).hexdigest()
     if len(_encoded) >= 32:
         _encoded.clear()
-    _encoded[id(steps)] = (steps, data)  # holds the tuple: its id stays unique
-    return data
+    _encoded[id(steps)] = (steps, data, digest)  # holds the tuple: its id stays unique
+    return data, digest
 
 
 def encode_request(
     plan: SandboxPlan, *, lifeline: int, userns: int, mntns: int, cgroup_procs: list[str],
     keep: list[int], argv: list[str], env: Mapping[str, str], netns: int = -1,
+    steps: bool = True,
 ) -> bytes:
     """The request the executor reads (format: the comment at the top of the C file).
 
     ``netns``: an fd of a fresh network namespace (``lo`` already up) to join instead
-    of making one.
+    of making one. ``steps=False``: none (a pre-built sandbox already ran them).
     """
     flags = namespace_flags(plan) & ~(sc.CLONE_NEWNET if netns >= 0 else 0)
     loopback = not plan.network and netns < 0
@@ -120,7 +150,7 @@ def encode_request(
         _s(int(loopback)), _s(HOSTNAME),
         _strings(cgroup_procs), _strings([str(fd) for fd in keep]), _strings(argv),
         _strings([f"{k}={v}" for k, v in env.items()]),
-        _encode_steps(plan.steps),
+        _encode_steps(plan.steps)[0] if steps else _s(0),
     ])
 
 
@@ -133,10 +163,53 @@ def start(
     ``fd_map`` maps each of the command's fds to the caller's fd it must be. Raises
     ``NativeUnavailable`` when the binary is missing or cannot run (nothing started).
     """
+    global prebuilt_used
     path = binary()
+    key = view_id = None
+    if native_pool.enabled() and _prebuildable(plan):
+        view_id = _view_identity(plan)
+        key = plan_key(plan, view_id) if view_id is not None else None
+    pool = native_pool.pool()
+    idle = pool.take(path, key) if native_pool.enabled() else None
+    global _last_key
+    if not native_pool.enabled():
+        pass  # nothing is pre-built, and this command says nothing about the next
+    elif key is not None and key == _last_key:  # a second command in this sandbox: the
+        current = pool.prebuild  # executors started next build it ahead
+        if current is None or current.key != key:
+            pool.remember(_Prebuild(key, plan))
+    elif pool.prebuild is not None:  # one command per sandbox (a batch of siblings):
+        pool.remember(None)  # building ahead would only be thrown away
+    if native_pool.enabled():
+        _last_key = key
+    if idle is not None and key is not None and idle.key == key:
+        assert view_id is not None
+        sent = _launch(path, plan, cgroup_procs, fd_map, result_w, lifeline_r, argv, env,
+                       idle, f"K{key} {view_id[0]}:{view_id[1]}\n")
+        if sent is not None:
+            prebuilt_used += 1
+            return sent
+        idle = None  # it let its sandbox go (its mounts changed) or died: start afresh
+    pid = _launch(path, plan, cgroup_procs, fd_map, result_w, lifeline_r, argv, env, idle, None)
+    assert pid is not None
+    return pid
+
+
+def _launch(
+    path: Path, plan: SandboxPlan, cgroup_procs: list[str], fd_map: Mapping[int, int],
+    result_w: int, lifeline_r: int, argv: list[str], env: Mapping[str, str],
+    idle: native_pool.Idle | None, prebuilt: str | None,
+) -> int | None:
+    """Hand the request to ``idle`` or ``posix_spawn`` an executor; the keeper's pid.
+
+    ``prebuilt``: the key line for an idle executor that built this very sandbox (the
+    request then carries no steps and no namespace fds); None when its send fails (the
+    caller then starts afresh with the whole request: never a partial one).
+    """
     targets = sorted(fd_map)
-    netns = _pool.take() if _pooled(plan) else None
-    controls = [result_w, lifeline_r, *plan.child_fds, *([netns] if netns is not None else [])]
+    netns = _pool.take() if _pooled(plan) and prebuilt is None else None
+    plan_fds = [] if prebuilt is not None else plan.child_fds
+    controls = [result_w, lifeline_r, *plan_fds, *([netns] if netns is not None else [])]
     memfd = os.memfd_create("forkdeck-sandbox-request", os.MFD_CLOEXEC)
     try:
         # Every source first goes above every fd involved, then targets take their
@@ -144,16 +217,26 @@ def start(
         sources = [memfd, *controls, *(fd_map[t] for t in targets)]
         base = max([2, *sources, *targets]) + 1
         high = {fd: base + i for i, fd in enumerate(sources)}
+        full = prebuilt is None
         request = encode_request(
             plan, lifeline=high[lifeline_r],
-            userns=high[plan.userns_fd] if plan.userns_fd is not None else -1,
-            mntns=high[plan.mntns_fd] if plan.mntns_fd is not None else -1,
+            userns=high[plan.userns_fd] if plan.userns_fd is not None and full else -1,
+            mntns=high[plan.mntns_fd] if plan.mntns_fd is not None and full else -1,
             netns=high[netns] if netns is not None else -1,
-            cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env,
+            cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env, steps=full,
         )
         view = memoryview(request)
         while view:
             view = view[os.write(memfd, view):]
+        if idle is not None and len(sources) <= native_pool.MAX_PASSED:
+            # A pre-started one: the same fds at the same numbers, by SCM_RIGHTS; with
+            # the key (and the view as we see it now) when it built this very sandbox.
+            numbers = [high[fd] for fd in (memfd, *controls)] + targets
+            sent, idle = idle.send(sources, numbers, prebuilt or ""), None
+            if sent is not None or not full:
+                return sent
+        if not full:
+            return None
         actions = [(os.POSIX_SPAWN_DUP2, fd, base + i) for i, fd in enumerate(sources)]
         first = 1 + len(controls)
         actions += [(os.POSIX_SPAWN_DUP2, base + first + i, t) for i, t in enumerate(targets)]
@@ -168,9 +251,96 @@ def start(
                 raise NativeUnavailable(f"{path}: {exc.strerror}") from exc
             raise
     finally:
+        if idle is not None:
+            idle.discard()
         os.close(memfd)
         if netns is not None:  # the executor has its copy (or never ran): used once
             os.close(netns)
+
+
+prebuilt_used = 0  # commands that ran in a sandbox pre-built for them (tests)
+_last_key: str | None = None  # the plan key of this process's last command
+
+
+def _prebuildable(plan: SandboxPlan) -> bool:
+    """Whether a pre-started executor may build this sandbox ahead: a root caller in its
+    own user namespace (the executor then joins the command's cgroups, and moves its
+    init there, from inside the sandbox's namespaces through the host's root)."""
+    return not plan.new_userns and plan.userns_fd is None and os.geteuid() == 0
+
+
+def _view_identity(plan: SandboxPlan) -> tuple[int, int] | None:
+    """The view directory's device and inode as the sandbox will see it (a view
+    replaced since has another: a pre-built sandbox pins the old one's)."""
+    where = plan.view if plan.helper_pid is None else f"/proc/{plan.helper_pid}/root{plan.view}"
+    try:
+        st = os.stat(where)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _ns_identity(fd: int | None) -> tuple[int, int] | None:
+    if fd is None:
+        return None
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def plan_key(plan: SandboxPlan, view: tuple[int, int]) -> str:
+    """What a pre-built sandbox must share with a request to serve it: the compiled
+    steps (every mount, decided from the host as the plan saw it just now), the
+    namespaces made and joined, the ids, the hostname and the view's identity."""
+    digest = _encode_steps(plan.steps)[1]
+    parts = (digest, namespace_flags(plan), plan.new_userns, plan.uid, plan.gid,
+             plan.network, HOSTNAME, _ns_identity(plan.userns_fd),
+             _ns_identity(plan.mntns_fd), view)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:40]
+
+
+@dataclasses.dataclass
+class _Prebuild:
+    """The last command's sandbox, for the executors started after it to build ahead.
+
+    Holds no fd: the view helper's mount namespace is opened again when an executor is
+    primed, and only used if it is still the one the key was made with.
+    """
+
+    key: str
+    plan: SandboxPlan
+
+    def __post_init__(self) -> None:
+        self.mntns = _ns_identity(self.plan.mntns_fd)
+        self.plan = dataclasses.replace(self.plan, userns_fd=None, mntns_fd=None)
+
+    def prime(self, idle: native_pool.Idle) -> bool:
+        """Send ``idle`` the pre-build message; whether it was sent."""
+        plan = self.plan
+        mntns = None
+        try:
+            if self.mntns is not None:
+                mntns = os.open(f"/proc/{plan.helper_pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+                if _ns_identity(mntns) != self.mntns:
+                    return False
+            memfd = os.memfd_create("forkdeck-sandbox-prebuild", os.MFD_CLOEXEC)
+        except OSError:
+            if mntns is not None:
+                os.close(mntns)
+            return False
+        try:
+            request = encode_request(
+                plan, lifeline=-1, userns=-1, mntns=5 if mntns is not None else -1,
+                cgroup_procs=[], keep=[], argv=["-"], env={},
+            )
+            view = memoryview(request)
+            while view:
+                view = view[os.write(memfd, view):]
+            fds = [memfd, *([mntns] if mntns is not None else [])]
+            return idle.post(f"P{self.key}\n", fds, [4, 5][:len(fds)])
+        finally:
+            os.close(memfd)
+            if mntns is not None:
+                os.close(mntns)
 
 
 def _pooled(plan: SandboxPlan) -> bool:
@@ -187,7 +357,7 @@ class _NetnsPool:
     Making a network namespace is the dearest part of a sandbox's start (~0.5 ms of
     kernel time in ``unshare``, and bringing ``lo`` up waits for the kernel's lock of
     network configuration, which the teardown of earlier namespaces holds); a thread of
-    the caller makes the next ones while commands run. Each is handed to exactly one
+    the caller makes the next ones once a command has ended. Each is handed to exactly one
     sandbox (popped under the lock) and nothing else ever runs in it: the thread enters
     it only to bring ``lo`` up and open its ns file, then returns to its own. When the
     pool is empty the executor makes its own, as before.
@@ -201,6 +371,7 @@ class _NetnsPool:
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
         self.broken = False
+        self.wanted = False  # a root caller's sandbox took one: keep SIZE ready
 
     def take(self) -> int | None:
         with self.lock:
@@ -209,8 +380,13 @@ class _NetnsPool:
                                                name="forkdeck-netns-pool")
                 self.thread.start()
             fd = self.ready.pop() if self.ready else None
-        self.wake.set()
+            self.wanted = True
         return fd
+
+    def refill(self) -> None:
+        """Make the next ones now (as a command ends: not competing with its start)."""
+        if self.wanted and len(self.ready) < self.SIZE:
+            self.wake.set()
 
     def _fill(self) -> None:
         try:
@@ -262,5 +438,5 @@ def _new_pool_in_child() -> None:
 os.register_at_fork(after_in_child=_new_pool_in_child)
 
 
-__all__ = ["ENV_BINARY", "ENV_SWITCH", "NativeUnavailable", "binary", "enabled",
+__all__ = ["ENV_BINARY", "ENV_SWITCH", "NativeUnavailable", "binary", "drain_pool", "enabled",
            "encode_request", "fell_back", "start"]

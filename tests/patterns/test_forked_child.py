@@ -14,6 +14,7 @@ import pytest
 
 from branching_core.patterns import BestOfN
 from branching_core.patterns._proc import CandidateTimeout, ChildProcessHandle
+from branching_core.sandbox import native
 from branching_core.workspace import Workspace, reaper
 
 
@@ -121,6 +122,7 @@ def _children_of_me() -> list[int]:
 def test_ctrl_c_while_a_batch_starts_leaves_nothing_behind(copy_ws: Workspace) -> None:
     """The first child interrupts the caller at once, while it is still forking the
     rest: every child that started is killed and reaped, every branch aborted."""
+    native.drain_pool()  # idle pre-started executors of earlier tests are no candidates
     before = set(_children_of_me())
 
     def interrupt(path: Path) -> bool:

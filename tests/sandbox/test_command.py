@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import threading
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from branching_core.errors import NamespaceError
-from branching_core.sandbox import SandboxedCommand, run_command, run_command_async
+from branching_core.sandbox import SandboxedCommand, native, run_command, run_command_async
 from tests.support.killed_child import run_until_ready_then_kill
 
 from .conftest import processes_with, wait_until_gone
@@ -208,3 +209,39 @@ def test_nothing_of_the_command_runs_once_it_has_returned(ws: Path, no_leftover:
     finally:
         os.close(r)
     assert processes_with(marker) == []
+
+
+def test_run_command_drains_in_the_calling_thread(ws: Path) -> None:
+    """A synchronous run_command needs no drain thread (one thread start and one
+    cross-thread wake-up less per command): its on_output runs in the caller's thread,
+    and nothing is lost or reordered."""
+    seen: list[tuple[str, str, str]] = []
+
+    def record(name: str, line: str) -> None:
+        seen.append((threading.current_thread().name, name, line))
+
+    result = run_command(["sh", "-c", "for i in 1 2 3; do echo $i; echo e$i >&2; done"], ws,
+                         on_output=record)
+    me = threading.current_thread().name
+    assert result.stdout == "1\n2\n3\n" and result.stderr == "e1\ne2\ne3\n"
+    assert [line for _, name, line in seen if name == "stdout"] == ["1", "2", "3"]
+    assert [line for _, name, line in seen if name == "stderr"] == ["e1", "e2", "e3"]
+    assert {thread for thread, _, _ in seen} == {me}
+
+
+def test_a_ctrl_c_while_run_command_drains_kills_the_tree(ws: Path, no_leftover: str) -> None:
+    """Interrupted in the calling thread (where it drains), run_command kills the whole
+    tree, and the draining still finishes (pipes closed, keeper reaped, fds freed)."""
+    native.drain_pool()  # idle executors' sockets are fds too
+    fds_before = len(os.listdir("/proc/self/fd"))
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_command(f"sleep {no_leftover} & sleep {no_leftover}", ws, timeout=60)
+    assert time.monotonic() - started < 30
+    deadline = time.monotonic() + 10
+    while len(os.listdir("/proc/self/fd")) > fds_before and time.monotonic() < deadline:
+        native.drain_pool()
+        time.sleep(0.02)
+    assert len(os.listdir("/proc/self/fd")) <= fds_before

@@ -32,6 +32,33 @@
  * end is "X" + <u64 4> + its raw wait status (written by the init). The keeper
  * SIGKILLs the init when the lifeline (whose write end only the caller holds) reaches
  * EOF, then re-raises the init's fatal signal or exits with its code.
+ *
+ * Pre-started (native.py's executor pool), it is started ahead as
+ *
+ *     forkdeck-sandbox --wait SOCKET_FD
+ *
+ * with /dev/null on 0-2, and blocks reading one message from SOCKET_FD (a
+ * SOCK_SEQPACKET socket whose other end only its owner holds): EOF (the owner let it
+ * go, exited or died) ends it at once. The message carries the fds by SCM_RIGHTS, the
+ * request memfd first and the result pipe second, and its text is the number each fd
+ * must take (decimal, space separated), a newline, then the owner's PATH (the command's
+ * PATH search). It then takes the owner's current umask from /proc and goes on exactly
+ * as if it had been started with those fds in place.
+ *
+ * Pre-building (root callers: native.py's _Prebuild). Before any request, the owner may
+ * send a waiting executor "P<key>\n" + fd numbers, with a request of the same format
+ * that has no command (lifeline -1, no cgroups or fds, argv "-") and the view helper's
+ * mount namespace fd. It then opens the host's "/" (for cgroups and /proc later),
+ * enters the namespaces, and forks the init, which runs every step, sets the hostname,
+ * brings lo up, drops its capabilities and reports "R" (or its setup-failure record)
+ * on a socket to the keeper, then waits. Idle, the keeper watches its mount table
+ * (/proc/self/mountinfo, poll): a changed one (the host replaced a path a mask sits
+ * on) lets the sandbox go. The request for it is "K<key> DEV:INO\n" + the usual
+ * text, with a request without steps: the keeper checks the key, joins the cgroups
+ * itself and moves the init into them, hands the init the memfd and fds (SCM_RIGHTS,
+ * with the owner's umask), and watches as usual; the init checks that the directory it
+ * stands in is the view DEV:INO, puts the fds in place and spawns the command. A setup
+ * failure found while pre-building is reported with the request, as a fresh one would.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -54,6 +81,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +107,12 @@ struct mount_attr_ {
 extern char **environ;
 
 static int result_fd = -1;
+/* A pre-started executor that failed while pre-building (no result pipe yet) tells the
+ * failure once the request comes (pending_sock: the owner's socket); a pre-building init
+ * tells its keeper (report_sock). */
+static int pending_sock = -1, report_sock = -1;
+static void report_pending(void);
+static void report_to_keeper(const char *kind, const char *msg);
 
 /* ---- reporting ------------------------------------------------------------------ */
 
@@ -115,6 +149,11 @@ static void fail(const char *kind, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (report_sock >= 0) {
+        report_to_keeper(kind, msg);
+        _exit(125);
+    }
+    report_pending();
     if (result_fd >= 0) {
         write_all(result_fd, "S", 1);
         put_part(result_fd, kind, strlen(kind));
@@ -533,18 +572,145 @@ struct request {
     struct step *steps;
 };
 
-__attribute__((noreturn))
-static void init_main(struct request *rq)
+/* Read and check the request in the memfd `request_fd` (left open). */
+static void parse_request(int request_fd, struct request *rq)
 {
-    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); /* the keeper's setting: /proc/self stays ours */
-    close(rq->lifeline);
+    struct stat st;
+    if (fstat(request_fd, &st) < 0)
+        fail("namespace", "malformed sandbox request: %s", strerror(errno));
+    unsigned char *buf = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (buf != NULL && got < (size_t)st.st_size) {
+        ssize_t n = pread(request_fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+        if (n <= 0)
+            fail("namespace", "malformed sandbox request: short read");
+        got += (size_t)n;
+    }
+    if (buf == NULL)
+        fail("namespace", "out of memory reading the sandbox request");
+
+    struct reader r = {buf, got, 0};
+    char *magic = next_str(&r);
+    if (strcmp(magic, "forkdeck-sandbox/1") != 0)
+        fail("namespace", "malformed sandbox request: not forkdeck-sandbox/1");
+    rq->lifeline = (int)next_int(&r);
+    rq->userns = (int)next_int(&r);
+    rq->mntns = (int)next_int(&r);
+    rq->netns = (int)next_int(&r);
+    rq->flags = next_int(&r);
+    rq->new_userns = next_int(&r);
+    rq->uid = next_int(&r);
+    rq->gid = next_int(&r);
+    rq->loopback = next_int(&r);
+    rq->hostname = next_str(&r);
+    rq->cgroups = next_strs(&r, &rq->ncgroups);
+    rq->keep = next_strs(&r, &rq->nkeep);
+    rq->argv = next_strs(&r, &rq->nargv);
+    rq->env = next_strs(&r, &rq->nenv);
+    rq->nsteps = next_count(&r);
+    rq->steps = calloc(rq->nsteps + 1, sizeof *rq->steps);
+    if (rq->steps == NULL)
+        fail("namespace", "out of memory reading the sandbox request");
+    for (size_t k = 0; k < rq->nsteps; k++)
+        next_step(&r, &rq->steps[k]);
+    if (r.pos != r.len)
+        fail("namespace", "malformed sandbox request: %zu bytes left over", r.len - r.pos);
+    if (rq->nargv == 0)
+        fail("namespace", "malformed sandbox request: empty argv");
+    if (rq->nkeep > 250)
+        fail("namespace", "malformed sandbox request: %zu fds to keep", rq->nkeep);
+    for (size_t k = 0; k < rq->nkeep; k++) {
+        char *end;
+        long fd = strtol(rq->keep[k], &end, 10);
+        if (*rq->keep[k] == 0 || *end != 0 || fd < 0 || fd > 65535)
+            fail("namespace", "malformed sandbox request: bad fd %s", rq->keep[k]);
+    }
+    free(buf);
+}
+
+/* Close every fd but the command's, our control fds and `extra` (-1s ignored). */
+static void keep_only(const struct request *rq, const int *extra, size_t nextra)
+{
+    int keep[320];
+    size_t n = 0;
+    for (size_t k = 0; k < rq->nkeep; k++)
+        keep[n++] = atoi(rq->keep[k]);
+    int own[] = {result_fd, rq->lifeline, rq->userns, rq->mntns, rq->netns};
+    for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+        if (own[k] >= 0)
+            keep[n++] = own[k];
+    for (size_t k = 0; k < nextra && n < sizeof keep / sizeof keep[0]; k++)
+        if (extra[k] >= 0)
+            keep[n++] = extra[k];
+    qsort(keep, n, sizeof keep[0], cmp_int);
+    close_all_but(keep, n);
+}
+
+/* Join each cgroup file: `pid` 0 is ourselves. `dirfd`: where absolute paths start. */
+static void join_cgroups(const struct request *rq, int dirfd, pid_t pid)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%d", (int)pid);
+    for (size_t k = 0; k < rq->ncgroups; k++) {
+        const char *path = rq->cgroups[k];
+        if (dirfd != AT_FDCWD)
+            while (*path == '/')
+                path++;
+        int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, text, strlen(text)) < 0)
+            fail("limits", "joining cgroup %s: %s", rq->cgroups[k], strerror(errno));
+        close(fd);
+    }
+}
+
+/* Join the view helper's namespaces, unshare fresh ones (children are in the new pid
+ * namespace), map our ids in a new user namespace. */
+static void enter_namespaces(struct request *rq)
+{
+    if (rq->userns >= 0 && setns(rq->userns, CLONE_NEWUSER) < 0)
+        fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
+    if (rq->mntns >= 0 && setns(rq->mntns, CLONE_NEWNS) < 0)
+        fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
+    if (rq->netns >= 0 && setns(rq->netns, CLONE_NEWNET) < 0)
+        fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
+    if (unshare((int)rq->flags) < 0)
+        fail("namespace", "creating namespaces failed: unshare: %s", strerror(errno));
+    if (rq->new_userns) {
+        char map[64];
+        write_file("/proc/self/setgroups", "deny");
+        snprintf(map, sizeof map, "%ld %ld 1", rq->uid, rq->uid);
+        write_file("/proc/self/uid_map", map);
+        snprintf(map, sizeof map, "%ld %ld 1", rq->gid, rq->gid);
+        write_file("/proc/self/gid_map", map);
+    }
+    int *ns[] = {&rq->userns, &rq->mntns, &rq->netns};
+    for (size_t k = 0; k < 3; k++)
+        if (*ns[k] >= 0) {
+            close(*ns[k]);
+            *ns[k] = -1;
+        }
+    /* No core dump when re-raising the init's fatal signal. Only now: a non-dumpable
+     * process cannot open its own /proc/self/uid_map. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+/* ---- init and keeper ------------------------------------------------------------- */
+
+/* The init's filesystem and isolation work: everything that does not depend on the
+ * command (so a pre-started executor may do it before the request comes). */
+static void init_build(struct request *rq)
+{
     run_steps(rq->steps, rq->nsteps);
     if (sethostname(rq->hostname, strlen(rq->hostname)) < 0)
         fail("namespace", "sandbox setup failed: sethostname: %s", strerror(errno));
     if (rq->loopback)
         loopback_up();
-    drop_capabilities();
+}
+
+/* Start the command (capabilities already dropped), be its pid 1, report its end. */
+__attribute__((noreturn))
+static void init_run(struct request *rq)
+{
 
     posix_spawnattr_t attr;
     sigset_t def, none;
@@ -592,132 +758,29 @@ static void init_main(struct request *rq)
     _exit(0);
 }
 
-int main(int argc, char **argv)
+__attribute__((noreturn))
+static void init_main(struct request *rq)
 {
-    if (argc != 3) {
-        dprintf(2, "usage: forkdeck-sandbox REQUEST_FD RESULT_FD (started by forkdeck)\n");
-        return 125;
-    }
-    result_fd = atoi(argv[2]);
-    int request_fd = atoi(argv[1]);
-    setsid(); /* out of the caller's terminal job: a ^C is the caller's to decide */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); /* the keeper's setting: /proc/self stays ours */
+    close(rq->lifeline);
+    init_build(rq);
+    drop_capabilities();
+    init_run(rq);
+}
 
-    struct stat st;
-    if (fstat(request_fd, &st) < 0)
-        fail("namespace", "malformed sandbox request: %s", strerror(errno));
-    unsigned char *buf = malloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (buf != NULL && got < (size_t)st.st_size) {
-        ssize_t n = pread(request_fd, buf + got, (size_t)st.st_size - got, (off_t)got);
-        if (n <= 0)
-            fail("namespace", "malformed sandbox request: short read");
-        got += (size_t)n;
-    }
-    if (buf == NULL)
-        fail("namespace", "out of memory reading the sandbox request");
-    close(request_fd);
-
-    struct reader r = {buf, got, 0};
-    struct request rq;
-    char *magic = next_str(&r);
-    if (strcmp(magic, "forkdeck-sandbox/1") != 0)
-        fail("namespace", "malformed sandbox request: not forkdeck-sandbox/1");
-    rq.lifeline = (int)next_int(&r);
-    rq.userns = (int)next_int(&r);
-    rq.mntns = (int)next_int(&r);
-    rq.netns = (int)next_int(&r);
-    rq.flags = next_int(&r);
-    rq.new_userns = next_int(&r);
-    rq.uid = next_int(&r);
-    rq.gid = next_int(&r);
-    rq.loopback = next_int(&r);
-    rq.hostname = next_str(&r);
-    rq.cgroups = next_strs(&r, &rq.ncgroups);
-    rq.keep = next_strs(&r, &rq.nkeep);
-    rq.argv = next_strs(&r, &rq.nargv);
-    rq.env = next_strs(&r, &rq.nenv);
-    rq.nsteps = next_count(&r);
-    rq.steps = calloc(rq.nsteps + 1, sizeof *rq.steps);
-    if (rq.steps == NULL)
-        fail("namespace", "out of memory reading the sandbox request");
-    for (size_t k = 0; k < rq.nsteps; k++)
-        next_step(&r, &rq.steps[k]);
-    if (r.pos != r.len)
-        fail("namespace", "malformed sandbox request: %zu bytes left over", r.len - r.pos);
-    if (rq.nargv == 0)
-        fail("namespace", "malformed sandbox request: empty argv");
-    free(buf);
-
-    /* Only the command's fds and our own control fds survive. */
-    int keep[300];
-    size_t nkeep = 0;
-    if (rq.nkeep > 250)
-        fail("namespace", "malformed sandbox request: %zu fds to keep", rq.nkeep);
-    for (size_t k = 0; k < rq.nkeep; k++) {
-        char *end;
-        long fd = strtol(rq.keep[k], &end, 10);
-        if (*rq.keep[k] == 0 || *end != 0 || fd < 0 || fd > 65535)
-            fail("namespace", "malformed sandbox request: bad fd %s", rq.keep[k]);
-        keep[nkeep++] = (int)fd;
-    }
-    keep[nkeep++] = result_fd;
-    keep[nkeep++] = rq.lifeline;
-    if (rq.userns >= 0)
-        keep[nkeep++] = rq.userns;
-    if (rq.mntns >= 0)
-        keep[nkeep++] = rq.mntns;
-    if (rq.netns >= 0)
-        keep[nkeep++] = rq.netns;
-    qsort(keep, nkeep, sizeof keep[0], cmp_int);
-    close_all_but(keep, nkeep);
-    fcntl(result_fd, F_SETFD, FD_CLOEXEC);
-    fcntl(rq.lifeline, F_SETFD, FD_CLOEXEC);
-
-    for (size_t k = 0; k < rq.ncgroups; k++) {
-        int fd = open(rq.cgroups[k], O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, "0", 1) < 0)
-            fail("limits", "joining cgroup %s: %s", rq.cgroups[k], strerror(errno));
-        close(fd);
-    }
-    if (rq.userns >= 0 && setns(rq.userns, CLONE_NEWUSER) < 0)
-        fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
-    if (rq.mntns >= 0 && setns(rq.mntns, CLONE_NEWNS) < 0)
-        fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
-    if (rq.netns >= 0 && setns(rq.netns, CLONE_NEWNET) < 0)
-        fail("namespace", "creating namespaces failed: setns: %s", strerror(errno));
-    if (unshare((int)rq.flags) < 0)
-        fail("namespace", "creating namespaces failed: unshare: %s", strerror(errno));
-    if (rq.new_userns) {
-        char map[64];
-        write_file("/proc/self/setgroups", "deny");
-        snprintf(map, sizeof map, "%ld %ld 1", rq.uid, rq.uid);
-        write_file("/proc/self/uid_map", map);
-        snprintf(map, sizeof map, "%ld %ld 1", rq.gid, rq.gid);
-        write_file("/proc/self/gid_map", map);
-    }
-    if (rq.userns >= 0)
-        close(rq.userns);
-    if (rq.mntns >= 0)
-        close(rq.mntns);
-    if (rq.netns >= 0)
-        close(rq.netns);
-    /* No core dump when re-raising the init's fatal signal. Only now: a non-dumpable
-     * process cannot open its own /proc/self/uid_map. */
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-
-    pid_t init = fork();
-    if (init < 0)
-        fail("namespace", "forking the sandbox init failed: %s", strerror(errno));
-    if (init == 0)
-        init_main(&rq);
-
+/* The keeper's duty once the init runs the command: SIGKILL it when the lifeline
+ * reaches EOF, then end as it ended. */
+__attribute__((noreturn))
+static void keeper_watch(pid_t init, const struct request *rq)
+{
     close(result_fd);
-    for (size_t k = 0; k < rq.nkeep; k++)
-        close(atoi(rq.keep[k]));
+    for (size_t k = 0; k < rq->nkeep; k++)
+        close(atoi(rq->keep[k]));
     int pidfd = (int)syscall(NR_pidfd_open, init, 0);
     if (pidfd < 0) /* cannot watch the lifeline: never leave a sandbox unwatched */
         kill(init, SIGKILL);
-    struct pollfd fds[2] = {{pidfd, POLLIN, 0}, {rq.lifeline, POLLIN, 0}};
+    struct pollfd fds[2] = {{pidfd, POLLIN, 0}, {rq->lifeline, POLLIN, 0}};
     int killed = 0;
     while (pidfd >= 0) {
         if (poll(fds, killed ? 1 : 2, -1) < 0) {
@@ -747,4 +810,499 @@ int main(int argc, char **argv)
         _exit(128 + sig);
     }
     _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
+}
+
+/* ---- pre-started ------------------------------------------------------------------ */
+
+#define MAX_PASSED 250
+
+/* The umask of process `pid` from its status under `dirfd` ("/" or the host's root),
+ * or -1. */
+static int umask_of(int dirfd, pid_t pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "%sproc/%d/status", dirfd == AT_FDCWD ? "/" : "", (int)pid);
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *at = strstr(buf, "\nUmask:");
+    return at == NULL ? -1 : (int)strtol(at + 7, NULL, 8);
+}
+
+/* The owner's umask (a pre-started executor's own is the one it was started with). */
+static void owner_umask(void)
+{
+    int mask = umask_of(AT_FDCWD, getppid());
+    if (mask >= 0)
+        umask((mode_t)mask);
+}
+
+struct message {
+    char data[65536];
+    int fds[MAX_PASSED];
+    int nfds;
+    char *text; /* after the optional first line ("P..."/"K..."/umask) */
+};
+
+static struct message msg_buf;
+
+/* One message with its fds; returns 0 on EOF. Exits 125 on a malformed one. */
+static int receive(int sock, struct message *m)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * MAX_PASSED)];
+    } control;
+    struct iovec iov = {m->data, sizeof m->data - 1};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
+    ssize_t n;
+    do
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return 0;
+    m->nfds = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < k && m->nfds < MAX_PASSED; i++)
+                memcpy(&m->fds[m->nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        }
+    m->data[n] = 0;
+    m->text = m->data;
+    /* Nobody to tell yet (the result pipe is among the fds): a bad message is exit 125. */
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) || m->nfds < 1) {
+        dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+        _exit(125);
+    }
+    return 1;
+}
+
+/* The message's first line (its kind and key); m->text moves past it. */
+static char *first_line(struct message *m)
+{
+    char *nl = strchr(m->text, '\n');
+    if (nl == NULL) {
+        dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+        _exit(125);
+    }
+    *nl = 0;
+    char *line = m->text;
+    m->text = nl + 1;
+    return line;
+}
+
+/* Put the message's fds at the numbers its text gives ("N N N...\nPATH"); our own
+ * `privs` move out of the way first. Fills want[]; sets PATH when given. */
+static void place(struct message *m, int *want, int **privs, size_t nprivs)
+{
+    int top = 2;
+    char *p = m->text, *end;
+    for (int i = 0; i < m->nfds; i++) {
+        long fd = strtol(p, &end, 10);
+        if (end == p || (fd < 3 && i < 2) || fd < 0 || fd > 65535) {
+            dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+            _exit(125);
+        }
+        want[i] = (int)fd;
+        top = want[i] > top ? want[i] : top;
+        p = end;
+    }
+    if (*p == '\n' && setenv("PATH", p + 1, 1) < 0)
+        _exit(125);
+    /* Every fd first goes above every number wanted, then each takes its number. */
+    for (size_t k = 0; k < nprivs; k++) {
+        if (*privs[k] < 0)
+            continue;
+        int high = fcntl(*privs[k], F_DUPFD_CLOEXEC, top + 1);
+        if (high < 0)
+            _exit(125);
+        close(*privs[k]);
+        *privs[k] = high;
+    }
+    for (int i = 0; i < m->nfds; i++) {
+        int high = fcntl(m->fds[i], F_DUPFD_CLOEXEC, top + 1);
+        if (high < 0)
+            _exit(125);
+        close(m->fds[i]);
+        m->fds[i] = high;
+    }
+    for (int i = 0; i < m->nfds; i++) {
+        if (dup2(m->fds[i], want[i]) < 0)
+            _exit(125);
+        close(m->fds[i]);
+    }
+}
+
+/* Wait for the owner's request and put its fds at their numbers (result_fd set); exits
+ * quietly on EOF. A pre-built request's key line is skipped. */
+static int take_request(int sock, struct message *m, int *want)
+{
+    if (!receive(sock, m))
+        _exit(0);
+    close(sock);
+    if (*m->text == 'K')
+        first_line(m);
+    if (m->nfds < 2) {
+        dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+        _exit(125);
+    }
+    place(m, want, NULL, 0);
+    result_fd = want[1];
+    return want[0];
+}
+
+static void report_pending(void)
+{
+    if (result_fd < 0 && pending_sock >= 0) {
+        int sock = pending_sock, want[MAX_PASSED];
+        pending_sock = -1;
+        take_request(sock, &msg_buf, want);
+    }
+}
+
+/* A pre-building init tells its keeper how the build went: "R" (ready) or a setup
+ * failure record. */
+static void report_to_keeper(const char *kind, const char *msg)
+{
+    static char rec[1 + 8 + 64 + 8 + 4096];
+    size_t lk = strlen(kind), lm = strlen(msg), at = 0;
+    lk = lk > 64 ? 64 : lk;
+    lm = lm > 4096 ? 4096 : lm;
+    rec[at++] = 'S';
+    for (int i = 0; i < 8; i++)
+        rec[at++] = (char)((uint64_t)lk >> (8 * i));
+    memcpy(rec + at, kind, lk);
+    at += lk;
+    for (int i = 0; i < 8; i++)
+        rec[at++] = (char)((uint64_t)lm >> (8 * i));
+    memcpy(rec + at, msg, lm);
+    at += lm;
+    send(report_sock, rec, at, MSG_NOSIGNAL);
+}
+
+/* The pre-built sandbox: its key, its init (waiting for the command) and our end of
+ * the socket to it, and the host's root (cgroups and /proc as the owner sees them). */
+static char prebuilt_key[160];
+static pid_t prebuilt_init = -1;
+static int init_sock = -1, host_root = -1;
+/* The init's report once it came ("R" or a failure record), and our mount table's
+ * mountinfo opened right after it: poll reports any change since. */
+static char ready[1 + 8 + 64 + 8 + 4096];
+static ssize_t ready_len = -1;
+static int mounts_fd = -1;
+
+static void read_ready(void)
+{
+    do
+        ready_len = recv(init_sock, ready, sizeof ready, 0);
+    while (ready_len < 0 && errno == EINTR);
+    if (ready_len == 1 && ready[0] == 'R')
+        mounts_fd = openat(host_root, "proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+}
+
+/* Whether the built sandbox lost or gained a mount since it was built: the host
+ * replacing or removing a path a mount sits on (a masked secret renamed over, a
+ * hidden directory removed) detaches that mount in every namespace. */
+static int stale; /* a change was seen (poll reports each change once) */
+
+static int mounts_changed(void)
+{
+    if (mounts_fd < 0)
+        return 1; /* built, but cannot watch it: never trust it */
+    struct pollfd p = {mounts_fd, POLLPRI, 0}; /* POLLIN is always set: not a change */
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLPRI | POLLERR)))
+        stale = 1;
+    return stale;
+}
+
+/* Idle with a pre-built sandbox: wait for the owner's message; a sandbox whose mounts
+ * changed meanwhile is let go (the owner's send then fails: it starts a fresh one). */
+static void idle_prebuilt(int sock)
+{
+    for (;;) {
+        struct pollfd p[2] = {{sock, POLLIN, 0}, {-1, 0, 0}};
+        if (ready_len < 0)
+            p[1] = (struct pollfd){init_sock, POLLIN, 0};
+        else if (mounts_fd >= 0)
+            p[1] = (struct pollfd){mounts_fd, POLLPRI, 0};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (p[1].revents && ready_len < 0) {
+            read_ready();
+            /* Not built (a step failed, the init died) or not watchable: let it go;
+             * a fresh start does it again and reports what fails. */
+            if (ready_len != 1 || ready[0] != 'R' || mounts_fd < 0)
+                break;
+            continue;
+        }
+        if (p[1].revents & (POLLPRI | POLLERR)) {
+            stale = 1;
+            break;
+        }
+        if (p[0].revents)
+            return; /* the owner's message (or EOF) */
+    }
+    /* Stale. A request sent before this shutdown is answered (with a setup error);
+     * any later send fails with EPIPE. */
+    shutdown(sock, SHUT_RD);
+    struct pollfd q = {sock, POLLIN, 0};
+    if (poll(&q, 1, 0) > 0)
+        return;
+    kill(prebuilt_init, SIGKILL);
+    waitpid(prebuilt_init, NULL, 0);
+    _exit(0);
+}
+
+/* In the pre-built init: wait for the command's fds and request from the keeper, then
+ * run it as a fresh init would. */
+__attribute__((noreturn))
+static void init_prebuilt(struct request *built, int sock)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    init_build(built);
+    /* Nothing left needs one: dropped before the request, off the command's start. */
+    drop_capabilities();
+    report_sock = -1;
+    if (send(sock, "R", 1, MSG_NOSIGNAL) < 0)
+        _exit(0);
+    /* "UMASK DEV:INO\nFD FD...\nPATH" */
+    struct message *m = &msg_buf;
+    if (!receive(sock, m))
+        _exit(0); /* the keeper let the sandbox go */
+    char *head = first_line(m), *end;
+    int want[MAX_PASSED];
+    int *privs[] = {&sock};
+    place(m, want, privs, 1);
+    result_fd = want[1];
+    long mask = strtol(head, &end, 8);
+    unsigned long long dev = 0, ino = 0;
+    if (end == head || mask < 0 || sscanf(end, " %llu:%llu", &dev, &ino) != 2)
+        fail("namespace", "malformed pre-built request");
+    umask((mode_t)mask);
+    struct request rq;
+    parse_request(want[0], &rq);
+    close(want[0]);
+    close(rq.lifeline);
+    rq.lifeline = rq.userns = rq.mntns = rq.netns = -1;
+    /* Defence in depth (the caller compared the keys): the directory we stand in must
+     * be the view the caller sees now. */
+    struct stat here;
+    if (stat(".", &here) < 0 || (unsigned long long)here.st_dev != dev ||
+        (unsigned long long)here.st_ino != ino)
+        fail("namespace", "the pre-built sandbox does not show the requested view");
+    keep_only(&rq, NULL, 0);
+    fcntl(result_fd, F_SETFD, FD_CLOEXEC);
+    init_run(&rq);
+}
+
+/* "P<key>\nFD FD..." with the pre-build request (no command) and the plan's namespace
+ * fds: enter the namespaces and fork the init, which builds the sandbox and waits. */
+static void prebuild(int *sock, struct message *m)
+{
+    char *key = first_line(m) + 1;
+    snprintf(prebuilt_key, sizeof prebuilt_key, "%s", key);
+    pending_sock = *sock; /* a failure from here on is told with the request */
+    host_root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (host_root < 0)
+        fail("namespace", "opening / failed: %s", strerror(errno));
+    int want[MAX_PASSED];
+    int *privs[] = {sock, &host_root};
+    place(m, want, privs, 2);
+    pending_sock = *sock;
+    struct request rq;
+    parse_request(want[0], &rq);
+    close(want[0]);
+    owner_umask();
+    int extra[] = {*sock, host_root};
+    keep_only(&rq, extra, 2);
+    enter_namespaces(&rq);
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+        fail("namespace", "socketpair failed: %s", strerror(errno));
+    pid_t init = fork();
+    if (init < 0)
+        fail("namespace", "forking the sandbox init failed: %s", strerror(errno));
+    if (init == 0) {
+        pending_sock = -1;
+        close(*sock);
+        close(host_root);
+        close(pair[0]);
+        report_sock = pair[1];
+        init_prebuilt(&rq, pair[1]);
+    }
+    close(pair[1]);
+    init_sock = pair[0];
+    prebuilt_init = init;
+    pending_sock = -1;
+}
+
+/* The request for the pre-built sandbox: join its cgroups (ours and the init's), hand
+ * the init the command, then watch it as usual. */
+__attribute__((noreturn))
+static void run_prebuilt(int sock, struct message *m)
+{
+    char *line = first_line(m);
+    char *view = strchr(line, ' ');
+    int want[MAX_PASSED];
+    int *privs[] = {&init_sock, &host_root};
+    if (m->nfds < 2) {
+        dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+        _exit(125);
+    }
+    char *targets = m->text;
+    place(m, want, privs, 2);
+    close(sock);
+    result_fd = want[1];
+    if (view != NULL)
+        *view++ = 0;
+    if (*line != 'K' || view == NULL || strcmp(line + 1, prebuilt_key) != 0)
+        fail("namespace", "the pre-built sandbox is not the requested one");
+    struct request rq;
+    parse_request(want[0], &rq);
+    int extra[] = {init_sock, host_root, want[0]};
+    keep_only(&rq, extra, 3);
+    fcntl(result_fd, F_SETFD, FD_CLOEXEC);
+    fcntl(rq.lifeline, F_SETFD, FD_CLOEXEC);
+
+    if (ready_len < 0)
+        read_ready();
+    ssize_t n = ready_len;
+    if (n != 1 || ready[0] != 'R') {
+        if (n > 0 && ready[0] == 'S') /* its setup failed: the caller hears why */
+            write_all(result_fd, ready, (size_t)n);
+        kill(prebuilt_init, SIGKILL);
+        waitpid(prebuilt_init, NULL, 0);
+        if (n > 0 && ready[0] == 'S')
+            _exit(125);
+        fail("namespace", "the pre-built sandbox's init ended before the command");
+    }
+    if (mounts_changed()) {
+        kill(prebuilt_init, SIGKILL);
+        waitpid(prebuilt_init, NULL, 0);
+        fail("namespace", "the pre-built sandbox lost a mount just before the command came"
+             " (a hidden or masked path was replaced on the host): run it again");
+    }
+    join_cgroups(&rq, host_root, 0);
+    join_cgroups(&rq, host_root, prebuilt_init);
+    int mask = umask_of(host_root, getppid());
+    char text[65536];
+    int len = snprintf(text, sizeof text, "%o %s\n%s", mask < 0 ? 022 : mask, view, targets);
+    if (len < 0 || (size_t)len >= sizeof text)
+        fail("namespace", "pre-built request too long");
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * MAX_PASSED)];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {text, (size_t)len};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)m->nfds);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)m->nfds);
+    memcpy(CMSG_DATA(c), want, sizeof(int) * (size_t)m->nfds);
+    if (sendmsg(init_sock, &msg, MSG_NOSIGNAL) < 0) {
+        kill(prebuilt_init, SIGKILL);
+        waitpid(prebuilt_init, NULL, 0);
+        fail("namespace", "handing the command to the pre-built sandbox failed: %s",
+             strerror(errno));
+    }
+    close(want[0]);
+    close(init_sock);
+    close(host_root);
+    keeper_watch(prebuilt_init, &rq);
+}
+
+int main(int argc, char **argv)
+{
+    int request_fd;
+    if (argc == 3 && strcmp(argv[1], "--wait") == 0) {
+        setsid(); /* out of the caller's terminal job: a ^C is the caller's to decide */
+        if (chdir("/") < 0) /* a waiting executor pins no directory of its owner's */
+            return 125;
+        int sock = atoi(argv[2]);
+        struct message *m = &msg_buf;
+        for (;;) {
+            if (prebuilt_init > 0)
+                idle_prebuilt(sock);
+            if (!receive(sock, m)) { /* the owner let us go, exited or died */
+                if (prebuilt_init > 0) {
+                    kill(prebuilt_init, SIGKILL);
+                    waitpid(prebuilt_init, NULL, 0);
+                }
+                _exit(0);
+            }
+            if (*m->text == 'P' && prebuilt_init < 0) {
+                prebuild(&sock, m);
+                continue;
+            }
+            break;
+        }
+        if (prebuilt_init > 0)
+            run_prebuilt(sock, m);
+        close(sock);
+        if (*m->text == 'K' || *m->text == 'P') {
+            int want[MAX_PASSED];
+            first_line(m);
+            if (m->nfds >= 2) {
+                place(m, want, NULL, 0);
+                result_fd = want[1];
+            }
+            fail("namespace", "a pre-built request reached an executor with nothing built");
+        }
+        if (m->nfds < 2) {
+            dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+            _exit(125);
+        }
+        int want[MAX_PASSED];
+        place(m, want, NULL, 0);
+        result_fd = want[1];
+        owner_umask();
+        request_fd = want[0];
+    } else if (argc == 3) {
+        result_fd = atoi(argv[2]);
+        request_fd = atoi(argv[1]);
+        setsid();
+    } else {
+        dprintf(2, "usage: forkdeck-sandbox REQUEST_FD RESULT_FD (started by forkdeck)\n");
+        return 125;
+    }
+
+    struct request rq;
+    parse_request(request_fd, &rq);
+    close(request_fd);
+
+    /* Only the command's fds and our own control fds survive. */
+    keep_only(&rq, NULL, 0);
+    fcntl(result_fd, F_SETFD, FD_CLOEXEC);
+    fcntl(rq.lifeline, F_SETFD, FD_CLOEXEC);
+    join_cgroups(&rq, AT_FDCWD, 0);
+    enter_namespaces(&rq);
+
+    pid_t init = fork();
+    if (init < 0)
+        fail("namespace", "forking the sandbox init failed: %s", strerror(errno));
+    if (init == 0)
+        init_main(&rq);
+    keeper_watch(init, &rq);
 }
