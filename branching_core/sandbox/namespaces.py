@@ -43,7 +43,7 @@ from branching_core.sandbox.masks import (
     secret_masks,
     store_dirs,
 )
-from branching_core.sandbox.steps import Step, compile_steps, run_steps
+from branching_core.sandbox.steps import SandboxStep, compile_steps, run_steps
 
 # \A...\Z with DOTALL: a newline is a legal path byte (`$` and `.` would stop at it).
 _VIEW_RE = re.compile(r"\A/proc/(\d+)/root(/.*)?\Z", re.DOTALL)
@@ -83,7 +83,7 @@ class SandboxPlan:
     show_files: tuple[str, ...] = ()  # files inside hidden dirs shown again read-only
     sockets: SocketPlan | None = None  # None: host sockets stay reachable (network=True)
     private_run: bool = False  # /run becomes a private tmpfs (no network, /run a real dir)
-    steps: tuple[Step, ...] = ()  # the init's filesystem work (``steps.compile_steps``)
+    steps: tuple[SandboxStep, ...] = ()  # the init's filesystem work (``steps.compile_steps``)
 
     @property
     def child_fds(self) -> list[int]:

@@ -41,7 +41,8 @@ from pathlib import Path
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox import native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
-from branching_core.sandbox.steps import OPS, Step
+from branching_core.sandbox.native_pool import drain_pool
+from branching_core.sandbox.steps import OPS, SandboxStep
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +69,6 @@ def refill() -> None:
     native_pool.refill()
 
 
-def drain_pool() -> None:
-    """End and reap the idle pre-started executors (before counting our children)."""
-    native_pool.drain()
 
 
 def binary() -> Path:
@@ -104,7 +102,7 @@ def _strings(values: list[bytes] | list[str]) -> bytes:
     return _s(len(values)) + b"".join(_s(v) for v in values)
 
 
-def encode_step(step: Step) -> bytes:
+def encode_step(step: SandboxStep) -> bytes:
     kinds = OPS[step.op]
     if len(kinds) != len(step.args):
         raise ValueError(f"step {step.op} takes {len(kinds)} arguments, got {step.args!r}")
@@ -115,10 +113,10 @@ def encode_step(step: Step) -> bytes:
     return b"".join(out)
 
 
-_encoded: dict[int, tuple[tuple[Step, ...], bytes, str]] = {}
+_encoded: dict[int, tuple[tuple[SandboxStep, ...], bytes, str]] = {}
 
 
-def _encode_steps(steps: tuple[Step, ...]) -> tuple[bytes, str]:
+def _encode_steps(steps: tuple[SandboxStep, ...]) -> tuple[bytes, str]:
     """The steps' encoding and its digest, cached by identity (``compile_steps``
     shares its lists)."""
     cached = _encoded.get(id(steps))
@@ -166,13 +164,13 @@ def start(
     global prebuilt_used
     path = binary()
     key = view_id = None
-    if native_pool.enabled() and _prebuildable(plan):
+    if native_pool.pool_enabled() and _prebuildable(plan):
         view_id = _view_identity(plan)
         key = plan_key(plan, view_id) if view_id is not None else None
     pool = native_pool.pool()
-    idle = pool.take(path, key) if native_pool.enabled() else None
+    idle = pool.take(path, key) if native_pool.pool_enabled() else None
     global _last_key
-    if not native_pool.enabled():
+    if not native_pool.pool_enabled():
         pass  # nothing is pre-built, and this command says nothing about the next
     elif key is not None and key == _last_key:  # a second command in this sandbox: the
         current = pool.prebuild  # executors started next build it ahead
@@ -180,7 +178,7 @@ def start(
             pool.remember(_Prebuild(key, plan))
     elif pool.prebuild is not None:  # one command per sandbox (a batch of siblings):
         pool.remember(None)  # building ahead would only be thrown away
-    if native_pool.enabled():
+    if native_pool.pool_enabled():
         _last_key = key
     if idle is not None and key is not None and idle.key == key:
         assert view_id is not None

@@ -46,7 +46,7 @@ _WAIT_FD = 3  # the socket's number in a waiting executor
 MAX_PASSED = 250  # fds one request may pass (the kernel's SCM_RIGHTS limit is 253)
 
 
-def enabled() -> bool:
+def pool_enabled() -> bool:
     return os.environ.get(ENV_POOL, "1").lower() not in ("0", "off", "no", "false")
 
 
@@ -301,7 +301,7 @@ def refill() -> None:
     _pool.refill()
 
 
-def drain() -> None:
+def drain_pool() -> None:
     """End and reap this process's idle executors (before counting its children)."""
     _pool.drain()
 
@@ -320,4 +320,4 @@ def _new_pool_in_child() -> None:
 os.register_at_fork(after_in_child=_new_pool_in_child)
 
 
-__all__ = ["ENV_POOL", "Idle", "Pool", "Prebuild", "drain", "enabled", "pool"]
+__all__ = ["ENV_POOL", "Idle", "Pool", "Prebuild", "drain_pool", "pool", "pool_enabled"]

@@ -58,7 +58,7 @@ WHEN = ("", "dir", "exists", "file", "missing")
 
 
 @dataclass(frozen=True)
-class Step:
+class SandboxStep:
     """One operation of the init; ``args`` match ``OPS[op]``."""
 
     op: str
@@ -87,12 +87,12 @@ PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list
 
 class _Compiler:
     def __init__(self) -> None:
-        self.steps: list[Step] = []
+        self.steps: list[SandboxStep] = []
         self.slots = 0
 
     def add(self, op: str, *args: str | int, need: int = -1, when: str = "",
             when_path: str = "", missing_ok: bool = False) -> None:
-        self.steps.append(Step(op, args, need, when, when_path, missing_ok))
+        self.steps.append(SandboxStep(op, args, need, when, when_path, missing_ok))
 
     def slot(self) -> int:
         self.slots += 1
@@ -111,7 +111,7 @@ class _Compiler:
         self.add("unlink", _MASK_FILE)
 
 
-def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
+def compile_steps(plan: SandboxPlan) -> tuple[SandboxStep, ...]:
     """The init's filesystem work for ``plan``: a read-only world with one writable view.
 
     Everything inherited is read-only, nosuid, nodev; the branch view is the only
@@ -135,7 +135,7 @@ def compile_steps(plan: SandboxPlan) -> tuple[Step, ...]:
 def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
              hide_dirs: tuple[str, ...], hide_files: tuple[str, ...],
              show_files: tuple[str, ...], sockets: SocketPlan | None, private_run: bool,
-             share: bool) -> tuple[Step, ...]:
+             share: bool) -> tuple[SandboxStep, ...]:
     c = _Compiler()
     c.add("private")
     # Grab the view (and kept dirs, shown files, the mounts stages are made from) before
@@ -288,7 +288,7 @@ def _holds(when: str, path: str) -> bool:
     return True
 
 
-def run_steps(steps: tuple[Step, ...]) -> None:
+def run_steps(steps: tuple[SandboxStep, ...]) -> None:
     """Perform ``steps`` in this process (the sandbox's Python init).
 
     Raises ``OSError`` (with the path) on the first step that fails.
@@ -329,7 +329,7 @@ def _overlay(target: str, lower_fd: int, empty: str) -> None:
             os.close(own)
 
 
-def _run_one(step: Step, slots: dict[int, int]) -> None:
+def _run_one(step: SandboxStep, slots: dict[int, int]) -> None:
     op, a = step.op, step.args
     if op == "private":
         sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
@@ -408,4 +408,4 @@ def _ensure_dir(path: str) -> None:
                           f" on the read-only host ({exc.strerror})", path) from exc
 
 
-__all__ = ["OPS", "PROC_MASKED", "PROC_READ_ONLY", "Step", "compile_steps", "run_steps"]
+__all__ = ["OPS", "PROC_MASKED", "PROC_READ_ONLY", "SandboxStep", "compile_steps", "run_steps"]

@@ -21,7 +21,7 @@ import pytest
 from branching_core.sandbox import SandboxedCommand, native, run_command
 from branching_core.sandbox._spawn import TAG_SETUP, parse_record
 from branching_core.sandbox.namespaces import plan_sandbox
-from branching_core.sandbox.steps import Step
+from branching_core.sandbox.steps import SandboxStep
 from tests.support.killed_child import REPO
 
 
@@ -80,8 +80,9 @@ def _valid_prefix(ws: Path) -> bytes:
     (lambda p: b"", "truncated"),
     (lambda p: _s("forkdeck-sandbox/0"), "not forkdeck-sandbox/1"),
     (lambda p: p + _s(1) + _s("rm_rf") + _s(-1) + _s("") + _s("") + _s(0), "unknown step rm_rf"),
-    (lambda p: p + _s(1) + native.encode_step(Step("close", (99999,))), "bad slot in step close"),
-    (lambda p: p + _s(1) + native.encode_step(Step("mkdir", ("/x", 0))).replace(
+    (lambda p: p + _s(1) + native.encode_step(SandboxStep("close", (99999,))),
+     "bad slot in step close"),
+    (lambda p: p + _s(1) + native.encode_step(SandboxStep("mkdir", ("/x", 0))).replace(
         _s(0), _s("0o7"), 1), "is no integer"),
     (lambda p: p + _s(0) + b"junk", "bytes left over"),
     (lambda p: p + _s(1_000_000), "bad count"),

@@ -36,7 +36,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Path:
     path = native.binary()
     if not os.access(path, os.X_OK):
         pytest.skip(f"native executor not built ({path} missing): install with a C compiler")
-    native_pool.drain()
+    native_pool.drain_pool()
     return path
 
 
@@ -197,7 +197,7 @@ def test_a_secret_made_after_the_pre_build_is_masked(
         assert ran.exit_code != 0 and "CLOUD KEY" not in ran.stdout
         assert native.prebuilt_used == used
     finally:
-        native_pool.drain()
+        native_pool.drain_pool()
         creds.unlink(missing_ok=True)
         creds.parent.rmdir()
         base.rmdir()
@@ -342,7 +342,7 @@ def test_an_overlay_branch_view_is_pre_built_in_its_helpers_namespace(
             one.abort()
             two.abort()
     finally:
-        native_pool.drain()
+        native_pool.drain_pool()
         ws.close()
     assert not (project / "mine.txt").exists()
 
@@ -380,6 +380,6 @@ def test_a_secret_replaced_after_the_pre_build_is_still_masked(
             assert ran.exit_code != 0 and "NEW KEY" not in ran.stdout, ran.stdout
             _prebuilt()
     finally:
-        native_pool.drain()
+        native_pool.drain_pool()
         creds.unlink(missing_ok=True)
         creds.with_name("fresh-" + creds.name).unlink(missing_ok=True)
