@@ -71,6 +71,26 @@ def sandbox_ok() -> None:
         pytest.skip(f"sandbox unavailable here: {why}")
 
 
+def native_binary_or_skip(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The executor setup.py built, with the switch that forces the Python path unset.
+
+    Skips when the install built none (no C compiler); under FORKDECK_REQUIRE="native"
+    (CI) that skip fails the run.
+    """
+    monkeypatch.delenv(native.ENV_SWITCH, raising=False)
+    path = native.binary()
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"native executor not built ({path} missing): install with a"
+                    " C compiler (setup.py builds it)")
+    return path
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The native executor's path, for tests of the executor itself."""
+    return native_binary_or_skip(monkeypatch)
+
+
 @pytest.fixture(params=["native", "python"])
 def executor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Run the test's commands through the native executor, then through the Python path.
@@ -81,10 +101,7 @@ def executor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv(native.ENV_SWITCH, "0")
         yield "python"
         return
-    monkeypatch.delenv(native.ENV_SWITCH, raising=False)
-    if not os.access(native.binary(), os.X_OK):
-        pytest.skip(f"native executor not built ({native.binary()} missing): install with a"
-                    " C compiler (setup.py builds it)")
+    native_binary_or_skip(monkeypatch)
     before = native.fallbacks
     yield "native"
     assert native.fallbacks == before, "a command fell back to the Python path"

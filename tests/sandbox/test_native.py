@@ -25,15 +25,6 @@ from branching_core.sandbox.steps import SandboxStep
 from tests.support.killed_child import REPO
 
 
-@pytest.fixture
-def built(monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv(native.ENV_SWITCH, raising=False)
-    path = native.binary()
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"native executor not built ({path} missing): install with a C compiler")
-    return path
-
-
 def test_commands_start_through_the_executor_without_forking_us(
     ws: Path, built: Path, no_leftover: str
 ) -> None:

@@ -13,17 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from branching_core.sandbox import SandboxedCommand, native, native_pool, run_command
+from branching_core.sandbox import SandboxedCommand, native_pool, run_command
+from tests.sandbox.conftest import native_binary_or_skip
 from tests.support.killed_child import REPO
 
 
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv(native.ENV_SWITCH, raising=False)
     monkeypatch.delenv(native_pool.ENV_POOL, raising=False)
-    path = native.binary()
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"native executor not built ({path} missing): install with a C compiler")
+    path = native_binary_or_skip(monkeypatch)
     return path
 
 

@@ -21,6 +21,7 @@ import pytest
 from branching_core.errors import NamespaceError
 from branching_core.sandbox import ResourceLimits, native, native_pool, run_command
 from branching_core.sandbox import host_sockets as host_sockets_mod
+from tests.sandbox.conftest import native_binary_or_skip
 from tests.support.killed_child import REPO
 
 from .conftest import cgroup_limits_unavailable
@@ -31,11 +32,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
 
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.delenv(native.ENV_SWITCH, raising=False)
     monkeypatch.delenv(native_pool.ENV_POOL, raising=False)
-    path = native.binary()
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"native executor not built ({path} missing): install with a C compiler")
+    path = native_binary_or_skip(monkeypatch)
     native_pool.drain_pool()
     return path
 
