@@ -161,24 +161,23 @@ def start(
     ``fd_map`` maps each of the command's fds to the caller's fd it must be. Raises
     ``NativeUnavailable`` when the binary is missing or cannot run (nothing started).
     """
-    global prebuilt_used
+    global prebuilt_used, _last_key
     path = binary()
+    pooled = native_pool.pool_enabled()  # read once: the switch may flip meanwhile
     key = view_id = None
-    if native_pool.pool_enabled() and _prebuildable(plan):
+    if pooled and _prebuildable(plan):
         view_id = _view_identity(plan)
         key = plan_key(plan, view_id) if view_id is not None else None
     pool = native_pool.pool()
-    idle = pool.take(path, key) if native_pool.pool_enabled() else None
-    global _last_key
-    if not native_pool.pool_enabled():
-        pass  # nothing is pre-built, and this command says nothing about the next
-    elif key is not None and key == _last_key:  # a second command in this sandbox: the
-        current = pool.prebuild  # executors started next build it ahead
-        if current is None or current.key != key:
-            pool.remember(_Prebuild(key, plan))
-    elif pool.prebuild is not None:  # one command per sandbox (a batch of siblings):
-        pool.remember(None)  # building ahead would only be thrown away
-    if native_pool.pool_enabled():
+    idle = pool.take(path, key) if pooled else None
+    # Without the pool nothing is pre-built, and this command says nothing about the next.
+    if pooled:
+        if key is not None and key == _last_key:  # a second command in this sandbox: the
+            current = pool.prebuild  # executors started next build it ahead
+            if current is None or current.key != key:
+                pool.remember(_Prebuild(key, plan))
+        elif pool.prebuild is not None:  # one command per sandbox (a batch of siblings):
+            pool.remember(None)  # building ahead would only be thrown away
         _last_key = key
     if idle is not None and key is not None and idle.key == key:
         assert view_id is not None
