@@ -502,21 +502,19 @@ class CandidateScheduler:
         anything else (a remote runner's branches, a batch refused because one of them
         committed meanwhile) is aborted one by one, in threads, since those overlap."""
         todo = [a for a in attempts if a.branch is not None and a.branch.is_open]
-        by_parent: dict[int, list[Branch]] = {}
-        groups: dict[int, list[Attempt]] = {}
+        by_parent: dict[int, list[tuple[Attempt, Branch]]] = {}
         rest: list[Attempt] = []
         for att in todo:
             if isinstance(att.branch, Branch):
-                by_parent.setdefault(id(att.branch.parent), []).append(att.branch)
-                groups.setdefault(id(att.branch.parent), []).append(att)
+                by_parent.setdefault(id(att.branch.parent), []).append((att, att.branch))
             else:
                 rest.append(att)
-        for key, siblings in by_parent.items():
-            group = groups[key]
+        for group in by_parent.values():
+            siblings = [branch for _att, branch in group]
             try:
                 siblings[0].parent.abort_many(siblings)
-            except BranchClosedError:
-                rest.extend(group)  # one committed while we waited: the rest one by one
+            except BranchClosedError:  # one committed while we waited: the rest one by one
+                rest.extend(att for att, _branch in group)
             except Exception as exc:
                 log.warning("aborting %d branches failed: %s", len(group), exc)
         if len(rest) <= 1:
