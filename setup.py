@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
@@ -65,4 +65,16 @@ class PlatformDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildPyWithExecutor}, distclass=PlatformDistribution)
+# The TUI lives in the repository's app/ folder but installs as the package `forkdeck`.
+PACKAGES = [
+    *find_packages(include=["branching_core", "branching_core.*"]),
+    "forkdeck",
+    *(f"forkdeck.{name}" for name in find_packages("app")),
+]
+
+setup(
+    cmdclass={"build_py": BuildPyWithExecutor},
+    distclass=PlatformDistribution,
+    packages=PACKAGES,
+    package_dir={"forkdeck": "app"},
+)

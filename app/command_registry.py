@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.commands import Slash
-    from app.screens.chat import ChatScreen
+    from .commands import Slash
+    from .screens.chat import ChatScreen
 
 Handler = Callable[["ChatScreen", "Slash"], None]
 """What a command runs: the screen it was typed on, and the command with its arguments
@@ -162,9 +162,9 @@ class CommandRegistry:
         return entries
 
 
-_CHAT = "app.chat.commands"
-_FORK = "app.fork.commands"
-_MERGE = "app.merge.commands"
+_CHAT = "forkdeck.chat.commands"
+_FORK = "forkdeck.fork.commands"
+_MERGE = "forkdeck.merge.commands"
 
 REGISTRY = CommandRegistry(
     [

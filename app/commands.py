@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.command_registry import REGISTRY, PaletteEntry, SlashCommand
 from branching_core.config import SaveResult, SettingsStore
 from branching_core.errors import ConfigError
+
+from .command_registry import REGISTRY, PaletteEntry, SlashCommand
 
 
 class CommandError(ValueError):

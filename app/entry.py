@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         from branching_core.cli import main as cli_main
 
         return cli_main(args)
-    from app.tui import main as tui_main
+    from .tui import main as tui_main
 
     return tui_main(args)
 

@@ -21,10 +21,10 @@ from typing import Any
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from app.commands import PaletteEntry, palette_entries
-from app.gc_freeze import freeze_long_lived, unfreeze
-from app.screens.chat import ChatScreen, config_problem_text
-from app.session import ChatSession
+from .commands import PaletteEntry, palette_entries
+from .gc_freeze import freeze_long_lived, unfreeze
+from .screens.chat import ChatScreen, config_problem_text
+from .session import ChatSession
 
 FIRST_FRAME_ENV = "FORKDECK_FIRST_FRAME_FILE"
 """When set, the app writes ``time.time()`` and whether pydantic-ai was already imported
@@ -121,7 +121,7 @@ class ForkdeckApp(App[None]):
 
     async def _resume(self, chat: ChatScreen) -> None:
         """``--resume``: the last saved chat becomes the history (and the transcript)."""
-        from app.chat_store import load_history
+        from .chat_store import load_history
 
         try:
             history = await asyncio.to_thread(load_history, self.session.root)
@@ -169,7 +169,7 @@ class ForkdeckApp(App[None]):
         ]
 
     async def _confirm_quit(self, running: list[str]) -> None:
-        from app.modals.confirm import ConfirmModal
+        from .modals.confirm import ConfirmModal
 
         question = (
             f"{len(running)} branch(es) still running ({', '.join(running)}). Quit anyway?\n"

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.chat.turn_stream import TurnSink, stream_text, tool_event
 from branching_core.config import ConfigProblem, Settings, SettingsStore
+
+from .chat.turn_stream import TurnSink, stream_text, tool_event
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
@@ -313,7 +314,7 @@ class ChatSession:
         """Where the diff tool looks for the open fork: its live mirror
         (``.pydantic-deep/forks/<id>/parent/`` and ``branches/<label>/``, brought up to date
         first), never the live workspace or a helper process's view; None with no fork."""
-        from app.widgets.merge_diff import DiffPaths
+        from .widgets.merge_diff import DiffPaths
 
         coordinator = self.coordinator
         if coordinator is None or coordinator.fork_id is None:
@@ -365,13 +366,13 @@ class ChatSession:
     # -- resolving the fork: app.merge.resolution does the work ---------------------------
     def judge_unavailable(self) -> str | None:
         """Why the judge cannot run (no LLM for it), or None when it can."""
-        from app.merge import resolution
+        from .merge import resolution
 
         return resolution.judge_unavailable(self)
 
     async def run_judge(self) -> Any:
         """``branching_core.review.resolve`` on the open fork (see ``app.merge.resolution``)."""
-        from app.merge import resolution
+        from .merge import resolution
 
         return await resolution.run_judge(self)
 
@@ -379,13 +380,13 @@ class ChatSession:
         """Resolve the fork; a picked winner's history becomes the chat's history. A winner
         colliding with the parent is refused first (``MergeConflict``; nothing changes).
         ``options`` go to ``merge_or_select`` ("combine"'s selection/base, issue 17.1)."""
-        from app.merge import resolution
+        from .merge import resolution
 
         return await resolution.merge(self, action, **options)
 
     def adopt_merge(self, result: MergeResult) -> MergeResult:
         """Take over a merge someone else ran on our coordinator (the judge's ``auto``)."""
-        from app.merge import resolution
+        from .merge import resolution
 
         return resolution.adopt_merge(self, result)
 
@@ -406,8 +407,9 @@ class ChatSession:
         self.branch_tests = {}
         coordinator, self.coordinator = self.coordinator, None
         if coordinator is not None and coordinator.fork_id is not None:
-            from app.widgets.merge_diff import PLACEHOLDER_DIR
             from branching_core.workspace.fsutil import rmtree
+
+            from .widgets.merge_diff import PLACEHOLDER_DIR
 
             rmtree(coordinator.store.fork_dir(coordinator.fork_id) / PLACEHOLDER_DIR)
 

@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"forkdeck: --price: {exc}", file=sys.stderr)
             return 2
 
-    from app.forkdeck_app import ForkdeckApp
-    from app.session import ChatSession
+    from .forkdeck_app import ForkdeckApp
+    from .session import ChatSession
 
     subagents = None
     if args.subagents:

@@ -13,7 +13,7 @@ frame < 500 ms.
   screen, with the 10 branches streaming.
 * **Typed from the first frame**: a line is sent the moment the composer is on screen;
   it must be queued ("queued until the model is ready") or run, never refused.
-* **First frame**: ``python -m app.entry`` on a pseudo-terminal with
+* **First frame**: ``python -m forkdeck.entry`` on a pseudo-terminal with
   ``FORKDECK_FIRST_FRAME_FILE``; baselines: the bare app's first frame (same marker),
   ``python -c pass`` and ``import textual.app``.
 
@@ -77,8 +77,8 @@ LAUNCHER = textwrap.dedent(
 
     from pydantic_ai.messages import ModelResponse, TextPart
     from pydantic_ai.models.function import FunctionModel
-    from app.forkdeck_app import ForkdeckApp
-    from app.session import ChatSession
+    from forkdeck.forkdeck_app import ForkdeckApp
+    from forkdeck.session import ChatSession
     from branching_core.fork import BranchSpec
 
     async def respond(messages, info):
@@ -213,7 +213,7 @@ def typed_from_first_frame(workspace: Path, store: Path) -> tuple[bool, str]:
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(workspace.parent),
     }
-    pane = Pane([sys.executable, "-m", "app.entry", "."], env, workspace)
+    pane = Pane([sys.executable, "-m", "forkdeck.entry", "."], env, workspace)
     try:
         pane.wait(lambda s: "Message, /command" in s, timeout=30)
         pane.send("!echo early > early-bench.txt", "Enter")
@@ -251,7 +251,7 @@ def first_frame_once(
         os.set_blocking(master, False)
         start = time.time()
         proc = subprocess.Popen(
-            argv or [sys.executable, "-m", "app.entry", str(workspace)],
+            argv or [sys.executable, "-m", "forkdeck.entry", str(workspace)],
             stdin=slave,
             stdout=slave,
             stderr=slave,

@@ -63,12 +63,11 @@ async def ide_edits(pilot: Any, coordinator: Any) -> None:
 
 
 async def shoot(out: Path) -> list[Path]:
+    from forkdeck.forkdeck_app import ForkdeckApp
+    from forkdeck.modals.fork_picker import ForkPickerModal
+    from forkdeck.modals.merge_picker import MergePickerModal
+    from forkdeck.session import ChatSession
     from textual.widgets import Input
-
-    from app.forkdeck_app import ForkdeckApp
-    from app.modals.fork_picker import ForkPickerModal
-    from app.modals.merge_picker import MergePickerModal
-    from app.session import ChatSession
 
     written: list[Path] = []
     with tempfile.TemporaryDirectory() as tmp:

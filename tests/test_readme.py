@@ -46,14 +46,14 @@ def test_every_python_block_compiles_and_its_forkdeck_imports_exist(line: int, c
     assert isinstance(tree, ast.Module)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-            ("branching_core", "app")
+            ("branching_core", "forkdeck")
         ):
             module = importlib.import_module(node.module or "")
             missing = [a.name for a in node.names if not hasattr(module, a.name)]
             assert not missing, f"README.md:{line}: {node.module} has no {missing}"
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith(("branching_core", "app")):
+                if alias.name.startswith(("branching_core", "forkdeck")):
                     importlib.import_module(alias.name)
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import platform
 from typing import TYPE_CHECKING
 
-from app.chat_store import save_history
-from app.commands import CommandError, help_text, run_settings_command
 from branching_core.errors import ConfigError
 
+from ..chat_store import save_history
+from ..commands import CommandError, help_text, run_settings_command
+
 if TYPE_CHECKING:
-    from app.commands import Slash
-    from app.screens.chat import ChatScreen
+    from ..commands import Slash
+    from ..screens.chat import ChatScreen
 
 
 def show_help(screen: ChatScreen, command: Slash) -> None:

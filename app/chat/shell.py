@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from app.chat.one_task import OneTask
-from app.chat.shell_command import ShellTarget, branch_target, run_shell_command
+from .one_task import OneTask
+from .shell_command import ShellTarget, branch_target, run_shell_command
 
 
 class ShellRunner(OneTask):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.commands import (
+from ..commands import (
     BEFORE_READY,
     CommandError,
     Parsed,
@@ -24,7 +24,7 @@ from app.commands import (
 )
 
 if TYPE_CHECKING:
-    from app.screens.chat import ChatScreen
+    from ..screens.chat import ChatScreen
 
 
 class Submission:
@@ -103,13 +103,13 @@ class Submission:
         if isinstance(parsed, Slash):
             self.run_slash(parsed)
         elif isinstance(parsed, Steer):
-            from app.fork.steering import steer
+            from ..fork.steering import steer
 
             steer(screen, parsed)
         elif isinstance(parsed, Shell):
             screen.shell.run(parsed.command)
         elif screen.session.fork_active and screen.fork_area is not None:
-            from app.fork.steering import branch_follow_up
+            from ..fork.steering import branch_follow_up
 
             branch_follow_up(screen, screen.fork_area.active_label, parsed.text)
         else:

@@ -12,8 +12,8 @@ import contextlib
 
 from textual.css.query import NoMatches
 
-from app.chat.one_task import OneTask
-from app.chat_store import save_history
+from ..chat_store import save_history
+from .one_task import OneTask
 
 
 class ParentTurns(OneTask):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.fork.diff import fork_diff as show_diff
-from app.fork.lifecycle import offer_recovery, start_fork
+from .diff import fork_diff as show_diff
+from .lifecycle import offer_recovery, start_fork
 
 if TYPE_CHECKING:
-    from app.commands import Slash
-    from app.screens.chat import ChatScreen
+    from ..commands import Slash
+    from ..screens.chat import ChatScreen
 
 
 def fork(screen: ChatScreen, command: Slash) -> None:

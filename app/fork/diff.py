@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.fork.view import lazy
-from app.merge.outcome import build_report
+from ..merge.outcome import build_report
+from .view import lazy
 
 if TYPE_CHECKING:
-    from app.screens.chat import ChatScreen
+    from ..screens.chat import ChatScreen
 
 
 def fork_diff(screen: ChatScreen, path: str | None) -> None:
@@ -21,8 +21,8 @@ def fork_diff(screen: ChatScreen, path: str | None) -> None:
 
 
 async def fork_diff_now(screen: ChatScreen, path: str | None) -> None:
-    launch = lazy("app.widgets.merge_diff", "launch_difftool")
-    explorer_cls = lazy("app.screens.diff_explorer", "DiffExplorerScreen")
+    launch = lazy("forkdeck.widgets.merge_diff", "launch_difftool")
+    explorer_cls = lazy("forkdeck.screens.diff_explorer", "DiffExplorerScreen")
     session = screen.session
     try:
         report = await build_report(session, [path] if path else None)
@@ -35,7 +35,7 @@ async def fork_diff_now(screen: ChatScreen, path: str | None) -> None:
     paths = session.diff_paths()  # the fork's live mirror (issue 13.6)
     difftool = session.settings.difftool
     coordinator = session.coordinator
-    source = "app.review.detected_tests"  # 17.4: which test command the review runs
+    source = "forkdeck.review.detected_tests"  # 17.4: which test command the review runs
     tests = lazy(source, "describe_tests")(await lazy(source, "session_tests")(session))
     screen.notice(tests)
     if paths is not None and coordinator is not None:  # a mirror exists only for a fork
@@ -53,7 +53,7 @@ async def fork_diff_now(screen: ChatScreen, path: str | None) -> None:
         if not outcome.wants_tui:
             screen.notice(f"opened {outcome.kind} diff tool")
             return
-    flow = "app.review.combine_flow"  # 17.1/17.3: combine and process view
+    flow = "forkdeck.review.combine_flow"  # 17.1/17.3: combine and process view
     result = await screen.app.push_screen_wait(
         explorer_cls(
             report,
@@ -66,4 +66,4 @@ async def fork_diff_now(screen: ChatScreen, path: str | None) -> None:
         )
     )
     if lazy(flow, "is_merge_result")(result):  # the explorer merged a combination
-        await lazy("app.merge.screen_flow", "after_merge")(screen, result)
+        await lazy("forkdeck.merge.screen_flow", "after_merge")(screen, result)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from app.fork.view import lazy
+from .view import lazy
 
 if TYPE_CHECKING:
-    from app.screens.chat import ChatScreen
+    from ..screens.chat import ChatScreen
 
 
 def start_fork(screen: ChatScreen) -> None:
@@ -22,7 +22,7 @@ def start_fork(screen: ChatScreen) -> None:
 
 
 async def _fork_flow(screen: ChatScreen) -> None:
-    picker_cls = lazy("app.modals.fork_picker", "ForkPickerModal")
+    picker_cls = lazy("forkdeck.modals.fork_picker", "ForkPickerModal")
     session = screen.session
     settings = session.settings
     request = await screen.app.push_screen_wait(
@@ -32,7 +32,7 @@ async def _fork_flow(screen: ChatScreen) -> None:
             default_model=session.model_label,
             cursor_blink=bool(getattr(screen.app, "cursor_blink", True)),
             budget_note=session.budget_note(),
-            estimator=lazy("app.review.fork_estimate", "estimator_for")(session),  # 17.5
+            estimator=lazy("forkdeck.review.fork_estimate", "estimator_for")(session),  # 17.5
         )
     )
     if request is None:
@@ -55,7 +55,7 @@ def confirm_escape(screen: ChatScreen, label: str | None) -> None:
 
 
 async def _confirm_escape(screen: ChatScreen, label: str | None) -> None:
-    confirm_cls = lazy("app.modals.confirm", "ConfirmModal")
+    confirm_cls = lazy("forkdeck.modals.confirm", "ConfirmModal")
     coordinator = screen.session.coordinator
     if coordinator is None:
         return
@@ -82,9 +82,9 @@ def offer_recovery(screen: ChatScreen, open_forks: list[dict[str, Any]]) -> None
 
 
 async def _recovery(screen: ChatScreen, open_forks: list[dict[str, Any]]) -> None:
-    from app.merge.screen_flow import apply_merge
+    from ..merge.screen_flow import apply_merge
 
-    modal_cls = lazy("app.modals.recover_fork", "RecoverForkModal")
+    modal_cls = lazy("forkdeck.modals.recover_fork", "RecoverForkModal")
     session = screen.session
     choice = await screen.app.push_screen_wait(modal_cls(open_forks))
     if choice is None:

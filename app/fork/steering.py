@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from app.fork.view import lazy
+from .view import lazy
 
 if TYPE_CHECKING:
-    from app.commands import Steer
-    from app.screens.chat import ChatScreen
+    from ..commands import Steer
+    from ..screens.chat import ChatScreen
 
 
 def steer(screen: ChatScreen, command: Steer) -> None:
@@ -68,7 +68,7 @@ def ask_approval(screen: ChatScreen, label: str, calls: Any) -> None:
 
 
 async def _approval(screen: ChatScreen, label: str, calls: Any) -> None:
-    modal_cls = lazy("app.modals.approval", "ApprovalModal")
+    modal_cls = lazy("forkdeck.modals.approval", "ApprovalModal")
     coordinator = screen.session.coordinator
     if coordinator is None:
         return

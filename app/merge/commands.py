@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.merge.screen_flow import start_merge
+from .screen_flow import start_merge
 
 if TYPE_CHECKING:
-    from app.commands import Slash
-    from app.screens.chat import ChatScreen
+    from ..commands import Slash
+    from ..screens.chat import ChatScreen
 
 
 def merge(screen: ChatScreen, command: Slash) -> None:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
-    from app.session import ChatSession
     from branching_core.fork import MergeResult
+
+    from ..session import ChatSession
 
 
 class MergeConflict(RuntimeError):

@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from app.merge.outcome import MergeConflict, test_line
+from .outcome import MergeConflict, test_line
 
 if TYPE_CHECKING:
-    from app.session import ChatSession
     from branching_core.fork import ForkCoordinator, MergeResult
+
+    from ..session import ChatSession
 
 
 def judge_unavailable(session: ChatSession) -> str | None:
@@ -27,9 +28,10 @@ def judge_unavailable(session: ChatSession) -> str | None:
     """
     if session.judges:
         return None
-    from app.session import MODEL_ENV_KEYS
     from branching_core.agent import is_offline, resolve_model
     from branching_core.errors import ConfigError
+
+    from ..session import MODEL_ENV_KEYS
 
     coordinator = session.coordinator
     handle = coordinator.handle if coordinator is not None else None

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from app.fork.view import lazy
-from app.merge.outcome import merge_summary
-from app.merge.workflow import MergeWorkflow
+from ..fork.view import lazy
+from .outcome import merge_summary
+from .workflow import MergeWorkflow
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
-    from app.screens.chat import ChatScreen
     from branching_core.fork import MergeResult
+
+    from ..screens.chat import ChatScreen
 
 
 class ScreenMergeUI:
@@ -31,7 +32,7 @@ class ScreenMergeUI:
 
     async def accept(self, outcome: Any) -> str | None:
         """The acceptance modal (it also handles ``d`` for the diff)."""
-        modal_cls = lazy("app.widgets.merge_acceptance", "MergeAcceptanceModal")
+        modal_cls = lazy("forkdeck.widgets.merge_acceptance", "MergeAcceptanceModal")
         session = self.screen.session
         coordinator = session.coordinator
         statuses = coordinator.inspect_branches() if coordinator is not None else []
@@ -47,9 +48,9 @@ class ScreenMergeUI:
     async def pick(
         self, report: Any, statuses: list[Any], *, preselect: str | None, subtitle: str | None
     ) -> Any:
-        picker_cls = lazy("app.modals.merge_picker", "MergePickerModal")
+        picker_cls = lazy("forkdeck.modals.merge_picker", "MergePickerModal")
         session = self.screen.session
-        detected = await lazy("app.review.detected_tests", "session_tests")(session)  # 17.4
+        detected = await lazy("forkdeck.review.detected_tests", "session_tests")(session)  # 17.4
         return await self.screen.app.push_screen_wait(
             picker_cls(
                 report,
@@ -61,7 +62,7 @@ class ScreenMergeUI:
                 coordinator=session.coordinator,  # live columns, "s" stop+merge (13.11, 13.10)
                 branch_tests=session.branch_tests,
                 test_command=session.settings.test_command,
-                combiner=lazy("app.review.combine_flow", "live_combiner")(session),  # 17.1
+                combiner=lazy("forkdeck.review.combine_flow", "live_combiner")(session),  # 17.1
                 detected_tests=detected,
             )
         )

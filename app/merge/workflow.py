@@ -14,15 +14,16 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.merge.outcome import build_report
-from app.review.combine_flow import is_merge_result
-from app.review.judge_record import judge_decided
+from ..review.combine_flow import is_merge_result
+from ..review.judge_record import judge_decided
+from .outcome import build_report
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
-    from app.session import ChatSession
     from branching_core.fork import MergeResult
+
+    from ..session import ChatSession
 
 CANCELLED = "merge cancelled: the fork stays open"
 

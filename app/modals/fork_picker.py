@@ -39,14 +39,15 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from app.review.fork_estimate import (
+from branching_core.config import Settings
+
+from ..review.fork_estimate import (
     Estimator,
     RowValues,
     cost_cell,
     lenient_specs,
     total_text,
 )
-from branching_core.config import Settings
 
 if TYPE_CHECKING:
     from branching_core.fork.estimate import ForkEstimate

@@ -37,10 +37,15 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from app.review.combine_state import Combiner, LiveCombiner
-from app.review.detected_tests import describe_tests
-from app.screens.diff_explorer import DiffExplorerScreen
-from app.widgets.merge_diff import (
+from branching_core.errors import BranchingError
+from branching_core.fork.types import BranchStatus
+from branching_core.review.detect_tests import DetectedTestCommand
+from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
+
+from ..review.combine_state import Combiner, LiveCombiner
+from ..review.detected_tests import describe_tests
+from ..screens.diff_explorer import DiffExplorerScreen
+from ..widgets.merge_diff import (
     DiffPaths,
     LaunchOutcome,
     branch_id_of,
@@ -51,10 +56,6 @@ from app.widgets.merge_diff import (
     launch_difftool,
     state_badge,
 )
-from branching_core.errors import BranchingError
-from branching_core.fork.types import BranchStatus
-from branching_core.review.detect_tests import DetectedTestCommand
-from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
 
 LIVE_STATES = frozenset({"running", "awaiting_approval"})
 LIVE_EVENTS = frozenset({"BranchStateChanged", "BranchCostUpdated", "BranchToolResult"})
@@ -313,8 +314,9 @@ class MergePickerModal(ModalScreen[Any]):
 
     async def _run_tests(self) -> None:
         """The configured ``test_command`` in every branch (sandboxed, concurrently)."""
-        from app.merge.outcome import test_line
         from branching_core.review.branch_tests import run_branch_tests
+
+        from ..merge.outcome import test_line
 
         runtimes = [rt for rt in self.coordinator.branches.values() if rt.ws_branch is not None]
         try:

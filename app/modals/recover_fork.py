@@ -30,7 +30,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from app.widgets.fork_tabs import STATE_BADGES
+from ..widgets.fork_tabs import STATE_BADGES
 
 RecoverChoice = tuple[str, str, str] | tuple[str, str]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from app.review.combine_state import Choice, LiveCombiner
+from .combine_state import Choice, LiveCombiner
 
 if TYPE_CHECKING:
-    from app.session import ChatSession
+    from ..session import ChatSession
 
 
 def live_combiner(session: ChatSession) -> LiveCombiner | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from branching_core.review.detect_tests import DetectedTestCommand, choose_test_command
 
 if TYPE_CHECKING:
-    from app.session import ChatSession
+    from ..session import ChatSession
 
 
 def describe_tests(detected: DetectedTestCommand | None) -> str:

@@ -21,7 +21,7 @@ from branching_core.fork.estimate import BranchEstimate, ForkEstimate
 from branching_core.fork.types import BranchSpec
 
 if TYPE_CHECKING:
-    from app.session import ChatSession
+    from ..session import ChatSession
 
 Estimator = Callable[[list[BranchSpec], float | None], ForkEstimate]
 """(specs, aggregate budget) -> the engine's estimate; may be slow: run it in a thread."""

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from app.review.combine_state import PathHunks, Preview, Selection
-from app.widgets.merge_diff import EDITED_BY_YOU, EDITED_STYLE, colorize_diff
 from branching_core.review.types import PathDiff
+
+from ..widgets.merge_diff import EDITED_BY_YOU, EDITED_STYLE, colorize_diff
+from .combine_state import PathHunks, Preview, Selection
 
 Slot = tuple[str, int | None]
 """The explorer's cursor: (branch label, hunk index; ``None`` = the file as a whole)."""

@@ -13,12 +13,13 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.review.combine_flow import is_merge_result
 from branching_core.errors import ConfigError
 from branching_core.review.judge_log import record_judge_decision
 
+from .combine_flow import is_merge_result
+
 if TYPE_CHECKING:
-    from app.session import ChatSession
+    from ..session import ChatSession
 
 
 def user_decision(outcome: Any, choice: Any, *, fork_open: bool) -> tuple[str, str | None] | None:

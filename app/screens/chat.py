@@ -25,17 +25,17 @@ from textual.containers import Container, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from app.chat.shell import ShellRunner
-from app.chat.submission import Submission
-from app.chat.turns import ParentTurns
-from app.command_registry import REGISTRY
-from app.fork.view import ALT_DIGIT_GLYPH_KEYS, ForkView, lazy
-from app.session import ChatSession
-from app.widgets.chat_input import ChatInput
-from app.widgets.footer import ChatFooter
-from app.widgets.fork_log import ForkLog
-from app.widgets.message_list import MessageList
-from app.widgets.status_bar import StatusBar, StatusInfo
+from ..chat.shell import ShellRunner
+from ..chat.submission import Submission
+from ..chat.turns import ParentTurns
+from ..command_registry import REGISTRY
+from ..fork.view import ALT_DIGIT_GLYPH_KEYS, ForkView, lazy
+from ..session import ChatSession
+from ..widgets.chat_input import ChatInput
+from ..widgets.footer import ChatFooter
+from ..widgets.fork_log import ForkLog
+from ..widgets.message_list import MessageList
+from ..widgets.status_bar import StatusBar, StatusInfo
 
 
 class ChatScreen(Screen[None]):
@@ -87,7 +87,7 @@ class ChatScreen(Screen[None]):
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        badge_cls = lazy("app.widgets.fork_badge", "ForkBadgeWidget")
+        badge_cls = lazy("forkdeck.widgets.fork_badge", "ForkBadgeWidget")
         yield badge_cls(id="fork-badge")
         with Vertical(id="body"):
             yield MessageList(id="messages")
@@ -296,7 +296,7 @@ class ChatScreen(Screen[None]):
         if self.shell.stop() or self.turns.stop():
             return
         if self.fork_area is not None and self.session.fork_active:
-            from app.fork.lifecycle import confirm_escape
+            from ..fork.lifecycle import confirm_escape
 
             label = self.fork_area.active_label
             coordinator = self.session.coordinator
@@ -340,12 +340,12 @@ class ChatScreen(Screen[None]):
 
     def offer_recovery(self, open_forks: list[dict[str, Any]]) -> None:
         """A fork an earlier session left open: reopen, merge or abort it (the app asks)."""
-        from app.fork.lifecycle import offer_recovery
+        from ..fork.lifecycle import offer_recovery
 
         offer_recovery(self, open_forks)
 
     def on_fork_area_approval_requested(self, message: Any) -> None:
-        from app.fork.steering import ask_approval
+        from ..fork.steering import ask_approval
 
         ask_approval(self, message.label, message.calls)
 

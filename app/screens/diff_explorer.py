@@ -33,9 +33,13 @@ from textual.screen import Screen
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
-from app.review.combine_state import Combiner, PathHunks, Preview, ReportCombiner, Selection
-from app.review.hunk_view import Slot, render_combined, render_hunks
-from app.widgets.merge_diff import (
+from branching_core.errors import BranchingError
+from branching_core.fork.combine import CombineError
+from branching_core.review.types import BranchDiffReport, PathDiff
+
+from ..review.combine_state import Combiner, PathHunks, Preview, ReportCombiner, Selection
+from ..review.hunk_view import Slot, render_combined, render_hunks
+from ..widgets.merge_diff import (
     AGREEMENT_STYLES,
     EDITED_BY_YOU,
     EDITED_STYLE,
@@ -44,9 +48,6 @@ from app.widgets.merge_diff import (
     label_order,
     launch_difftool,
 )
-from branching_core.errors import BranchingError
-from branching_core.fork.combine import CombineError
-from branching_core.review.types import BranchDiffReport, PathDiff
 
 EXPLORER_HINT = (
     "↑/↓ path · j/k hunk · h take hunk · f take file · x drop · m merge combined · "
@@ -356,7 +357,7 @@ class DiffExplorerScreen(Screen[Any]):
 
     def action_process(self) -> None:
         """How each branch worked: the process report in a modal."""
-        from app.review.process_view import ProcessViewModal
+        from ..review.process_view import ProcessViewModal
 
         if self.process is None:
             self.notify("no live fork here: no tool calls to show", markup=False)

@@ -31,10 +31,11 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from app.screens.diff_explorer import DiffExplorerScreen
-from app.widgets.merge_diff import DiffPaths, format_cost, state_badge
 from branching_core.fork.types import BranchStatus
 from branching_core.review.types import BranchDiffReport, BranchTestResult, ResolveOutcome
+
+from ..screens.diff_explorer import DiffExplorerScreen
+from .merge_diff import DiffPaths, format_cost, state_badge
 
 _TCSS = Path(__file__).with_suffix(".tcss")
 

@@ -6,9 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.tui import main
-from app.widgets.chat_input import ChatInput
-from app.widgets.message_list import AssistantMessage, MessageList, ToolCallView
+from forkdeck.tui import main
+from forkdeck.widgets.chat_input import ChatInput
+from forkdeck.widgets.message_list import AssistantMessage, MessageList, ToolCallView
+
 from tests.app.conftest import (
     TERMINAL,
     GatedModel,
@@ -178,7 +179,7 @@ def test_main_refuses_a_missing_workspace_in_one_line(tmp_path: Path, capsys: ob
 
 def test_forkdeck_help_runs_through_the_console_entry() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "app.entry", "--help"],
+        [sys.executable, "-m", "forkdeck.entry", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,

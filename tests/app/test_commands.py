@@ -6,9 +6,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from app.command_registry import REGISTRY
-from app.commands import (
+from forkdeck.command_registry import REGISTRY
+from forkdeck.commands import (
     ALLOWED_DURING_FORK,
     COMMANDS,
     CommandError,
@@ -20,7 +19,8 @@ from app.commands import (
     parse_input,
     resolve,
 )
-from app.screens.chat import ChatScreen
+from forkdeck.screens.chat import ChatScreen
+
 from tests.app.conftest import TERMINAL, make_app, parent_turn, ready, submit, type_line, wait_for
 
 

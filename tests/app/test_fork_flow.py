@@ -14,21 +14,21 @@ import stat
 import threading
 from pathlib import Path
 
+from forkdeck.modals.approval import ApprovalModal
+from forkdeck.modals.confirm import ConfirmModal
+from forkdeck.modals.merge_picker import BranchColumn, MergePickerModal
+from forkdeck.modals.recover_fork import RecoverForkModal
+from forkdeck.modals.tool_output import ToolOutputModal
+from forkdeck.screens.chat import ChatScreen
+from forkdeck.screens.diff_explorer import DiffExplorerScreen
+from forkdeck.session import ChatSession
+from forkdeck.widgets.fork_badge import ForkBadgeWidget
+from forkdeck.widgets.merge_acceptance import MergeAcceptanceModal
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 from textual.widgets import Static
 
-from app.modals.approval import ApprovalModal
-from app.modals.confirm import ConfirmModal
-from app.modals.merge_picker import BranchColumn, MergePickerModal
-from app.modals.recover_fork import RecoverForkModal
-from app.modals.tool_output import ToolOutputModal
-from app.screens.chat import ChatScreen
-from app.screens.diff_explorer import DiffExplorerScreen
-from app.session import ChatSession
-from app.widgets.fork_badge import ForkBadgeWidget
-from app.widgets.merge_acceptance import MergeAcceptanceModal
 from branching_core.fork import BranchSpec, list_open_forks
 from tests.app.conftest import (
     TERMINAL,
@@ -747,7 +747,7 @@ async def test_the_diff_report_is_built_off_the_event_loop(
     project: Path, gated: GatedModel
 ) -> None:
     """Issue 15.5: while the report is built, the event loop keeps running callbacks."""
-    from app.merge.outcome import build_report
+    from forkdeck.merge.outcome import build_report
 
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:

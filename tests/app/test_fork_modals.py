@@ -7,14 +7,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from forkdeck.modals.approval import ApprovalModal
+from forkdeck.modals.confirm import ConfirmModal
+from forkdeck.modals.fork_picker import ForkPickerModal, ForkRequest
+from forkdeck.modals.recover_fork import RecoverForkModal
 from textual import events
 from textual.binding import Binding
 from textual.widgets import Input
 
-from app.modals.approval import ApprovalModal
-from app.modals.confirm import ConfirmModal
-from app.modals.fork_picker import ForkPickerModal, ForkRequest
-from app.modals.recover_fork import RecoverForkModal
 from branching_core.config import Settings, SettingsStore
 from branching_core.fork import BranchSpec, ForkCoordinator, list_open_forks
 from branching_core.fork.events import ApprovalCall

@@ -14,7 +14,8 @@ import gc
 import weakref
 from pathlib import Path
 
-from app.modals.confirm import ConfirmModal
+from forkdeck.modals.confirm import ConfirmModal
+
 from tests.app.conftest import (
     TERMINAL,
     GatedModel,

@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from forkdeck.modals.merge_picker import BranchColumn, MergePickerModal
+from forkdeck.screens.chat import ChatScreen
+from forkdeck.screens.diff_explorer import DiffExplorerScreen
+from forkdeck.widgets.merge_diff import DiffPaths
 from textual.widgets import Static, Tree
 
-from app.modals.merge_picker import BranchColumn, MergePickerModal
-from app.screens.chat import ChatScreen
-from app.screens.diff_explorer import DiffExplorerScreen
-from app.widgets.merge_diff import DiffPaths
 from branching_core.fork.mirror.edit_intake import branch_held as _branch_held
 from tests.app.conftest import TERMINAL, GatedModel, make_app, open_held_fork, ready, wait_for
 from tests.app.fixtures_merge import ScreenHost, run_fork

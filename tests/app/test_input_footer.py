@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.screens.chat import ChatScreen
+from forkdeck.screens.chat import ChatScreen
+
 from tests.app.conftest import (
     TERMINAL,
     GatedModel,

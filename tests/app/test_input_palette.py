@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from forkdeck.commands import COMMANDS, palette_entries
+from forkdeck.screens.chat import ChatScreen
 from textual.command import CommandPalette
 
-from app.commands import COMMANDS, palette_entries
-from app.screens.chat import ChatScreen
 from tests.app.conftest import TERMINAL, make_app, ready, wait_for
 
 

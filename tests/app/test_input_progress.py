@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.screens.chat import ChatScreen
+from forkdeck.screens.chat import ChatScreen
+
 from tests.app.conftest import TERMINAL, make_app, ready, wait_for
 
 

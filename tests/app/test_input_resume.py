@@ -5,10 +5,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from app.forkdeck_app import ForkdeckApp
-from app.screens.chat import ChatScreen
-from app.session import ChatSession
-from app.tui import build_parser
+from forkdeck.forkdeck_app import ForkdeckApp
+from forkdeck.screens.chat import ChatScreen
+from forkdeck.session import ChatSession
+from forkdeck.tui import build_parser
+
 from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
 
 
@@ -68,7 +69,7 @@ async def test_a_broken_saved_chat_is_reported_and_left_alone(project: Path) -> 
 
 
 def test_the_sessions_folder_is_ignored_by_git(project: Path, gated: GatedModel) -> None:
-    from app.chat_store import save_history
+    from forkdeck.chat_store import save_history
 
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     save_history(project, [])

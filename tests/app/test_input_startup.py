@@ -6,9 +6,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from app.forkdeck_app import ForkdeckApp
-from app.screens.chat import ChatScreen
-from app.session import ChatSession, StartupNotice
+from forkdeck.forkdeck_app import ForkdeckApp
+from forkdeck.screens.chat import ChatScreen
+from forkdeck.session import ChatSession, StartupNotice
+
 from tests.app.conftest import TERMINAL, GatedModel, burst, ready, settle, typed, wait_for
 
 

@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forkdeck.modals.merge_picker import BranchColumn, MergePickerModal
+from forkdeck.screens.diff_explorer import DiffExplorerScreen
+from forkdeck.widgets.merge_acceptance import MergeAcceptanceModal, MergeAcceptanceWidget
+from forkdeck.widgets.merge_diff import DiffPaths
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.text import Text
@@ -20,10 +24,6 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static, Tree
 
-from app.modals.merge_picker import BranchColumn, MergePickerModal
-from app.screens.diff_explorer import DiffExplorerScreen
-from app.widgets.merge_acceptance import MergeAcceptanceModal, MergeAcceptanceWidget
-from app.widgets.merge_diff import DiffPaths
 from branching_core.fork.types import MergeStrategy
 from branching_core.review.resolver import resolve
 from branching_core.review.types import ResolveOutcome

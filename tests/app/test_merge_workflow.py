@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forkdeck.merge.workflow import CANCELLED, MergeWorkflow
+from forkdeck.session import ChatSession
 from pydantic_ai.models.test import TestModel
 
-from app.merge.workflow import CANCELLED, MergeWorkflow
-from app.session import ChatSession
 from branching_core.fork import BranchSpec
 from tests.app.conftest import GatedModel
 

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from forkdeck.widgets.branch_panel import BranchPanelWidget
+from forkdeck.widgets.footer import ChatFooter
+from forkdeck.widgets.redraw import update_in_place
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Static, TextArea
 
-from app.widgets.branch_panel import BranchPanelWidget
-from app.widgets.footer import ChatFooter
-from app.widgets.redraw import update_in_place
 from tests.app.fixtures_fork import HostApp, screen_text, wait_until
 
 SIZE = (80, 24)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forkdeck.modals.merge_picker import MergePickerModal
+from forkdeck.screens.chat import ChatScreen
+from forkdeck.screens.diff_explorer import DiffExplorerScreen
 
-from app.modals.merge_picker import MergePickerModal
-from app.screens.chat import ChatScreen
-from app.screens.diff_explorer import DiffExplorerScreen
 from tests.app.conftest import (
     TERMINAL,
     GatedModel,

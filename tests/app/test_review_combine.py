@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forkdeck.review.combine_state import LiveCombiner
+from forkdeck.review.process_view import ProcessViewModal
+from forkdeck.screens.diff_explorer import DiffExplorerScreen
 from rich.text import Text
 from textual.widgets import Static
 
-from app.review.combine_state import LiveCombiner
-from app.review.process_view import ProcessViewModal
-from app.screens.diff_explorer import DiffExplorerScreen
 from tests.app.fixtures_merge import ForkRun, ScreenHost, run_fork
 
 SIZE = (140, 40)

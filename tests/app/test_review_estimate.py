@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from forkdeck.modals.fork_picker import ForkPickerModal
+from forkdeck.review.fork_estimate import RowValues, lenient_specs
 from rich.text import Text
 from textual.widgets import Input, Static
 
-from app.modals.fork_picker import ForkPickerModal
-from app.review.fork_estimate import RowValues, lenient_specs
 from branching_core.fork.estimate import estimate_fork
 from tests.app.conftest import TERMINAL, GatedModel, make_app, parent_turn, ready, submit, wait_for
 from tests.app.fixtures_merge import ScreenHost

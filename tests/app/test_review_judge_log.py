@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forkdeck.modals.merge_picker import MergePickerModal
+from forkdeck.widgets.merge_acceptance import MergeAcceptanceModal
 from pydantic_ai.models.test import TestModel
 
-from app.modals.merge_picker import MergePickerModal
-from app.widgets.merge_acceptance import MergeAcceptanceModal
 from branching_core.review.judge_log import judge_agreement, read_judge_log
 from tests.app.conftest import (
     TERMINAL,
@@ -115,8 +115,9 @@ async def test_a_pick_below_the_threshold_is_logged_from_the_picker(
 def test_a_judges_outcome_is_never_taken_for_a_finished_merge() -> None:
     """A ``ResolveOutcome`` has a ``winner_label`` too; telling them apart by that attribute
     would record a verdict handed back unmerged as an override by combination."""
-    from app.review.combine_flow import is_merge_result
-    from app.review.judge_record import user_decision
+    from forkdeck.review.combine_flow import is_merge_result
+    from forkdeck.review.judge_record import user_decision
+
     from branching_core.fork.types import MergeResult
     from tests.app.fixtures_merge import fixed_outcome
 

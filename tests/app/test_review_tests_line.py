@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forkdeck.modals.merge_picker import MergePickerModal
+from forkdeck.review.detected_tests import describe_tests, detect_for
+from forkdeck.screens.chat import ChatScreen
+from forkdeck.screens.diff_explorer import DiffExplorerScreen
 from rich.text import Text
 from textual.widgets import Static
 
-from app.modals.merge_picker import MergePickerModal
-from app.review.detected_tests import describe_tests, detect_for
-from app.screens.chat import ChatScreen
-from app.screens.diff_explorer import DiffExplorerScreen
 from tests.app.conftest import (
     TERMINAL,
     GatedModel,

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.forkdeck_app import ForkdeckApp
-from app.session import ChatSession
+from forkdeck.forkdeck_app import ForkdeckApp
+from forkdeck.session import ChatSession
+
 from tests.app.conftest import open_fork, ready, states
 
 SIZE = (110, 30)

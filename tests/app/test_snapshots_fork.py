@@ -7,13 +7,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from forkdeck.modals.fork_picker import ForkPickerModal
+from forkdeck.widgets.fork_area import ForkArea
+from forkdeck.widgets.status_bar import StatusBar, StatusInfo
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Footer
 
-from app.modals.fork_picker import ForkPickerModal
-from app.widgets.fork_area import ForkArea
-from app.widgets.status_bar import StatusBar, StatusInfo
 from branching_core.config import Settings
 from branching_core.fork import ForkCoordinator
 from tests.app.fixtures_fork import (
@@ -147,7 +147,7 @@ def _left_open(fork_id: str) -> dict[str, Any]:
 
 class RecoveryApp(App[None]):
     def on_mount(self) -> None:
-        from app.modals.recover_fork import RecoverForkModal
+        from forkdeck.modals.recover_fork import RecoverForkModal
 
         self.push_screen(RecoverForkModal([_left_open("f3a9c0de1234")]))
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.modals.merge_picker import MergePickerModal
-from app.screens.diff_explorer import DiffExplorerScreen
-from app.widgets.merge_acceptance import MergeAcceptanceModal
-from app.widgets.merge_diff import DiffPaths
+from forkdeck.modals.merge_picker import MergePickerModal
+from forkdeck.screens.diff_explorer import DiffExplorerScreen
+from forkdeck.widgets.merge_acceptance import MergeAcceptanceModal
+from forkdeck.widgets.merge_diff import DiffPaths
+
 from tests.app.fixtures_merge import ScreenHost, fixed_outcome, fixed_report, fixed_statuses
 
 SIZE = (120, 36)

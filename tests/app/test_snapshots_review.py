@@ -12,14 +12,14 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from forkdeck.modals.fork_picker import ForkPickerModal
+from forkdeck.modals.merge_picker import MergePickerModal
+from forkdeck.review.combine_state import LiveCombiner
+from forkdeck.review.process_view import ProcessViewModal
+from forkdeck.screens.diff_explorer import DiffExplorerScreen
 from textual.app import App
 from textual.pilot import Pilot
 
-from app.modals.fork_picker import ForkPickerModal
-from app.modals.merge_picker import MergePickerModal
-from app.review.combine_state import LiveCombiner
-from app.review.process_view import ProcessViewModal
-from app.screens.diff_explorer import DiffExplorerScreen
 from branching_core.config import Settings
 from branching_core.fork.estimate import estimate_fork
 from branching_core.fork.process_report import ProcessReport, ToolStep

@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from forkdeck.forkdeck_app import ForkdeckApp
+from forkdeck.session import ChatSession
+from forkdeck.tui import load_subagents, main
+from forkdeck.widgets.message_list import MessageList, ToolCallView
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
-from app.forkdeck_app import ForkdeckApp
-from app.session import ChatSession
-from app.tui import load_subagents, main
-from app.widgets.message_list import MessageList, ToolCallView
 from branching_core.live.subagents import SubAgent, SubAgentBranches
 from tests.app.conftest import TERMINAL, ready, submit, wait_for
 

@@ -201,7 +201,7 @@ async def test_abort_leaves_no_actor_and_nothing_on_the_nodes(
     assert len(_branch_actors()) == 3
     # the TUI's !cmd on a branch tab must not run in the driver's read-only copy of a branch
     # whose files live on a node (its writes would never reach the branch)
-    from app.chat.shell_command import branch_target
+    from forkdeck.chat.shell_command import branch_target
 
     with pytest.raises(ValueError, match="runs on a cluster node"):
         branch_target(coord, "a")

@@ -529,7 +529,7 @@ def test_written_file_parses_with_tomllib_and_has_the_documented_tables(tmp_path
 def test_importing_config_does_not_pull_in_heavy_or_ui_modules() -> None:
     code = (
         "import sys, branching_core.config\n"
-        "bad = [m for m in ('pydantic_ai', 'textual', 'rich', 'app', 'pydantic')"
+        "bad = [m for m in ('pydantic_ai', 'textual', 'rich', 'forkdeck', 'pydantic')"
         " if m in sys.modules]\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from app.session import ChatSession
+from forkdeck.session import ChatSession
 
 
 def write_config(root: Path, text: str) -> Path:

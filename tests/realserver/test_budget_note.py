@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forkdeck.modals.fork_picker import ForkPickerModal
 
-from app.modals.fork_picker import ForkPickerModal
 from tests.app.fixtures_fork import HostApp, screen_text
 from tests.realserver.helpers import prepared, write_config
 from tests.support.openai_server import ScriptedServer

@@ -74,7 +74,7 @@ def test_price_flag() -> None:
 def test_bad_price_flag_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from app.tui import main
+    from forkdeck.tui import main
 
     assert main([str(tmp_path), "--price", "cheap"]) == 2
     err = capsys.readouterr().err

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.widgets.fork_area import ForkArea
+from forkdeck.widgets.fork_area import ForkArea
+
 from branching_core.fork import BranchSpec
 from tests.app.fixtures_fork import HostApp, wait_until
 from tests.realserver.fork_helpers import coordinator, server_config

@@ -49,7 +49,7 @@ the keys queued behind it, so a machine-speed burst is not what a person types).
 @dataclass
 class Terminal:
     """One detached tmux session on a private server socket, running the real ``forkdeck``
-    (``python -m app.entry``) in ``workspace`` with nothing of the test's environment but
+    (``python -m forkdeck.entry``) in ``workspace`` with nothing of the test's environment but
     ``env``; the end-to-end tests (tests/app, tests/realserver) all drive it."""
 
     socket: str
@@ -73,7 +73,7 @@ class Terminal:
         quoted = "".join(f" {shlex.quote(a)}" for a in args)
         command = (
             f"cd {shlex.quote(str(self.workspace))} && env -i {exports} "
-            f"{shlex.quote(sys.executable)} -m app.entry .{quoted} ; "
+            f"{shlex.quote(sys.executable)} -m forkdeck.entry .{quoted} ; "
             "echo FORKDECK-EXIT=$?; sleep 60"
         )
         self.tmux("kill-session", "-t", self.name)
@@ -135,7 +135,7 @@ class Terminal:
         ).stdout
         for line in out.splitlines():
             pid, _, args = line.strip().partition(" ")
-            if "app.entry" in args:
+            if "forkdeck.entry" in args:
                 return int(pid)
         raise AssertionError(f"no forkdeck process under the pane's shell: {out!r}")
 
