@@ -1,0 +1,226 @@
+"""Every hot path beside the cheapest thing the kernel can do for it, in one run.
+
+Issue 29 asks how close forkdeck is to the machine itself. Each row times a forkdeck hot
+path and, in the same process and in alternating rounds (so load from other work on the
+machine hits both alike), its *floor*: the minimum the kernel needs to give the same
+guarantee. A ratio of 1.0 would mean forkdeck adds nothing over the floor.
+
+Rows (p50 of ``--rounds`` samples, milliseconds of wall time):
+
+* ``isolated_callable``: one pattern candidate run with ``isolate_processes=True``
+  (``BestOfN([work], commit=False)``) against the same candidate in-process plus one
+  ``fork`` whose child enters new user, mount, pid, ipc and uts namespaces and exits
+  (what any isolated run must at least pay).
+* ``timeout_callable``: one candidate with ``timeout=`` (killable, so run in a child)
+  against the in-process candidate plus a plain ``fork`` + ``_exit`` + ``waitpid``.
+* ``sandbox_start``: ``run_command(["true"], ws)`` against spawning ``/bin/true``.
+* ``commit_100_modified``: ``Branch.commit()`` of a branch that modified 100 files,
+  against the journal's minimum for the same guarantee (all-or-nothing under SIGKILL and
+  Ctrl-C; forkdeck's journal is the commit point and is the one thing fsynced): write
+  100 new files into a staging directory on the same filesystem, write and ``fsync`` an
+  intent record naming them (and its directory), rename each into place, drop the record.
+* ``ray_task`` (with ``--ray``): one forkdeck candidate on a local one-node Ray cluster
+  (``RayRunner``) against a bare Ray task that does the same work.
+
+    python benchmarks/floors.py [--rounds 40] [--ray] [--json]
+
+``--json`` prints one object ``{name: {"forkdeck_ms": p50, "floor_ms": p50, "ratio": r}}``
+and nothing else on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from branching_core import BestOfN, Workspace  # noqa: E402
+from branching_core.sandbox import run_command  # noqa: E402
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
+NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _ms(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def fork_floor(namespaces: bool) -> None:
+    """The kernel's minimum for one isolated (or merely killable) child."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 0
+        if namespaces and _libc.unshare(NAMESPACES) != 0:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise OSError(ctypes.get_errno(), "unshare failed in the floor's child")
+
+
+def work(path: Path) -> tuple[bool, float]:
+    (path / "out.txt").write_text("x")
+    return True, 1.0
+
+
+def candidate(ws: Workspace, **options: Any) -> None:
+    outcome = BestOfN([work], commit=False, **options)(ws)
+    assert outcome.winner is not None, outcome.all_results
+
+
+def commit_forkdeck(ws: Workspace, round_no: int) -> float:
+    with ws.branch(f"c{round_no + 1}", on_success=None) as b:
+        for i in range(100):
+            (b.path / "files" / f"f{i}.txt").write_text(f"round {round_no} file {i}\n")
+        return _ms(b.commit)
+
+
+def commit_floor(target: Path, round_no: int) -> None:
+    """Stage, journal (fsynced), rename, forget: what an all-or-nothing commit must do."""
+    stage = target.parent / f".stage-{round_no}"
+    stage.mkdir()
+    names = [f"f{i}.txt" for i in range(100)]
+    for name in names:
+        fd = os.open(stage / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, f"round {round_no} file {name}\n".encode())
+        finally:
+            os.close(fd)
+    journal = os.open(stage / "intent", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(journal, "\n".join(names).encode())
+    os.fsync(journal)
+    os.close(journal)
+    dfd = os.open(stage, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(dfd)
+    os.close(dfd)
+    for name in names:
+        os.rename(stage / name, target / name)
+    os.unlink(stage / "intent")
+    os.rmdir(stage)
+
+
+def measure(rounds: int, base: Path, with_ray: bool) -> dict[str, dict[str, float]]:
+    ws_dir = base / "ws"
+    (ws_dir / "files").mkdir(parents=True)
+    for i in range(100):
+        (ws_dir / "files" / f"f{i}.txt").write_text(f"original {i}\n")
+    ws = Workspace(ws_dir)
+    floor_dir = base / "floor" / "files"
+    floor_dir.mkdir(parents=True)
+
+    cases: dict[str, tuple[Callable[[int], float], Callable[[int], float]]] = {
+        "isolated_callable": (
+            lambda r: _ms(lambda: candidate(ws, isolate_processes=True)),
+            lambda r: _ms(lambda: candidate(ws)) + _ms(lambda: fork_floor(True)),
+        ),
+        "timeout_callable": (
+            lambda r: _ms(lambda: candidate(ws, timeout=60)),
+            lambda r: _ms(lambda: candidate(ws)) + _ms(lambda: fork_floor(False)),
+        ),
+        "sandbox_start": (
+            lambda r: _ms(lambda: run_command(["true"], ws_dir)),
+            lambda r: _ms(lambda: subprocess.run(["/bin/true"], check=True)),
+        ),
+        "commit_100_modified": (
+            lambda r: commit_forkdeck(ws, r),
+            lambda r: _ms(lambda: commit_floor(floor_dir, r)),
+        ),
+    }
+    cluster = None
+    if with_ray:
+        cluster, ray_cases = _ray_cases(ws)
+        cases.update(ray_cases)
+    samples: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in cases}
+    try:
+        for fd_fn, floor_fn in cases.values():  # warm both sides once
+            fd_fn(-1)
+            floor_fn(-1)
+        for r in range(rounds):
+            for name, (fd_fn, floor_fn) in cases.items():
+                # alternate which side goes first, so neither always runs on a warm cache
+                if r % 2:
+                    samples[name][1].append(floor_fn(r))
+                    samples[name][0].append(fd_fn(r))
+                else:
+                    samples[name][0].append(fd_fn(r))
+                    samples[name][1].append(floor_fn(r))
+    finally:
+        if cluster is not None:
+            import ray
+
+            ray.shutdown()
+            cluster.shutdown()
+    out: dict[str, dict[str, float]] = {}
+    for name, (fd_s, floor_s) in samples.items():
+        fd_p50, floor_p50 = statistics.median(fd_s), statistics.median(floor_s)
+        out[name] = {"forkdeck_ms": round(fd_p50, 3), "floor_ms": round(floor_p50, 3),
+                     "ratio": round(fd_p50 / floor_p50, 2) if floor_p50 else float("inf")}
+    return out
+
+
+def _ray_cases(ws: Workspace) -> tuple[Any, dict[str, tuple[Callable[[int], float],
+                                                          Callable[[int], float]]]]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from branching_core.cluster import RayRunner
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1,
+                                                           "object_store_memory": 100 << 20})
+    ray.init(address=cluster.address, log_to_driver=False)
+    runner = RayRunner(max_in_flight=1)
+
+    def bare_work(i: int) -> bool:
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / f"out{i}.txt").write_text("x")
+        return True
+
+    bare = ray.remote(max_retries=0)(bare_work)
+    return cluster, {
+        "ray_task": (
+            lambda r: _ms(lambda: candidate(ws, runner=runner)),
+            lambda r: _ms(lambda: ray.get(bare.remote(r))),
+        )
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--ray", action="store_true", help="also measure a candidate on Ray")
+    ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="forkdeck-floors-") as tmp:
+        if args.json:
+            with contextlib.redirect_stdout(sys.stderr):
+                result = measure(args.rounds, Path(tmp), args.ray)
+            print(json.dumps(result))
+            return
+        result = measure(args.rounds, Path(tmp), args.ray)
+    load = os.getloadavg()
+    print(f"p50 of {args.rounds} rounds, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"{'hot path':<22} {'forkdeck ms':>12} {'floor ms':>10} {'ratio':>7}")
+    for name, row in result.items():
+        print(f"{name:<22} {row['forkdeck_ms']:>12.2f} {row['floor_ms']:>10.2f} "
+              f"{row['ratio']:>6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
