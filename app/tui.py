@@ -14,15 +14,42 @@ from typing import Any
 BACKEND_CHOICES = ("auto", "overlay", "reflink", "copy")
 
 
+class _ForkdeckParser(argparse.ArgumentParser):
+    """``forkdeck --help``: the TUI's options, then every subcommand on one line each
+    (built only when help is printed, so a launch does not import the CLI for it)."""
+
+    def format_help(self) -> str:
+        from .commands import listing
+
+        return f"{super().format_help().rstrip()}\n\n{listing()}\n"
+
+
+class _Version(argparse.Action):
+    """``-V``/``--version``; the version is looked up only when asked (not before the
+    first frame: ``importlib.metadata`` is slow to import)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from branching_core.cli import version
+
+        print(f"forkdeck {version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _ForkdeckParser(
         prog="forkdeck",
+        usage="forkdeck [PATH] [options]  |  forkdeck COMMAND ...",
         description=(
             "Chat with an agent on a workspace and fork the live run into parallel "
             "copy-on-write branches; merge the winner."
         ),
-        epilog="Headless commands: forkdeck run|speculate|best-of-n|... --help",
     )
+    parser.add_argument("-V", "--version", action=_Version)
     parser.add_argument("path", nargs="?", default=".", help="workspace (default: .)")
     parser.add_argument(
         "--model",
@@ -88,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     root = Path(args.path).expanduser()
     if not root.exists():
-        print(f"forkdeck: workspace {root} does not exist", file=sys.stderr)
+        print(f"forkdeck: workspace {root} does not exist (forkdeck --help lists the "
+              "commands)", file=sys.stderr)
         return 2
     if not root.is_dir():
         print(f"forkdeck: workspace {root} is not a directory", file=sys.stderr)

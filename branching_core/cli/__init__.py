@@ -4,13 +4,15 @@
 0 only when something was committed (``status``: 0 when the workspace opened),
 1 when nothing was committed or the command failed, 2 for bad usage (one line on
 stderr; ``{"error": ...}`` with ``--json``), 130 after Ctrl-C (every branch aborted).
-``CMD`` is everything after the first ``--``.
+``CMD`` is everything after the first ``--``; words before it that look like a command
+(``forkdeck run echo hi``) are refused with a hint to put them after ``--``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -19,21 +21,64 @@ from branching_core.cli import models, patterns, run, status
 from branching_core.cli._common import UsageError, add_common, error
 from branching_core.errors import BranchingError
 
+CMD_TAIL = "-- CMD ..."
+
 
 class _Parser(argparse.ArgumentParser):
+    """Usage errors as ``UsageError`` (one line, exit 2). A subcommand whose defaults say
+    ``takes_cmd=True`` (``set_defaults``) shows ``-- CMD ...`` at the end of its usage,
+    since the command after ``--`` is cut off before argparse sees it."""
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
 
+    def format_usage(self) -> str:
+        return self._with_cmd_tail(super().format_usage())
 
-def build_parser() -> argparse.ArgumentParser:
+    def format_help(self) -> str:
+        return self._with_cmd_tail(super().format_help())
+
+    def _with_cmd_tail(self, text: str) -> str:
+        if not self.get_default("takes_cmd"):
+            return text
+        usage, sep, rest = text.partition("\n\n")
+        return f"{usage.rstrip()} {CMD_TAIL}{sep or chr(10)}{rest}"
+
+
+class _Version(argparse.Action):
+    """``-V``/``--version``: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
+        print(f"{parser.prog.split()[0]} {version()}")
+        parser.exit()
+
+
+def version() -> str:
+    """forkdeck's installed version (``unknown`` when run from a bare source tree)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("forkdeck")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser(prog: str = "forkdeck") -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     add_common(common)
     parser = _Parser(
-        prog="forkdeck",
-        description="Run commands in copy-on-write branches of a directory; commit the winner.",
+        prog=prog,
+        description="Run commands in copy-on-write branches of a directory; commit the winner. "
+                    f"CMD is everything after --: {prog} run -- pytest -q",
         epilog="Exit status: 0 only if something was committed; 1 nothing committed or "
                "failed; 2 bad usage; 130 interrupted (every branch aborted).",
     )
+    parser.add_argument("-V", "--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     run.add_parser(sub, common)
     patterns.add_parsers(sub, common)
@@ -42,21 +87,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _prog_name() -> str:
+    """``branching`` when installed under that name (``branching --help``), else forkdeck."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "branching" if name == "branching" else "forkdeck"
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    prog = prog or _prog_name()
     cmd: list[str] = []
     if "--" in args_list:
         cut = args_list.index("--")
         args_list, cmd = args_list[:cut], args_list[cut + 1:]
     json_mode = "--json" in args_list
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
         if not args_list:
             parser.print_help(sys.stderr)
             return 2
-        args = parser.parse_args(args_list)
+        args, extras = parser.parse_known_args(args_list)
         if args.command is None:
             raise UsageError("no command given")
+        if extras:
+            _refuse_extras(prog, args, extras)
         args.cmd = cmd
         if cmd and args.command in ("speculate", "status", "models"):
             raise UsageError(f"{args.command} takes no -- CMD")
@@ -79,4 +133,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-__all__ = ["build_parser", "main"]
+def _refuse_extras(prog: str, args: argparse.Namespace, extras: list[str]) -> NoReturn:
+    """Words argparse did not take. For a command that runs CMD, a word that is not an
+    option is the command typed without ``--``: say where it goes."""
+    if getattr(args, "takes_cmd", False) and not extras[0].startswith("-"):
+        raise UsageError(
+            f"{prog} {args.command}: put the command after --, "
+            f"e.g. {prog} {args.command} -- {' '.join(extras)}"
+        )
+    raise UsageError(f"{prog} {args.command}: unrecognized arguments: {' '.join(extras)}")
+
+
+__all__ = ["build_parser", "main", "version"]

@@ -249,7 +249,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("-n", type=_types.count, default=3, help="number of attempts (default 3)")
     _timeouts(p)
     _ray_option(p)
-    p.set_defaults(handler=cmd_best_of_n)
+    p.set_defaults(handler=cmd_best_of_n, takes_cmd=True)
 
     p = sub.add_parser("reflexion", parents=[common],
                        help="retry CMD with critique feedback in BRANCHING_FEEDBACK")
@@ -258,7 +258,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="shell command run in a failed attempt's branch; its stdout is feedback")
     _timeouts(p)
     _ray_option(p)
-    p.set_defaults(handler=cmd_reflexion)
+    p.set_defaults(handler=cmd_reflexion, takes_cmd=True)
 
     p = sub.add_parser("tournament", parents=[common],
                        help="run CMD N times, pick a winner by pairwise --judge")
@@ -266,7 +266,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--judge", required=True, metavar="CMD",
                    help="prints 0/a or 1/b; gets BRANCHING_A and BRANCHING_B (branch paths)")
     _timeouts(p)
-    p.set_defaults(handler=cmd_tournament)
+    p.set_defaults(handler=cmd_tournament, takes_cmd=True)
 
     p = sub.add_parser("cascade", parents=[common],
                        help="waves of CMD with widening fan-out and error feedback")
@@ -274,4 +274,4 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="candidates per wave (default 1,2,4)")
     _timeouts(p)
     _ray_option(p)
-    p.set_defaults(handler=cmd_cascade)
+    p.set_defaults(handler=cmd_cascade, takes_cmd=True)

@@ -77,4 +77,4 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--on-error", choices=["abort", "none"], default="abort",
                    help="on failure: abort (default) or keep the branch (durable)")
     p.add_argument("--ask", action="store_true", help="ask before committing")
-    p.set_defaults(handler=cmd_run)
+    p.set_defaults(handler=cmd_run, takes_cmd=True)
