@@ -2,7 +2,7 @@
 
 A new subcommand: its name in ``HEADLESS_COMMANDS`` and its parser in
 ``branching_core.cli.build_parser`` (with a one-line ``help=``); ``forkdeck --help`` and
-the "did you mean" for a mistyped command pick it up from there (``commands.py``).
+the "did you mean" for a mistyped command pick it up from there (``subcommands.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return cli_main(args, prog="forkdeck")
     if args and _looks_like_a_command(args[0]):
-        from .commands import suggest
+        from .subcommands import suggest
 
         if close := suggest(args[0]):
             also = "".join(f" or 'forkdeck {name}'" for name in close[1:])

@@ -19,7 +19,7 @@ class _ForkdeckParser(argparse.ArgumentParser):
     (built only when help is printed, so a launch does not import the CLI for it)."""
 
     def format_help(self) -> str:
-        from .commands import listing
+        from .subcommands import listing
 
         return f"{super().format_help().rstrip()}\n\n{listing()}\n"
 

@@ -131,8 +131,9 @@ def test_every_runnable_python_block_runs_as_written(block: Block, tmp_path: Pat
 
 
 def _known_subcommands() -> set[str]:
-    from branching_core.cli import build_parser
     from forkdeck.entry import HEADLESS_COMMANDS
+
+    from branching_core.cli import build_parser
 
     for action in build_parser()._actions:
         if isinstance(action, argparse._SubParsersAction):

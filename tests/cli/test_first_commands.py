@@ -137,15 +137,15 @@ def test_a_new_subcommand_shows_up_in_help_and_suggestions() -> None:
     HEADLESS_COMMANDS with a parser in build_parser appears in both, with nothing else."""
     import argparse
 
-    from forkdeck import commands, entry
+    from forkdeck import entry, subcommands
 
     parser = build_parser()
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             action.add_parser("ports", help="list the forwarded ports of each branch")
-    helps = commands.command_help(parser, entry.HEADLESS_COMMANDS | {"ports"})
+    helps = subcommands.command_help(parser, entry.HEADLESS_COMMANDS | {"ports"})
     assert helps["ports"] == "list the forwarded ports of each branch"
-    assert "  ports " in commands.listing(helps)
-    assert commands.suggest("prots", helps) == ["ports"]
+    assert "  ports " in subcommands.listing(helps)
+    assert subcommands.suggest("prots", helps) == ["ports"]
     # Without its name in HEADLESS_COMMANDS it is not reachable, so not offered.
-    assert "ports" not in commands.command_help(parser)
+    assert "ports" not in subcommands.command_help(parser)
