@@ -136,7 +136,7 @@ class ModelsReport:
         lines = [f"[model] default: {self.default or '(not set)'}"]
         lines.append(f"model in use: {self.resolved}")
         if "offline" in self.resolved and not self.resolve_error:
-            lines.append("  (no LLM configured: see the README section \"Use a real model\")")
+            lines.append("  (no LLM configured: see docs/models.md, \"Real models\")")
         if self.resolve_error:
             lines.append(f"  PROBLEM: {self.resolve_error}")
         for slot, name in sorted(self.branch_models.items()):

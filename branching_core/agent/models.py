@@ -366,7 +366,7 @@ def connect_model(
         if keys and not any(env.get(k, "").strip() for k in keys):
             raise ConfigError(
                 f"{resolved} needs the {' or '.join(keys)} environment variable (not set); "
-                "set it, or use a local server (see README: Use a real model)",
+                "set it, or use a local server (see docs/models.md, \"Real models\")",
                 key="model",
             )
         try:
