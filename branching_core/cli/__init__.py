@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from branching_core.cli import models, patterns, run, status
+from branching_core.cli import mcp, models, patterns, run, status
 from branching_core.cli._common import UsageError, add_common, error
 from branching_core.errors import BranchingError
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     patterns.add_parsers(sub, common)
     status.add_parser(sub, common)
     models.add_parser(sub, common)
+    mcp.add_parser(sub, common)
     return parser
 
 

@@ -1,0 +1,168 @@
+"""Running the server: stdio or streamable HTTP, session ends, and exit on a signal.
+
+Why here and not in the SDK's ``run()``: branches must be aborted when their client goes
+away and when the server is told to stop, even while worker threads are blocked in
+sandboxed commands (which the event loop cannot cancel). So:
+
+- stdio: the session ends when stdin closes; ``serve`` then aborts every branch not kept.
+- HTTP: an ASGI wrapper watches each ``Mcp-Session-Id``: a ``DELETE`` (the client's
+  goodbye) or no request for ``idle_timeout_s`` ends that session's branches (the SDK's
+  own idle timeout is set to the same value, so the session is gone there too).
+- SIGTERM/SIGINT: a thread kills running commands, aborts branches (kept ones are only
+  unmounted), waits for their directories to go (``close_all_workspaces``), and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import anyio
+
+from branching_core import close_all_workspaces
+from branching_core.mcp.server import SESSION_HEADER, STDIO_OWNER, build_server
+from branching_core.mcp.tools import ForkdeckTools
+
+log = logging.getLogger(__name__)
+SHUTDOWN_GRACE_S = 20.0
+
+
+class SessionWatch:
+    """ASGI middleware: ends a session's branches on DELETE or after it idles."""
+
+    def __init__(self, app: Any, tools: ForkdeckTools, idle_timeout_s: float) -> None:
+        self.app = app
+        self.tools = tools
+        self.idle_timeout_s = idle_timeout_s
+        self.last_seen: dict[str, float] = {}
+        self.in_flight: defaultdict[str, int] = defaultdict(int)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        session = None
+        for key, value in scope.get("headers") or ():
+            if key.decode("latin-1").lower() == SESSION_HEADER:
+                session = value.decode("latin-1")
+        if session is None:
+            await self.app(scope, receive, send)
+            return
+        self.in_flight[session] += 1
+        self.last_seen[session] = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight[session] -= 1
+            self.last_seen[session] = time.monotonic()
+            if scope.get("method") == "DELETE":
+                await self._end(session)
+
+    async def _end(self, session: str) -> None:
+        self.last_seen.pop(session, None)
+        self.in_flight.pop(session, None)
+        await anyio.to_thread.run_sync(self.tools.book.end_owner, f"http:{session}")
+
+    async def watch_idle(self) -> None:
+        while True:
+            await anyio.sleep(min(5.0, self.idle_timeout_s / 2))
+            now = time.monotonic()
+            for session, seen in list(self.last_seen.items()):
+                if self.in_flight.get(session, 0) == 0 and now - seen > self.idle_timeout_s:
+                    log.info("session %s idle for %.0f s: aborting its branches", session,
+                             now - seen)
+                    await self._end(session)
+
+
+def _install_signal_exit(tools: ForkdeckTools) -> None:
+    """On SIGTERM/SIGINT: clean up from a thread (the main thread may be the event loop,
+    worker threads may hold locks) and leave with 128 + signal."""
+    started = threading.Event()
+
+    def shutdown(signum: int) -> None:
+        timer = threading.Timer(SHUTDOWN_GRACE_S, os._exit, args=(128 + signum,))
+        timer.daemon = True
+        timer.start()
+        try:
+            tools.close()
+            close_all_workspaces(SHUTDOWN_GRACE_S / 2)
+        except Exception:
+            log.exception("cleanup on signal failed")
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os._exit(128 + signum)
+
+    def handler(signum: int, _frame: object) -> None:
+        if started.is_set():
+            return
+        started.set()
+        threading.Thread(target=shutdown, args=(signum,), name="forkdeck-mcp-exit",
+                         daemon=True).start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def serve_stdio(tools: ForkdeckTools) -> None:
+    """Serve one client on stdin/stdout until it closes stdin; then abort its branches."""
+    server = build_server(tools)
+    _install_signal_exit(tools)
+    try:
+        anyio.run(server.run_stdio_async)
+    finally:
+        tools.book.end_owner(STDIO_OWNER)
+        tools.close()
+
+
+def serve_http(tools: ForkdeckTools, host: str, port: int, idle_timeout_s: float) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until a signal stops it."""
+    import uvicorn
+
+    server = build_server(tools)
+    app = server.streamable_http_app(session_idle_timeout=idle_timeout_s, host=host)
+    watch = SessionWatch(app, tools, idle_timeout_s)
+    config = uvicorn.Config(watch, host=host, port=port, log_level="warning",
+                            lifespan="on")
+    web = uvicorn.Server(config)
+    stopped = threading.Event()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch.watch_idle)
+            await web.serve()
+            group.cancel_scope.cancel()
+
+    def run() -> None:
+        try:
+            anyio.run(main)
+        except BaseException:
+            log.exception("HTTP server stopped")
+        finally:
+            stopped.set()
+
+    # uvicorn installs its own signal handlers only in the main thread; here it runs in
+    # another so SIGTERM reaches ours (which cleans up even with tool threads blocked).
+    _install_signal_exit(tools)
+    thread = threading.Thread(target=run, name="forkdeck-mcp-http", daemon=True)
+    thread.start()
+    while not web.started and not stopped.is_set():
+        time.sleep(0.02)
+    if web.started:
+        print(f"forkdeck mcp: serving {tools.ws.path} at http://{host}:{port}/mcp",
+              file=sys.stderr, flush=True)
+    try:
+        while not stopped.wait(0.5):
+            pass
+    finally:
+        tools.close()
+
+
+__all__ = ["SessionWatch", "serve_http", "serve_stdio"]
