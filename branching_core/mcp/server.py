@@ -83,7 +83,7 @@ def build_server(tools: ForkdeckTools) -> MCPServer:
         "forkdeck",
         title="forkdeck branches",
         instructions=INSTRUCTIONS,
-        website_url="https://github.com/forkdeck/forkdeck",
+        log_level="WARNING",  # stderr is the client's log: anticipated tool errors are not news
     )
 
     @server.tool()
