@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from branching_core import BranchingError
@@ -77,13 +78,38 @@ def _guard(call: Any) -> Any:
         raise ToolError(f"internal error ({type(exc).__name__}): {one_line(exc)}") from None
 
 
+async def _one_line_errors(ctx: Any, call_next: Any) -> Any:
+    """Server middleware: a failed tool call's text is one line, also for the failures the
+    SDK reports itself (arguments that fail the schema come back as a multi-line pydantic
+    report otherwise)."""
+    result = await call_next(ctx)
+    if getattr(ctx, "method", None) != "tools/call":
+        return result
+    if isinstance(result, CallToolResult) and result.is_error:
+        for part in result.content:
+            if isinstance(part, TextContent):
+                part.text = _short(part.text)
+    elif isinstance(result, dict) and result.get("isError", result.get("is_error")):
+        for part in result.get("content") or ():
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                part["text"] = _short(part["text"])
+    return result
+
+
+def _short(text: str) -> str:
+    """Pydantic's report keeps its useful part before "For further information"."""
+    lines = [ln for ln in text.splitlines() if not ln.strip().startswith("For further")]
+    return one_line(" ".join(lines))
+
+
 def build_server(tools: ForkdeckTools) -> MCPServer:
     """The MCP server for ``tools``' workspace (tools named as issue 26 specifies)."""
     server = MCPServer(
         "forkdeck",
         title="forkdeck branches",
         instructions=INSTRUCTIONS,
-        log_level="WARNING",  # stderr is the client's log: anticipated tool errors are not news
+        log_level="WARNING",
+        middleware=[_one_line_errors],  # stderr is the client's log: anticipated tool errors are not news
     )
 
     @server.tool()
