@@ -47,10 +47,10 @@ def stdio_params(ws: Path, *extra: str) -> StdioServerParameters:
 
 @contextlib.asynccontextmanager
 async def stdio_session(ws: Path, *extra: str) -> AsyncIterator[ClientSession]:
-    async with stdio_client(stdio_params(ws, *extra)) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+    async with stdio_client(stdio_params(ws, *extra)) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 def free_port() -> int:
@@ -128,10 +128,10 @@ def leftovers(ws: Path) -> list[str]:
     root = store_of(ws)
     if not root.exists():
         return []
-    fixed = {"commit.lock", "gen", "journal", "sessions", "spare", "trash", "workspace",
+    fixed = {"commit.lock", "gen", "journal", "sessions", "spare", "trash", "workspace", "batches",
              "failed"}
     found = [p.name for p in root.iterdir() if p.name not in fixed]
-    for sub in ("journal", "sessions", "spare", "trash", "failed"):
+    for sub in ("journal", "sessions", "spare", "trash", "failed", "batches"):
         if (root / sub).is_dir():
             found += [f"{sub}/{p.name}" for p in (root / sub).iterdir()]
     return sorted(found)
@@ -163,6 +163,18 @@ def wait_until(check: Any, timeout: float = 30.0) -> bool:
         if check():
             return True
         time.sleep(0.05)
+    return bool(check())
+
+
+async def async_wait_until(check: Any, timeout: float = 30.0) -> bool:
+    """``wait_until`` for a test whose event loop must keep serving its MCP session."""
+    import anyio
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        await anyio.sleep(0.05)
     return bool(check())
 
 
