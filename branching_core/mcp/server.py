@@ -108,8 +108,9 @@ def build_server(tools: ForkdeckTools) -> MCPServer:
         "forkdeck",
         title="forkdeck branches",
         instructions=INSTRUCTIONS,
+        # stderr is the client's log: anticipated tool errors are not news there
         log_level="WARNING",
-        middleware=[_one_line_errors],  # stderr is the client's log: anticipated tool errors are not news
+        middleware=[_one_line_errors],
     )
 
     @server.tool()
