@@ -35,7 +35,7 @@ RECORD_DIR = f"{STATE_DIR}/mcp"
 
 
 @dataclass
-class Entry:
+class HeldBranch:
     """One branch this server holds open."""
 
     label: str
@@ -55,13 +55,13 @@ class BranchBook:
         self.ws = workspace
         self.max_branches = max_branches
         self.records = Path(workspace.path) / RECORD_DIR
-        self._entries: dict[str, Entry] = {}
+        self._entries: dict[str, HeldBranch] = {}
         self._lock = threading.RLock()
         self._auto = itertools.count(1)
         self.closed = False
 
     # -- lookup ----------------------------------------------------------------------------
-    def get(self, label: object) -> Entry:
+    def get(self, label: object) -> HeldBranch:
         name = check_label(label)
         with self._lock:
             self._prune()
@@ -70,7 +70,7 @@ class BranchBook:
             raise ToolError(f"unknown branch label {name!r}; branch_list shows the open ones")
         return entry
 
-    def entries(self) -> list[Entry]:
+    def entries(self) -> list[HeldBranch]:
         with self._lock:
             self._prune()
             return sorted(self._entries.values(), key=lambda e: (e.created, e.label))
@@ -89,7 +89,7 @@ class BranchBook:
                 (self.records / f"{label}.json").unlink()
 
     # -- creation --------------------------------------------------------------------------
-    def create(self, name: str | None, parent: str | None, keep: bool, owner: str) -> Entry:
+    def create(self, name: str | None, parent: str | None, keep: bool, owner: str) -> HeldBranch:
         with self._lock:
             if self.closed:
                 raise ToolError("the server is shutting down")
@@ -110,7 +110,7 @@ class BranchBook:
                 )
             node = parent_entry.branch if parent_entry is not None else self.ws
             branch = node.branch(label, on_success=None, on_error=None, durable=keep)
-            entry = Entry(
+            entry = HeldBranch(
                 label=label,
                 branch=branch,
                 parent=parent_entry.label if parent_entry is not None else None,
@@ -135,7 +135,7 @@ class BranchBook:
             if label not in self._entries and label not in taken:
                 return label
 
-    def _write_record(self, entry: Entry) -> None:
+    def _write_record(self, entry: HeldBranch) -> None:
         self.records.mkdir(parents=True, exist_ok=True)
         record = {
             "label": entry.label,
@@ -249,7 +249,7 @@ class BranchBook:
                 except Exception as exc:
                     log.warning("cannot reopen kept branch %s: %s", label, exc)
                     continue
-                self._entries[label] = Entry(
+                self._entries[label] = HeldBranch(
                     label=label, branch=branch, parent=parent, owner=owner, keep=True,
                     created=str(record.get("created") or ""),
                 )
@@ -259,4 +259,4 @@ class BranchBook:
         return adopted
 
 
-__all__ = ["BranchBook", "Entry"]
+__all__ = ["BranchBook", "HeldBranch"]

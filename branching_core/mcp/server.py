@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 STDIO_OWNER = "stdio"
 SESSION_HEADER = "mcp-session-id"
 
-INSTRUCTIONS = """\
+MCP_INSTRUCTIONS = """\
 forkdeck gives you copy-on-write branches of one workspace directory.
 1. branch_create -> {label, path}. Work at `path` with your own file tools: changes there
    are private to the branch (the workspace and other branches do not see them).
@@ -107,7 +107,7 @@ def build_server(tools: ForkdeckTools) -> MCPServer:
     server = MCPServer(
         "forkdeck",
         title="forkdeck branches",
-        instructions=INSTRUCTIONS,
+        instructions=MCP_INSTRUCTIONS,
         # stderr is the client's log: anticipated tool errors are not news there
         log_level="WARNING",
         middleware=[_one_line_errors],
@@ -218,4 +218,4 @@ def build_server(tools: ForkdeckTools) -> MCPServer:
     return server
 
 
-__all__ = ["INSTRUCTIONS", "build_server"]
+__all__ = ["MCP_INSTRUCTIONS", "build_server"]

@@ -36,7 +36,7 @@ from branching_core.mcp.bounds import (
     relative_path,
 )
 from branching_core.mcp.diff import diff_branch
-from branching_core.mcp.lifecycle import BranchBook, Entry
+from branching_core.mcp.lifecycle import BranchBook, HeldBranch
 from branching_core.mcp.results import (
     AbortResult,
     BranchCreated,
@@ -77,7 +77,7 @@ class ForkdeckTools:
         self.book = BranchBook(workspace, options.max_branches)
 
     # -- helpers ---------------------------------------------------------------------------
-    def _parent_root(self, entry: Entry) -> Path:
+    def _parent_root(self, entry: HeldBranch) -> Path:
         return Path(entry.branch.parent.path)
 
     def _limits(self, limits: dict[str, Any] | None) -> Any:
