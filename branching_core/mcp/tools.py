@@ -191,11 +191,21 @@ class ForkdeckTools:
             changes = entry.branch.changes()
             entry.branch.commit()
         except ConflictError as exc:
+            paths = list(getattr(exc, "paths", []) or [])
+            what = (f"a sibling committed first ({one_line(exc)})" if getattr(exc, "stale", False)
+                    else f"the parent changed {', '.join(paths[:5]) or 'paths'} since the "
+                         "branch was made")
+            if entry.branch.is_open:
+                raise ToolError(
+                    f"conflict: branch {entry.label!r} was not committed: {what}; nothing "
+                    "landed. The branch is still open: inspect it, then abort it and redo "
+                    "the change on a new branch"
+                ) from None
             self.book.forget(entry.label)
             raise ToolError(
-                f"conflict: branch {entry.label!r} was not committed and is now aborted "
-                f"({one_line(exc)}); nothing landed. Create a new branch from the current "
-                "state and redo the change"
+                f"conflict: branch {entry.label!r} was not committed and is now aborted: "
+                f"{what}; nothing landed. Create a new branch from the current state and "
+                "redo the change there"
             ) from None
         self.book.forget(entry.label)
         return CommitResult(

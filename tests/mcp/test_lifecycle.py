@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -67,6 +68,36 @@ async def test_killed_server_leaves_nothing(ws: Path, sig: signal.Signals) -> No
         assert leftovers(ws) == []  # cleaned up before exiting
     Workspace(ws)  # a SIGKILLed owner's directories are swept at the next open
     assert leftovers(ws) == [] or leftovers(ws) == ["sessions"]
+    assert snapshot(ws) == before
+
+
+def _server_pid(ws: Path) -> int:
+    """The ``forkdeck mcp`` child of this test serving ``ws``."""
+    for pid in processes_with(str(ws)):
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if int(stat[1]) == os.getpid() and b"branching_core.cli" in cmdline:
+            return pid
+    raise AssertionError("no forkdeck mcp child found")
+
+
+async def test_sigterm_of_a_stdio_server_aborts_its_branches(ws: Path) -> None:
+    before = snapshot(ws)
+    pid = 0
+    helper: int | None = None
+    try:
+        async with stdio_session(ws) as session:
+            opened = await call(session, "branch_create", name="open")
+            Path(opened["path"], "wip.txt").write_text("wip")
+            helper = helper_pid(opened["path"])
+            pid = _server_pid(ws)
+            os.kill(pid, signal.SIGTERM)
+            assert await async_wait_until(lambda: pid_gone(pid))
+    except* Exception:
+        pass  # the session fails with its server: expected
+    assert pid and pid_gone(pid)
+    assert wait_until(lambda: pid_gone(helper))
+    assert leftovers(ws) == []  # cleaned up before exiting, no reopen needed
     assert snapshot(ws) == before
 
 

@@ -111,3 +111,18 @@ async def test_concurrent_runs_in_two_branches(ws: Path) -> None:
         )
         assert (p["stdout"], q["stdout"]) == ("p\n", "q\n")
     assert not (ws / "out.txt").exists()
+
+
+async def test_a_path_changed_in_the_workspace_meanwhile_is_a_conflict(ws: Path) -> None:
+    async with stdio_session(ws) as session:
+        b = await call(session, "branch_create", name="late")
+        Path(b["path"], "README.md").write_text("branch version\n")
+        (ws / "README.md").write_text("someone else's edit\n")  # the user, meanwhile
+        text = await call_error(session, "branch_commit", label="late")
+        assert "conflict:" in text and "README.md" in text, text
+        assert (ws / "README.md").read_text() == "someone else's edit\n"
+        listed = [r["label"] for r in (await call(session, "branch_list"))["branches"]]
+        if listed:  # still open for inspection: it says so, and abort works
+            assert "still open" in text and listed == ["late"]
+            await call(session, "branch_abort", label="late")
+    assert (ws / "README.md").read_text() == "someone else's edit\n"
