@@ -137,7 +137,10 @@ def serve_http(tools: ForkdeckTools, host: str, port: int, idle_timeout_s: float
     async def main() -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(watch.watch_idle)
-            await web.serve()
+            try:
+                await web.serve()
+            except SystemExit:
+                pass  # uvicorn could not start (it logged why); serve_http reports it
             group.cancel_scope.cancel()
 
     def run() -> None:
@@ -155,9 +158,12 @@ def serve_http(tools: ForkdeckTools, host: str, port: int, idle_timeout_s: float
     thread.start()
     while not web.started and not stopped.is_set():
         time.sleep(0.02)
-    if web.started:
-        print(f"forkdeck mcp: serving {tools.ws.path} at http://{host}:{port}/mcp",
-              file=sys.stderr, flush=True)
+    if not web.started:
+        tools.close()
+        raise RuntimeError(f"cannot serve HTTP on {host}:{port} (address in use or not "
+                           "available here)")
+    print(f"forkdeck mcp: serving {tools.ws.path} at http://{host}:{port}/mcp",
+          file=sys.stderr, flush=True)
     try:
         while not stopped.wait(0.5):
             pass

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import signal
+import socket
+import subprocess
 from pathlib import Path
 
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
 from tests.mcp.conftest import (
+    REPO,
+    SERVER,
     call,
     helper_pid,
     http_server,
@@ -13,6 +20,7 @@ from tests.mcp.conftest import (
     leftovers,
     pid_gone,
     processes_with,
+    server_env,
     snapshot,
     wait_until,
 )
@@ -52,3 +60,34 @@ async def test_session_end_aborts_only_that_sessions_branches(ws: Path) -> None:
     assert wait_until(lambda: pid_gone(helper))
     assert leftovers(ws) == []
     assert snapshot(ws) == before
+
+
+async def test_a_session_that_goes_silent_is_ended_after_the_idle_timeout(ws: Path) -> None:
+    """A client that vanishes without its goodbye (no DELETE) loses its branches once the
+    session has been idle for ``--idle-timeout``; kept branches stay."""
+    with http_server(ws, "--idle-timeout", "1") as (proc, url):
+        async with streamable_http_client(url, terminate_on_close=False) as streams, \
+                ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            gone = await call(session, "branch_create", name="forgotten")
+            kept = await call(session, "branch_create", name="kept", keep=True)
+        assert wait_until(lambda: not Path(gone["path"]).exists(), timeout=30)
+        assert Path(kept["path"]).is_dir()
+        async with http_session(url) as session:
+            labels = [b["label"] for b in (await call(session, "branch_list"))["branches"]]
+            assert labels == ["kept"]
+            await call(session, "branch_abort", label="kept")
+        assert proc.poll() is None
+    assert wait_until(lambda: leftovers(ws) == []), leftovers(ws)
+
+
+def test_a_port_in_use_is_one_clear_error(ws: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([*SERVER, str(ws), "--http", str(port)], env=server_env(),
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert f"error: RuntimeError: cannot serve HTTP on 127.0.0.1:{port}" in proc.stderr
+    assert leftovers(ws) == []
