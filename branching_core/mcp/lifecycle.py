@@ -190,6 +190,16 @@ class BranchBook:
                         log.warning("aborting branch %s failed: %s", label, exc)
             return aborted
 
+    def kill_running(self) -> int:
+        """Kill every command running in a branch (its client is gone, or the server is
+        stopping): the worker threads waiting for them return at once."""
+        with self._lock:
+            procs = [p for e in self._entries.values() for p in list(e.running)]
+        for proc in procs:
+            with contextlib.suppress(Exception):
+                proc.abort()
+        return len(procs)
+
     def owners(self) -> set[str]:
         with self._lock:
             return {e.owner for e in self._entries.values()}
@@ -199,10 +209,7 @@ class BranchBook:
         disk for a later server)."""
         with self._lock:
             self.closed = True
-            for entry in self._entries.values():
-                for proc in list(entry.running):
-                    with contextlib.suppress(Exception):
-                        proc.abort()
+            self.kill_running()
             for owner in {e.owner for e in self._entries.values()}:
                 self.end_owner(owner)
             self._entries.clear()

@@ -15,8 +15,10 @@ sandboxed commands (which the event loop cannot cancel). So:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -111,15 +113,44 @@ def _install_signal_exit(tools: ForkdeckTools) -> None:
         signal.signal(sig, handler)
 
 
+def _watch_stdin_hangup(tools: ForkdeckTools, done: threading.Event, fd: int) -> None:
+    """Kill running commands as soon as the client closes its end of stdin.
+
+    The SDK notices the end of input only when the event loop can finish, and it waits
+    for worker threads, which may be blocked in a long ``branch_run``: nobody is left to
+    read that result, so the command is killed and the server exits promptly. ``poll``
+    reports the hang-up without consuming input the SDK has yet to read. ``fd`` is a
+    duplicate of the client's stdin taken before the SDK starts (it moves the wire off fd 0
+    and points fd 0 at /dev/null, so children cannot read the protocol).
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLHUP)
+    while not done.is_set():
+        events = poller.poll(500)
+        if any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL)
+               for _fd, mask in events):
+            while not done.wait(0.2):  # until the loop ends; later runs are refused
+                tools.book.kill_running()
+            return
+
+
 def serve_stdio(tools: ForkdeckTools) -> None:
     """Serve one client on stdin/stdout until it closes stdin; then abort its branches."""
     server = build_server(tools)
     _install_signal_exit(tools)
+    done = threading.Event()
+    with contextlib.suppress(OSError):
+        watched = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+        threading.Thread(target=_watch_stdin_hangup, args=(tools, done, watched),
+                         daemon=True, name="forkdeck-mcp-stdin").start()
     try:
         anyio.run(server.run_stdio_async)
     finally:
+        done.set()
         tools.book.end_owner(STDIO_OWNER)
         tools.close()
+        # ``watched`` stays open until exit (close-on-exec): closing it under the
+        # watcher's poll could hand its number to another file meanwhile.
 
 
 def serve_http(tools: ForkdeckTools, host: str, port: int, idle_timeout_s: float) -> None:

@@ -16,6 +16,7 @@ import pytest
 from branching_core import Workspace
 from tests.mcp.conftest import (
     REPO,
+    SERVER,
     async_wait_until,
     call,
     call_error,
@@ -139,4 +140,40 @@ async def test_kept_branch_survives_and_a_later_server_commits_it(ws: Path) -> N
     assert not (ws / "inner.txt").exists()
     assert _status(ws)["branches"] == []
     assert not list((ws / ".pydantic-deep" / "mcp").glob("*.json"))
+    assert wait_until(lambda: leftovers(ws) == []), leftovers(ws)
+
+
+def test_client_gone_during_a_long_run_the_server_exits_by_itself(ws: Path) -> None:
+    """A client that closes stdin while ``branch_run`` is blocked in a long command: the
+    command is killed and the server exits on its own (status 0, no signal needed)."""
+    marker = "7654.321"
+    proc = subprocess.Popen([*SERVER, str(ws)], env=server_env(), cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        def send(message: dict[str, object]) -> None:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            proc.stdin.flush()
+
+        send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call",
+              "params": {"name": "branch_create", "arguments": {"name": "long"}}})
+        created = json.loads(proc.stdout.readline())
+        assert not created["result"].get("isError"), created
+        send({"id": 3, "method": "tools/call", "params": {
+            "name": "branch_run", "arguments": {"label": "long", "command": f"sleep {marker}"}}})
+        assert wait_until(lambda: processes_with(marker) != [])
+        proc.stdin.close()  # the client is gone, its call still running
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert processes_with(marker) == []
     assert wait_until(lambda: leftovers(ws) == []), leftovers(ws)
