@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hmac
 import logging
 import os
 import select
@@ -36,13 +37,20 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 20.0
 
 
-class SessionWatch:
-    """ASGI middleware: ends a session's branches on DELETE or after it idles."""
+TOKEN_ENV = "FORKDECK_MCP_TOKEN"
 
-    def __init__(self, app: Any, tools: ForkdeckTools, idle_timeout_s: float) -> None:
+
+class SessionWatch:
+    """ASGI middleware: ends a session's branches on DELETE or after it idles, and, when
+    ``token`` is set, refuses requests without ``Authorization: Bearer <token>`` (any
+    local process can reach a port; ``branch_run`` runs commands as this user)."""
+
+    def __init__(self, app: Any, tools: ForkdeckTools, idle_timeout_s: float,
+                 token: str | None = None) -> None:
         self.app = app
         self.tools = tools
         self.idle_timeout_s = idle_timeout_s
+        self.token = token
         self.last_seen: dict[str, float] = {}
         self.in_flight: defaultdict[str, int] = defaultdict(int)
 
@@ -51,9 +59,21 @@ class SessionWatch:
             await self.app(scope, receive, send)
             return
         session = None
+        authorization = ""
         for key, value in scope.get("headers") or ():
-            if key.decode("latin-1").lower() == SESSION_HEADER:
+            name = key.decode("latin-1").lower()
+            if name == SESSION_HEADER:
                 session = value.decode("latin-1")
+            elif name == "authorization":
+                authorization = value.decode("latin-1")
+        if self.token is not None and not hmac.compare_digest(
+                authorization.encode(), f"Bearer {self.token}".encode()):
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+            await send({"type": "http.response.body",
+                        "body": f"forkdeck mcp: missing or wrong bearer token (${TOKEN_ENV})\n"
+                        .encode()})
+            return
         if session is None:
             await self.app(scope, receive, send)
             return
@@ -159,7 +179,7 @@ def serve_http(tools: ForkdeckTools, host: str, port: int, idle_timeout_s: float
 
     server = build_server(tools)
     app = server.streamable_http_app(session_idle_timeout=idle_timeout_s, host=host)
-    watch = SessionWatch(app, tools, idle_timeout_s)
+    watch = SessionWatch(app, tools, idle_timeout_s, os.environ.get(TOKEN_ENV) or None)
     config = uvicorn.Config(watch, host=host, port=port, log_level="warning",
                             lifespan="on")
     web = uvicorn.Server(config)
@@ -193,7 +213,8 @@ def serve_http(tools: ForkdeckTools, host: str, port: int, idle_timeout_s: float
         tools.close()
         raise RuntimeError(f"cannot serve HTTP on {host}:{port} (address in use or not "
                            "available here)")
-    print(f"forkdeck mcp: serving {tools.ws.path} at http://{host}:{port}/mcp",
+    guard = f"bearer token from ${TOKEN_ENV}" if watch.token else f"no token (set ${TOKEN_ENV})"
+    print(f"forkdeck mcp: serving {tools.ws.path} at http://{host}:{port}/mcp ({guard})",
           file=sys.stderr, flush=True)
     try:
         while not stopped.wait(0.5):
@@ -202,4 +223,4 @@ def serve_http(tools: ForkdeckTools, host: str, port: int, idle_timeout_s: float
         tools.close()
 
 
-__all__ = ["SessionWatch", "serve_http", "serve_stdio"]
+__all__ = ["TOKEN_ENV", "SessionWatch", "serve_http", "serve_stdio"]

@@ -18,6 +18,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from branching_core.workspace.store import default_store_root
 from tests.workspace.treeutil import snapshot
@@ -60,13 +61,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_server(ws: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def http_server(ws: Path, *extra: str, env: dict[str, str] | None = None,
+                ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``forkdeck mcp --http`` as a subprocess; yields it and its URL once it answers."""
     port = free_port()
     proc = subprocess.Popen(
         [*SERVER, str(ws), "--http", f"127.0.0.1:{port}", *extra],
-        env=server_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True,
+        env={**server_env(), **(env or {})}, cwd=REPO, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -93,8 +95,10 @@ def http_server(ws: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[str], 
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str) -> AsyncIterator[ClientSession]:
-    async with streamable_http_client(url) as streams:
+async def http_session(url: str, token: str | None = None) -> AsyncIterator[ClientSession]:
+    client = create_mcp_http_client(
+        headers={"Authorization": f"Bearer {token}"} if token else None)
+    async with client, streamable_http_client(url, http_client=client) as streams:
         read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             await session.initialize()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.mcp.conftest import (
     REPO,
@@ -91,3 +92,23 @@ def test_a_port_in_use_is_one_clear_error(ws: Path) -> None:
     assert proc.returncode == 1
     assert f"error: RuntimeError: cannot serve HTTP on 127.0.0.1:{port}" in proc.stderr
     assert leftovers(ws) == []
+
+
+async def test_a_token_guards_the_http_server(ws: Path) -> None:
+    """With $FORKDECK_MCP_TOKEN set, requests without the bearer token get 401 and
+    change nothing; with it, the tools work."""
+    before = snapshot(ws)
+    with http_server(ws, env={"FORKDECK_MCP_TOKEN": "s3cret"}) as (proc, url):
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            async with create_mcp_http_client(headers=headers) as client:
+                answer = await client.post(url, json={
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                        "protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "intruder", "version": "0"}}},
+                    headers={"Accept": "application/json, text/event-stream"})
+            assert answer.status_code == 401
+        async with http_session(url, token="s3cret") as session:
+            made = await call(session, "branch_create", name="ok")
+            await call(session, "branch_abort", label=made["label"])
+        assert proc.poll() is None
+    assert snapshot(ws) == before
