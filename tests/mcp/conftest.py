@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -65,17 +66,19 @@ def http_server(ws: Path, *extra: str, env: dict[str, str] | None = None,
                 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``forkdeck mcp --http`` as a subprocess; yields it and its URL once it answers."""
     port = free_port()
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115  (not a pipe nobody drains: a full one blocks)
     proc = subprocess.Popen(
         [*SERVER, str(ws), "--http", f"127.0.0.1:{port}", *extra],
         env={**server_env(), **(env or {})}, cwd=REPO, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True,
+        stderr=log, text=True,
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise AssertionError(f"server exited: {proc.stderr.read() if proc.stderr else ''}")
+                log.seek(0)
+                raise AssertionError(f"server exited: {log.read()}")
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
@@ -92,6 +95,7 @@ def http_server(ws: Path, *extra: str, env: dict[str, str] | None = None,
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        log.close()
 
 
 @contextlib.asynccontextmanager
