@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RunLimits(BaseModel):
+    """Resource caps for one ``branch_run`` (each overrides the server's own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory: int | str | None = Field(
+        default=None, description="Memory cap: bytes, or a size such as '512M' or '2G'.")
+    cpu: float | None = Field(
+        default=None, description="CPU share in cores: 0.5 is half a core, 2 two cores.")
+    pids: int | None = Field(default=None, description="Most processes at once.")
 
 
 class BranchCreated(BaseModel):
@@ -113,5 +125,6 @@ __all__ = [
     "CommitResult",
     "DiffResult",
     "ExploreResult",
+    "RunLimits",
     "RunResult",
 ]

@@ -25,6 +25,7 @@ from branching_core.mcp.results import (
     CommitResult,
     DiffResult,
     ExploreResult,
+    RunLimits,
     RunResult,
 )
 from branching_core.mcp.tools import ForkdeckTools
@@ -144,9 +145,8 @@ def build_server(tools: ForkdeckTools) -> MCPServer:
         timeout_s: Annotated[float | None, Field(
             description="Kill the command after this many seconds (default: the "
             "server's run timeout)")] = None,
-        limits: Annotated[dict[str, Any] | None, Field(
-            description="Resource caps for this run: memory ('512M'), cpu (cores, 0.5), "
-            "pids (count)")] = None,
+        limits: Annotated[RunLimits | None, Field(
+            description="Resource caps for this run (else the server's)")] = None,
     ) -> RunResult:
         """Run a shell command in the branch's sandbox and return exit code, output
         (bounded) and duration.

@@ -46,6 +46,7 @@ from branching_core.mcp.results import (
     CommitResult,
     DiffResult,
     ExploreResult,
+    RunLimits,
     RunResult,
 )
 
@@ -80,8 +81,10 @@ class ForkdeckTools:
     def _parent_root(self, entry: HeldBranch) -> Path:
         return Path(entry.branch.parent.path)
 
-    def _limits(self, limits: dict[str, Any] | None) -> Any:
+    def _limits(self, limits: RunLimits | dict[str, Any] | None) -> Any:
         base = self.options.limits
+        if isinstance(limits, RunLimits):
+            limits = limits.model_dump(exclude_none=True)
         if not limits:
             return base
         unknown = set(limits) - {"memory", "cpu", "pids"}
@@ -125,7 +128,7 @@ class ForkdeckTools:
 
     # -- branch_run ------------------------------------------------------------------------
     def run(self, label: str, command: str, timeout_s: float | None,
-            limits: dict[str, Any] | None) -> RunResult:
+            limits: RunLimits | dict[str, Any] | None) -> RunResult:
         entry = self.book.get(label)
         command = check_command(command)
         timeout = check_timeout(timeout_s, self.options.run_timeout_s)
