@@ -102,6 +102,9 @@ class BranchBook:
             label = check_label(name, "name") if name is not None else self._fresh_label()
             if label in self._entries:
                 raise ToolError(f"a branch labelled {label!r} is already open")
+            if keep and (self.records / f"{label}.json").exists():
+                raise ToolError(f"a kept branch labelled {label!r} exists (another server "
+                                "holds it); choose another name")
             parent_entry = self.get(parent) if parent is not None else None
             if keep and parent_entry is not None and not parent_entry.keep:
                 raise ToolError(
