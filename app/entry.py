@@ -22,6 +22,7 @@ HEADLESS_COMMANDS = frozenset(
         "beam",
         "status",
         "models",
+        "mcp",
     }
 )
 

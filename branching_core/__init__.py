@@ -17,6 +17,7 @@ _LAZY: dict[str, str] = {
     "Workspace": "branching_core.workspace",
     "Branch": "branching_core.workspace",
     "BranchChanges": "branching_core.workspace",
+    "close_all_workspaces": "branching_core.workspace",
     # sandbox layer
     "BranchContext": "branching_core.sandbox",
     "ResourceLimits": "branching_core.sandbox",
@@ -33,6 +34,8 @@ _LAZY: dict[str, str] = {
     "SpeculationOutcome": "branching_core.patterns",
     "SpeculationResult": "branching_core.patterns",
     "LocalRunner": "branching_core.patterns",
+    "CommandCandidate": "branching_core.patterns",
+    "CommandTask": "branching_core.patterns",
     # candidates on a Ray cluster (the ray extra; Ray is imported only by RayRunner())
     "RayRunner": "branching_core.cluster",
     # live forking of pydantic-ai runs

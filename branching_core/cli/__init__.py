@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from branching_core.cli import models, patterns, run, status
+from branching_core.cli import mcp, models, patterns, run, status
 from branching_core.cli._common import UsageError, add_common, error
 from branching_core.errors import BranchingError
 
@@ -84,6 +84,7 @@ def build_parser(prog: str = "forkdeck") -> argparse.ArgumentParser:
     patterns.add_parsers(sub, common)
     status.add_parser(sub, common)
     models.add_parser(sub, common)
+    mcp.add_parser(sub, common)
     return parser
 
 

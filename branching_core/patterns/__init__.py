@@ -13,6 +13,7 @@ a Ray cluster with ``branching_core.cluster.RayRunner``.
 from __future__ import annotations
 
 from branching_core.patterns.basic import BestOfN, Cascaded, Reflexion, Speculate, Tournament
+from branching_core.patterns.commands import CommandCandidate, CommandOutput, CommandTask
 from branching_core.patterns.result import (
     ABORTED,
     CANCELLED,
@@ -36,6 +37,9 @@ __all__ = [
     "BeamSearch",
     "BestOfN",
     "Cascaded",
+    "CommandCandidate",
+    "CommandOutput",
+    "CommandTask",
     "LocalRunner",
     "Reflexion",
     "RunSession",

@@ -345,6 +345,21 @@ class Workspace(_Node):
         return f"<Workspace {self.path} backend={self.fstype}>"
 
 
+def close_all_workspaces(timeout: float | None = 30.0) -> bool:
+    """Do now what interpreter exit does for the engine: close every workspace of this
+    process (abort ordinary branches, unmount durable ones), stop the mount helper and
+    wait up to ``timeout`` for aborted branches' directories to be removed.
+
+    For a process that must leave at once and cannot unwind normally, such as a server
+    on SIGTERM whose worker threads are still blocked: after this, ``os._exit`` leaves
+    nothing behind. Returns whether every removal finished in time.
+    """
+    from branching_core.workspace import reaper
+
+    _close_all_workspaces()
+    return reaper.drain(timeout)
+
+
 @atexit.register
 def _close_all_workspaces() -> None:
     for ws in list(_LIVE):
