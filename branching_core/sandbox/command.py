@@ -60,7 +60,11 @@ class CommandResult:
 
 
 class SandboxedCommand(_spawn.SpawnedProcessView):
-    """A command running in its own sandbox; starts on construction."""
+    """A command running in its own sandbox; starts on construction.
+
+    ``expose``: ``(path, writable)`` pairs the masks would hide that this command may
+    see anyway, each at its own path (see ``namespaces.plan_sandbox``).
+    """
 
     def __init__(
         self,
@@ -75,6 +79,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         extra_fds: Iterable[int] | Mapping[int, int] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         expose_secrets: bool = False,
+        expose: Sequence[tuple[str | os.PathLike[str], bool]] = (),
         _drain_in_wait: bool = False,
     ) -> None:
         # _drain_in_wait (run_command): no drain thread, ``wait`` drains in its caller's
@@ -94,7 +99,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
             if fd < 3:
                 raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
         plan = plan_sandbox(workspace, network=network, mount_at=mount_at,
-                            expose_secrets=expose_secrets)
+                            expose_secrets=expose_secrets, expose=expose)
         try:
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:

@@ -187,7 +187,9 @@ class ScriptedServer:
                 except ValueError:
                     self._json(400, {"error": {"message": "bad json"}})
                     return
-                if self.path.rstrip("/").endswith("/v1/messages"):  # Anthropic's API shape
+                # Claude Code posts to /v1/messages?beta=true: route on the path alone.
+                route = self.path.split("?", 1)[0].rstrip("/")
+                if route.endswith("/v1/messages"):  # Anthropic's API shape
                     with server._lock:
                         server.requests.append(body)
                     with server._serving():
@@ -197,7 +199,7 @@ class ScriptedServer:
                         except (_Cut, BrokenPipeError, ConnectionResetError):
                             self.close_connection = True
                     return
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if not route.endswith("/chat/completions"):
                     self._json(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 with server._lock:
