@@ -17,13 +17,13 @@ from typing import Any
 
 from branching_core import toml_salvage
 from branching_core.config.schema import (
-    AGENTS_TABLE,
     _BY_KEY,
     _DEFAULTS,
     _MODELS_KEY,
     _PRICES_KEY,
     _TABLES,
     _TOML_POS_RE,
+    AGENTS_TABLE,
     CONFIG_DIR,
     CONFIG_FILE,
     ConfigProblem,

@@ -63,7 +63,8 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
     """A command running in its own sandbox; starts on construction.
 
     ``expose``: ``(path, writable)`` pairs the masks would hide that this command may
-    see anyway, each at its own path (see ``namespaces.plan_sandbox``).
+    see anyway, each at its own path (see ``namespaces.plan_sandbox``). ``pty``: the
+    sandbox gets a private ``/dev/pts`` so the command can open pseudo-terminals.
     """
 
     def __init__(
@@ -80,6 +81,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         max_output: int = DEFAULT_MAX_OUTPUT,
         expose_secrets: bool = False,
         expose: Sequence[tuple[str | os.PathLike[str], bool]] = (),
+        pty: bool = False,
         _drain_in_wait: bool = False,
     ) -> None:
         # _drain_in_wait (run_command): no drain thread, ``wait`` drains in its caller's
@@ -99,7 +101,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
             if fd < 3:
                 raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
         plan = plan_sandbox(workspace, network=network, mount_at=mount_at,
-                            expose_secrets=expose_secrets, expose=expose)
+                            expose_secrets=expose_secrets, expose=expose, pty=pty)
         try:
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:

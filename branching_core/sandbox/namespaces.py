@@ -86,6 +86,7 @@ class SandboxPlan:
     steps: tuple[SandboxStep, ...] = ()  # the init's filesystem work (``steps.compile_steps``)
     # (host path, writable, is a directory): shown at its own path despite the masks
     expose: tuple[tuple[str, bool, bool], ...] = ()
+    pty: bool = False  # a private devpts in /dev: the sandbox may open pseudo-terminals
 
     @property
     def child_fds(self) -> list[int]:
@@ -107,6 +108,7 @@ def plan_sandbox(
     workspace: str | os.PathLike[str], *, network: bool, mount_at: str | os.PathLike[str] | None,
     expose_secrets: bool = False,
     expose: Sequence[tuple[str | os.PathLike[str], bool]] = (),
+    pty: bool = False,
 ) -> SandboxPlan:
     """Check the workspace, decide what to hide, open the view helper's namespace fds.
 
@@ -139,6 +141,7 @@ def plan_sandbox(
         plan.target = plan.view
     _plan_masks(plan, expose_secrets)
     plan.expose = _checked_expose(expose, plan)
+    plan.pty = pty
     if helper is not None:
         try:
             mine = os.stat("/proc/self/ns/user").st_ino

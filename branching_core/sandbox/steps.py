@@ -129,15 +129,15 @@ def compile_steps(plan: SandboxPlan) -> tuple[SandboxStep, ...]:
     share = plan.sockets is not None and not plan.new_userns and plan.userns_fd is None
     return _compile(plan.view, plan.target, plan.keep_visible, plan.hide_dirs,
                     plan.hide_files, plan.show_files, plan.sockets, plan.private_run, share,
-                    plan.expose)
+                    plan.expose, plan.pty)
 
 
 @functools.lru_cache(maxsize=32)
 def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
              hide_dirs: tuple[str, ...], hide_files: tuple[str, ...],
              show_files: tuple[str, ...], sockets: SocketPlan | None, private_run: bool,
-             share: bool, expose: tuple[tuple[str, bool, bool], ...] = ()
-             ) -> tuple[SandboxStep, ...]:
+             share: bool, expose: tuple[tuple[str, bool, bool], ...] = (),
+             pty: bool = False) -> tuple[SandboxStep, ...]:
     c = _Compiler()
     c.add("private")
     # Grab the view (and kept dirs, shown files, the mounts stages are made from) before
@@ -189,7 +189,7 @@ def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
 
     c.add("setattr", "/", _RO, 0, 1)
     c.add("mount", "tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
-    _compile_dev(c)
+    _compile_dev(c, pty)
     if private_run:
         c.add("mount", "tmpfs", "/run", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=755")
     if sockets is not None:
@@ -257,9 +257,11 @@ def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
     return tuple(c.steps)
 
 
-def _compile_dev(c: _Compiler) -> None:
+def _compile_dev(c: _Compiler, pty: bool = False) -> None:
     """A tmpfs /dev with a few device binds, fd links and a private shm, built on a
-    stage under the new /tmp and moved over /dev whole."""
+    stage under the new /tmp and moved over /dev whole. ``pty``: also a private devpts
+    instance (``/dev/pts``, ``/dev/ptmx``), so the sandbox can open pseudo-terminals of
+    its own (an external agent runs on one) without reaching the host's."""
     c.add("mkdir", _DEV_STAGE, 0o755)
     c.add("mount", "tmpfs", _DEV_STAGE, "tmpfs", sc.MS_NOSUID | sc.MS_NOEXEC, "mode=755,size=64k")
     for name in _DEVICES:
@@ -274,6 +276,11 @@ def _compile_dev(c: _Compiler) -> None:
         c.add("symlink", dest, f"{_DEV_STAGE}/{name}")
     c.add("mkdir", f"{_DEV_STAGE}/shm", 0o1777)
     c.add("mount", "tmpfs", f"{_DEV_STAGE}/shm", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
+    if pty:
+        c.add("mkdir", f"{_DEV_STAGE}/pts", 0o755)
+        c.add("mount", "devpts", f"{_DEV_STAGE}/pts", "devpts", sc.MS_NOSUID | sc.MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620")
+        c.add("symlink", "pts/ptmx", f"{_DEV_STAGE}/ptmx")
     c.add("mount", _DEV_STAGE, "/dev", "", sc.MS_MOVE, "")
     c.add("rmdir", _DEV_STAGE)
 
