@@ -33,6 +33,8 @@ _CAPABILITY_SKIP_MARKERS: dict[str, tuple[str, ...]] = {
     "ray": ("ray extra is not installed",),
     # Sandboxed commands start through the native executor built at install (setup.py).
     "native": ("native executor not built", "no c compiler"),
+    # The real third-party agent CLI raced in branches (tests/external/test_claude_code.py).
+    "claude-code": ("claude code cli not installed",),
 }
 
 

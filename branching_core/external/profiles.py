@@ -209,7 +209,7 @@ def _from_settings(base: AgentProfile | None, name: str,
         value = getattr(cfg, attr)
         if value is not None:
             changes[attr] = value
-    return replace(profile, **changes)  # type: ignore[arg-type]
+    return replace(profile, **changes)
 
 
 def resolve_profile(spec: str, configured: Mapping[str, AgentProfileSettings] | None = None
@@ -232,7 +232,7 @@ def resolve_profile(spec: str, configured: Mapping[str, AgentProfileSettings] | 
 def available_profiles(configured: Mapping[str, AgentProfileSettings] | None = None
                        ) -> dict[str, AgentProfile]:
     """Every named profile (built-ins with their overrides, then the file's own)."""
-    names = sorted({*BUILTIN, *(configured or {})})
+    names: list[str] = sorted({*BUILTIN, *(configured or {})})
     return {name: resolve_profile(name, configured) for name in names}
 
 

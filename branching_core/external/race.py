@@ -43,13 +43,14 @@ class BranchReport:
     landed: bool = False
     error: str | None = None
     output_tail: list[str] = field(default_factory=list)
+    session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "label": self.label, "agent": self.agent, "status": self.status,
             "exit_code": self.exit_code, "duration_s": round(self.duration_s, 3),
             "cost_usd": self.cost_usd, "changed": self.changed, "tests": self.tests,
-            "landed": self.landed, "error": self.error,
+            "landed": self.landed, "error": self.error, "session_id": self.session_id,
         }
 
 
@@ -281,7 +282,8 @@ class AgentRace:
             reports.append(BranchReport(
                 label, profile.name, status, run.status.exit_code, run.duration, run.cost_usd,
                 (changed or {}).get(label, []), test_json, landed=label == winner,
-                error=run.status.error, output_tail=[strip_ansi(x) for x in run.tail(5)]))
+                error=run.status.error, output_tail=[strip_ansi(x) for x in run.tail(5)],
+                session_id=run.session_id))
         return RaceOutcome(winner, reports, self.pick, self.test_command, started_all,
                            landed_s, note)
 

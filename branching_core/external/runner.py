@@ -30,6 +30,7 @@ from branching_core.sandbox import ResourceLimits, SandboxedCommand, parse_memor
 
 PTYHOST = str(Path(__file__).with_name("ptyhost.py"))
 STEER_FD = 3
+_SESSION_RE = re.compile(r'"session_id"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(\x07|\x1b\\)|\x1b[@-_]")
 
 LineCallback = Callable[[str, str], None]  # (label, line with its colours)
@@ -100,6 +101,7 @@ class AgentRun:
         self.prompt = prompt
         self.status = RunStatus()
         self.cost_usd: float | None = None
+        self.session_id: str | None = None  # the agent's own session, where it prints one
         self.lines: collections.deque[str] = collections.deque(maxlen=max_lines)
         self.lines_seen = 0
         self.on_line = on_line
@@ -140,6 +142,10 @@ class AgentRun:
         with self._lock:
             self.lines.append(line)
             self.lines_seen += 1
+        if self.session_id is None and "session_id" in line:
+            found = _SESSION_RE.search(line)
+            if found:
+                self.session_id = found.group(1)
         if self._cost_res and "cost" in line.lower():
             plain = strip_ansi(line)
             for pattern in self._cost_res:

@@ -201,6 +201,8 @@ def run_command(
     extra_fds: Iterable[int] | Mapping[int, int] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
     expose_secrets: bool = False,
+    expose: Sequence[tuple[str | os.PathLike[str], bool]] = (),
+    pty: bool = False,
 ) -> CommandResult:
     """Run ``command`` sandboxed in ``workspace`` and collect what it produced (bounded).
 
@@ -210,7 +212,7 @@ def run_command(
     branch = SandboxedCommand(
         command, workspace, limits=limits, network=network, env=env, mount_at=mount_at,
         on_output=on_output, extra_fds=extra_fds, max_output=max_output,
-        expose_secrets=expose_secrets, _drain_in_wait=True,
+        expose_secrets=expose_secrets, expose=expose, pty=pty, _drain_in_wait=True,
     )
     with branch:
         try:

@@ -66,5 +66,5 @@ def test_builtin_profiles_name_only_their_own_directories() -> None:
         paths = {e.path for e in profile.expose}
         assert paths, name
         assert not paths & secret, name
-        assert all(p.startswith(f"~/.{name}") or name == "claude" and p == "~/.claude.json"
+        assert all(p.startswith(f"~/.{name}") or (name == "claude" and p == "~/.claude.json")
                    for p in paths), (name, paths)
