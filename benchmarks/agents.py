@@ -123,7 +123,7 @@ def run_forkdeck(repo: Path, seconds: float) -> dict[str, float]:
     from branching_core.workspace import Workspace
 
     ws = Workspace(repo)
-    profile = AgentProfile("scripted", tuple(agent_argv(seconds)) + ("{prompt}",),
+    profile = AgentProfile("scripted", (*agent_argv(seconds), "{prompt}"),
                            network=False, steer=False)
     disk: list[int] = []
     started_all = threading.Event()
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deps-mb", type=int, default=300)
     parser.add_argument("--agent-seconds", type=float, default=1.0)
     parser.add_argument("--scripted-agent", type=float, default=None, help=argparse.SUPPRESS)
-    args, rest = parser.parse_known_args(argv)
+    args, _prompt = parser.parse_known_args(argv)  # the agent also gets the prompt
     if args.scripted_agent is not None:
         return scripted_agent(args.scripted_agent)
     base = Path(tempfile.mkdtemp(prefix="forkdeck-bench-agents-", dir="/var/tmp"))
