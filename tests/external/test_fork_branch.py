@@ -92,3 +92,28 @@ def test_steer_and_terminate_an_agent_row(project: Path) -> None:
         await coordinator.aclose()
 
     asyncio.run(main())
+
+
+def test_an_agent_that_reads_no_input_says_it_cannot_be_steered(project: Path) -> None:
+    import sys
+
+    from branching_core.config.schema import AgentProfileSettings
+
+    quiet = {"quiet": AgentProfileSettings(command=f"{sys.executable} {AGENT} hang {{prompt}}",
+                                           steer=False)}
+
+    async def main() -> None:
+        coordinator = _coordinator(project, quiet)
+        await coordinator.fork([BranchSpec(label="q", steer="tok-quiet", model="agent:quiet")],
+                               parent_history=[])
+        rt = coordinator.get_branch("q")
+        for _ in range(400):
+            if rt.external is not None:
+                break
+            await asyncio.sleep(0.05)
+        with pytest.raises(RuntimeError, match="cannot be steered"):
+            coordinator.steer("q", "hello")
+        await coordinator.terminate_branch(rt.branch_id)
+        await coordinator.aclose()
+
+    asyncio.run(main())
