@@ -112,7 +112,7 @@ def _by_judge(rows: list[Candidate], runs: Mapping[str, AgentRun], tests: Mappin
     decision = asyncio.run(decide())
     if decision.winner_label is None:
         return None, decision.error or "the judge named no branch"
-    reason = decision.verdict.reasoning if decision.verdict is not None else ""
+    reason = decision.verdict.rationale if decision.verdict is not None else ""
     return decision.winner_label, f"judge ({decision.model_name}): {reason}".strip()
 
 

@@ -120,3 +120,39 @@ def test_an_agent_that_is_not_installed_fails_its_branch_only(project: Path) -> 
     assert by_label["cmd-1"].status == "failed"
     assert "not found on PATH" in (by_label["cmd-1"].error or "")
     assert outcome.winner == "cmd-2"
+
+
+def test_manual_pick_lands_the_chosen_branch(project: Path) -> None:
+    seen: list[list[str]] = []
+
+    def choose(rows: list) -> str:
+        seen.append([r.label for r in rows])
+        assert {r.label: r.tests for r in rows} == {"cmd-1": "failed", "cmd-2": "passed"}
+        return "cmd-1"  # the user may land a failing branch on purpose
+
+    race, _ws = _race(project, [agent_cmd("break"), agent_cmd("fix")], pick="manual",
+                      chooser=choose, test_command="python3 check.py")
+    outcome = race.run()
+    assert seen == [["cmd-1", "cmd-2"]]
+    assert outcome.winner == "cmd-1"
+    assert (project / "notes.txt").exists()
+
+
+def test_judge_pick_asks_the_judge_with_the_diffs(project: Path) -> None:
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    prompts: list[str] = []
+
+    def judge(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        prompts.append(str(messages[-1]))
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {
+            "winner": "cmd-2", "confidence": 0.9, "rationale": "adds, as asked"})])
+
+    race, _ws = _race(project, [agent_cmd("break"), agent_cmd("big")], pick="judge",
+                      judge_model=FunctionModel(judge), test_command="python3 check.py")
+    outcome = race.run()
+    assert outcome.winner == "cmd-2", outcome.note
+    assert "adds, as asked" in outcome.note
+    assert "README.extra" in prompts[0] and "notes.txt" in prompts[0]
+    assert (project / "README.extra").exists() and not (project / "notes.txt").exists()
