@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from branching_core.cli._common import UsageError, emit, open_workspace
+from branching_core.cli._common import UsageError, emit, limits_from, open_workspace
 
 
 class _Board:
@@ -168,7 +168,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
         test_timeout=settings.test_timeout_s, timeout=args.timeout,
         cost_budget_usd=args.cost_budget, session=args.fork_session, on_line=on_line,
         on_event=board.event if board is not None else None, chooser=_ask,
-        judge_model=args.judge_model or settings.model,
+        judge_model=args.judge_model or settings.model, limits=limits_from(args),
     )
     started = time.monotonic()
     try:

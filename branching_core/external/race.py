@@ -107,6 +107,7 @@ class AgentRace:
         on_event: EventCallback | None = None,
         chooser: Chooser | None = None,
         judge_model: Any = None,
+        limits: Any = None,
     ) -> None:
         if pick not in PICKS:
             raise ValueError(f"pick must be one of {', '.join(PICKS)}, not {pick!r}")
@@ -128,6 +129,7 @@ class AgentRace:
         self.on_event = on_event
         self.chooser = chooser
         self.judge_model = judge_model
+        self.limits = limits  # ResourceLimits for profiles that set none of their own
         self.runs: dict[str, AgentRun] = {}
         self._cancel = threading.Event()
         self._tag = uuid.uuid4().hex[:6]
@@ -163,7 +165,8 @@ class AgentRace:
             for label, profile, branch in zip(labels, entries, branches, strict=True):
                 try:
                     run = AgentRun(label, profile, branch, self.prompt, mount_at=self.ws.path,
-                                   session=self.session, on_line=self.on_line)
+                                   session=self.session, on_line=self.on_line,
+                                   limits=self.limits)
                 except Exception as exc:  # not installed, bad expose...: this branch only
                     errors[label] = f"{type(exc).__name__}: {exc}"
                     continue

@@ -51,9 +51,10 @@ class RunStatus:
     error: str | None = None
 
 
-def _limits(profile: AgentProfile) -> ResourceLimits | None:
+def _limits(profile: AgentProfile, default: ResourceLimits | None) -> ResourceLimits | None:
+    """The profile's own limits, else ``default`` (the command line's)."""
     if profile.memory is None and profile.cpu is None and profile.pids is None:
-        return None
+        return default
     memory = parse_memory(profile.memory) if profile.memory is not None else None
     return ResourceLimits(memory=memory, cpu=profile.cpu, pids=profile.pids)
 
@@ -93,6 +94,7 @@ class AgentRun:
         cols: int = 120,
         rows: int = 40,
         env: dict[str, str] | None = None,
+        limits: ResourceLimits | None = None,
     ) -> None:
         self.label = label
         self.profile = profile
@@ -119,7 +121,7 @@ class AgentRun:
                 [sys.executable, "-I", PTYHOST, "--cols", str(cols), "--rows", str(rows),
                  "--steer-fd", str(STEER_FD), "--", *argv],
                 branch.path,
-                limits=_limits(profile),
+                limits=_limits(profile, limits),
                 network=profile.network,
                 env=child_env,
                 mount_at=mount_at,
