@@ -106,8 +106,13 @@ def _by_judge(rows: list[Candidate], runs: Mapping[str, AgentRun], tests: Mappin
                 for r in finished]
     report = build_diff_report("agents", [runs[r.label] for r in finished])
 
+    try:
+        judge = JudgeAgent(model)
+    except Exception as exc:  # no model configured, unknown provider...: nothing lands
+        return None, f"judge unavailable: {type(exc).__name__}: {exc}"
+
     async def decide() -> Any:
-        return await JudgeAgent(model).decide(prompt, report, outcomes)
+        return await judge.decide(prompt, report, outcomes)
 
     decision = asyncio.run(decide())
     if decision.winner_label is None:
