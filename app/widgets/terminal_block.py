@@ -9,6 +9,7 @@ cropped to the panel's width (as a terminal of that width would show it), never 
 from __future__ import annotations
 
 from collections import deque
+from pathlib import Path
 
 from rich.text import Text
 from textual.content import Content
@@ -21,6 +22,8 @@ MAX_LINES = 400
 class TerminalBlock(TranscriptBlock):
     """The agent's terminal: plain ``text`` for copying and tests, colours on screen."""
 
+    DEFAULT_CSS = Path(__file__).with_suffix(".tcss").read_text(encoding="utf-8")
+
     def __init__(self) -> None:
         self.lines: deque[str] = deque(maxlen=MAX_LINES)
         super().__init__("terminal", "")
@@ -30,10 +33,7 @@ class TerminalBlock(TranscriptBlock):
         self.set_text("\n".join(self.lines), draw=draw)
 
     def _content(self) -> Content:
-        width = max(self.size.width, 20) if self.size.width else 200
-        text = Text.from_ansi(self.text, no_wrap=True, overflow="crop")
-        text.truncate(width * MAX_LINES)
-        return Content.from_rich_text(text)
+        return Content.from_rich_text(Text.from_ansi(self.text, no_wrap=True, overflow="crop"))
 
     def set_text(self, text: str, *, draw: bool = True) -> None:
         self.text = text
