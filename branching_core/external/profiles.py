@@ -157,6 +157,8 @@ BUILTIN: dict[str, AgentProfile] = {
         "codex",
         ("codex", "exec", "--skip-git-repo-check",
          "--dangerously-bypass-approvals-and-sandbox", "{prompt}"),
+        resume=("codex", "exec", "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox", "fork", "{session}", "{prompt}"),
         # ~/.codex (or $CODEX_HOME) holds config.toml, auth.json and sessions.
         expose=(Exposed("~/.codex", writable=True, create=True),),
         env=_OPENAI_ENV,

@@ -30,7 +30,9 @@ from branching_core.sandbox import ResourceLimits, SandboxedCommand, parse_memor
 
 PTYHOST = str(Path(__file__).with_name("ptyhost.py"))
 STEER_FD = 3
-_SESSION_RE = re.compile(r'"session_id"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"')
+# Claude Code's stream-json ("session_id": "..."), Codex's banner ("session id: ...").
+_SESSION_RE = re.compile(r'"session_id"\s*:\s*"([A-Za-z0-9_.:-]{1,128})"'
+                         r'|^session id:\s*([0-9A-Za-z-]{8,128})\s*$')
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(\x07|\x1b\\)|\x1b[@-_]")
 
 LineCallback = Callable[[str, str], None]  # (label, line with its colours)
@@ -144,10 +146,10 @@ class AgentRun:
         with self._lock:
             self.lines.append(line)
             self.lines_seen += 1
-        if self.session_id is None and "session_id" in line:
-            found = _SESSION_RE.search(line)
+        if self.session_id is None and "session" in line:
+            found = _SESSION_RE.search(strip_ansi(line))
             if found:
-                self.session_id = found.group(1)
+                self.session_id = found.group(1) or found.group(2)
         if self._cost_res and "cost" in line.lower():
             plain = strip_ansi(line)
             for pattern in self._cost_res:

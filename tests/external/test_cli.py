@@ -51,7 +51,7 @@ def test_n_copies_of_one_agent(project: Path, capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize("argv, message", [
     (["--agent", "nope"], "unknown agent 'nope'"),
     ([], "name at least one --agent"),
-    (["--agent", "codex", "--fork-session", "abc"], "cannot resume a session"),
+    (["--agent", "aider", "--fork-session", "abc"], "cannot resume a session"),
     (["--agent", "cmd:"], "empty command"),
 ])
 def test_bad_input_is_one_line_and_changes_nothing(

@@ -100,3 +100,40 @@ def test_codex_edits_its_branch_and_the_tests_pick_it(
         assert list((home / ".codex").rglob("*.jsonl")), tail  # its session, saved
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_codex_fork_session_carries_the_conversation_into_each_branch(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    exe = _codex()
+    home = Path("/var/tmp") / f"forkdeck-codex-home-{uuid.uuid4().hex[:8]}"
+    (home / ".codex").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.setenv("CODEX_SCRIPTED_KEY", "sk-test-not-a-key")
+    base = resolve_profile("codex")
+    codex = replace(base, command=(exe, *base.command[1:]),
+                    resume=(exe, *(base.resume or ())[1:]))
+    try:
+        with scripted_server() as server:
+            server.handler = lambda body: Reply.text("Noted: the secret word is PLUM.")
+            (home / ".codex" / "config.toml").write_text(CONFIG.format(url=server.url))
+            ws = Workspace(project)
+            first = AgentRace(ws, [codex], "remember the word PLUM", pick="manual",
+                              chooser=lambda rows: None, timeout=90).run()
+            session = first.branches[0].session_id
+            assert session, first.branches[0].output_tail
+            seen = len(server.requests)
+            server.handler = _answer
+            outcome = AgentRace(ws, [codex], "now fix add()", n=2, session=session,
+                                test_command=f"{sys.executable} check.py", timeout=90).run()
+        rows = {b.label: b for b in outcome.branches}
+        assert outcome.winner in ("codex-1", "codex-2"), outcome.to_json()
+        forked = server.requests[seen:]
+        assert forked and all("PLUM" in json.dumps(r.get("input")) for r in forked)
+        new_ids = {rows["codex-1"].session_id, rows["codex-2"].session_id}
+        assert session not in new_ids and len(new_ids) == 2
+        assert (project / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
