@@ -110,10 +110,10 @@ def check_model(text: str, what: str, field_id: str,
     if not raw:
         return None
     if raw.startswith("agent:"):  # an external agent profile (branching_core.external)
-        from branching_core.external.profiles import ProfileError, resolve_profile
+        from branching_core.external.profiles import ProfileError, resolve_row
 
         try:
-            resolve_profile(raw.removeprefix("agent:"), agents)  # type: ignore[arg-type]
+            resolve_row(raw.removeprefix("agent:"), agents)  # type: ignore[arg-type]
         except ProfileError as exc:
             raise PickerError(f"{what}: {exc}", field_id) from None
         return raw

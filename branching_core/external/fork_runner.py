@@ -4,7 +4,9 @@ Handed to the fork coordinator as ``ForkOptions.external_runner`` (the fork laye
 ``ExternalBranchRunner`` protocol): the branch's workspace branch is the fork's own, so
 ``/merge``, the diff explorer, combine, the mirror and the judge see the agent's files
 exactly as they see a pydantic-ai branch's. The agent runs at the workspace's own path,
-on a terminal of ``cols`` x ``rows``; each line it writes goes to ``on_line``.
+on a terminal of ``cols`` x ``rows``; each line it writes goes to ``on_line``. A row's
+``agent:claude@SESSION`` forks that saved session into a new one in the branch (the
+conversation so far, the files as they are now).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from branching_core.external.profiles import AgentProfile, resolve_profile
+from branching_core.external.profiles import AgentProfile, resolve_row
 from branching_core.external.runner import AgentRun
 
 
@@ -28,13 +30,15 @@ class ExternalAgentRunner:
         self.rows = rows
         self.session = session  # a live session every agent resumes into a new one
 
-    def profile(self, model: str) -> AgentProfile:
-        return resolve_profile(model.split(":", 1)[1], self.configured)
+    def profile(self, model: str) -> tuple[AgentProfile, str | None]:
+        """``agent:NAME`` or ``agent:NAME@SESSION`` (fork that live session)."""
+        return resolve_row(model.split(":", 1)[1], self.configured)
 
     async def run(self, rt: Any, prompt: str, on_line: Callable[[str], None],
                   on_start: Callable[[Any], None]) -> tuple[int | None, str | None]:
-        profile = self.profile(str(rt.spec.model))
-        session = self.session if profile.resume is not None else None
+        profile, session = self.profile(str(rt.spec.model))
+        if session is None and profile.resume is not None:
+            session = self.session
         run = AgentRun(rt.label, profile, rt.ws_branch, prompt, mount_at=self.workspace_path,
                        session=session, on_line=lambda _label, line: on_line(line),
                        cols=self.cols, rows=self.rows)

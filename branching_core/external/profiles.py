@@ -231,6 +231,29 @@ def resolve_profile(spec: str, configured: Mapping[str, AgentProfileSettings] | 
                        f"or cmd:<command line>")
 
 
+def split_session(spec: str) -> tuple[str, str | None]:
+    """``claude@SESSION`` -> (``claude``, ``SESSION``): a fork row that resumes a live
+    session into a new one. ``cmd:`` specs are never split (their command may hold ``@``)."""
+    spec = spec.strip()
+    if spec.startswith(CMD_PREFIX) or "@" not in spec:
+        return spec, None
+    name, session = spec.rsplit("@", 1)
+    if not session or not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", session):
+        raise ProfileError(f"{spec!r}: the session after @ must be an id like 4f0c-...")
+    return name, session
+
+
+def resolve_row(spec: str, configured: Mapping[str, AgentProfileSettings] | None = None
+                ) -> tuple[AgentProfile, str | None]:
+    """A fork row's ``agent:`` value without the prefix: the profile and the session to
+    fork (refused when the profile cannot resume one)."""
+    name, session = split_session(spec)
+    profile = resolve_profile(name, configured)
+    if session is not None and profile.resume is None:
+        raise ProfileError(f"agent {profile.name!r} cannot fork a session (no resume command)")
+    return profile, session
+
+
 def available_profiles(configured: Mapping[str, AgentProfileSettings] | None = None
                        ) -> dict[str, AgentProfile]:
     """Every named profile (built-ins with their overrides, then the file's own)."""
@@ -256,4 +279,6 @@ __all__ = [
     "available_profiles",
     "check_env_names",
     "resolve_profile",
+    "resolve_row",
+    "split_session",
 ]

@@ -128,3 +128,55 @@ def test_fork_session_gives_every_branch_the_conversation_so_far(
     new_ids = {rows["claude-1"].session_id, rows["claude-2"].session_id}
     assert session not in new_ids and len(new_ids) == 2  # each branch a session of its own
     assert (project / "calc.py").read_text() == FIXED
+
+
+def test_fork_rows_fork_a_live_claude_session(
+        project: Path, claude_env: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``/fork`` with rows ``agent:claude@<session>`` does in the TUI: every branch
+    continues the saved conversation in a session of its own, and merges like any branch."""
+    import asyncio
+    import shlex
+
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from branching_core import ForkCoordinator
+    from branching_core.config.schema import AgentProfileSettings
+    from branching_core.external.fork_runner import ExternalAgentRunner
+    from branching_core.fork.types import BranchSpec
+
+    _home, exe = claude_env
+    base = resolve_profile("claude")
+    configured = {"claude": AgentProfileSettings(
+        command=shlex.join((exe, *base.command[1:])),
+        resume=shlex.join((exe, *(base.resume or ())[1:])))}
+    with scripted_server() as server:
+        server.handler = lambda body: Reply.text("Noted: the secret word is PLUM.")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url.removesuffix("/v1"))
+        ws = Workspace(project)
+        first = AgentRace(ws, [resolve_profile("claude", configured)], "remember PLUM",
+                          pick="manual", chooser=lambda rows: None, timeout=60).run()
+        session = first.branches[0].session_id
+        assert session
+        seen = len(server.requests)
+        server.handler = _handler(project)
+
+        async def main() -> None:
+            coordinator = ForkCoordinator(Agent(TestModel()), workspace=ws,
+                                          external_runner=ExternalAgentRunner(ws.path,
+                                                                              configured))
+            await coordinator.fork([BranchSpec(label=f"c{i}", steer="now fix add()",
+                                               model=f"agent:claude@{session}")
+                                    for i in (1, 2)], parent_history=[])
+            for _ in range(1200):
+                if all(s.state != "running" for s in coordinator.inspect_branches()):
+                    break
+                await asyncio.sleep(0.05)
+            assert {s.state for s in coordinator.inspect_branches()} == {"done"}
+            await coordinator.merge_or_select("pick:c2")
+            await coordinator.aclose()
+
+        asyncio.run(main())
+    forked = [r for r in server.requests[seen:] if r.get("tools")]
+    assert len(forked) >= 2 and all("PLUM" in json.dumps(r["messages"]) for r in forked)
+    assert (project / "calc.py").read_text() == FIXED

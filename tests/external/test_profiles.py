@@ -54,3 +54,15 @@ def test_config_overrides_only_what_it_sets_and_defines_new_profiles() -> None:
         resolve_profile("other", configured)
     with pytest.raises(ProfileError, match="needs a command"):
         resolve_profile("new", {"new": AgentProfileSettings(timeout_s=1.0)})
+
+
+def test_fork_rows_name_a_session_to_fork() -> None:
+    from branching_core.external.profiles import resolve_row
+
+    profile, session = resolve_row("claude@4f0c-11aa")
+    assert profile.name == "claude" and session == "4f0c-11aa"
+    assert resolve_row("cmd:npx agent@1.2 {prompt}")[1] is None  # commands are never split
+    with pytest.raises(ProfileError, match="cannot fork a session"):
+        resolve_row("aider@abc")
+    with pytest.raises(ProfileError, match="session after @"):
+        resolve_row("claude@")
