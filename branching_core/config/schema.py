@@ -302,7 +302,8 @@ def settings_keys() -> list[str]:
 # runnable profiles. Example::
 #
 #     [agents.claude]
-#     expose = ["~/.claude:rw", "~/.claude.json:rw"]   # path[:ro|:rw], ro by default
+#     expose = ["~/.claude/:rw", "~/.claude.json:rw"]  # path[:ro|:rw], ro by default;
+#                                                       # "dir/:rw" is created if missing
 #     timeout_s = 900
 #     cost_budget_usd = 2.0
 #
@@ -340,8 +341,9 @@ class AgentProfileSettings:
 
 
 def _agent_expose(value: object) -> tuple[tuple[str, bool, bool], ...]:
-    """``["~/.claude:rw", "/opt/tool/cfg"]``: absolute or ``~/`` paths, ``:ro`` (default)
-    or ``:rw``; read-write directories are created on first use."""
+    """``["~/.claude/:rw", "/opt/tool/cfg"]``: absolute or ``~/`` paths, ``:ro`` (default)
+    or ``:rw``; a read-write path written with a trailing ``/`` is a directory created on
+    first use (a missing path is otherwise skipped)."""
     if not isinstance(value, list):
         raise _Invalid(f"expected an array of paths, got {_show(value)}")
     out = []
@@ -354,7 +356,9 @@ def _agent_expose(value: object) -> tuple[tuple[str, bool, bool], ...]:
             raise _Invalid(f"expose path {text!r} must be absolute or start with ~/")
         if "\0" in text or ".." in text.split("/"):
             raise _Invalid(f"expose path {text!r} must not contain '..'")
-        out.append((text, mode == "rw", mode == "rw"))
+        # A trailing "/" names a directory: created (0700) on first use when read-write.
+        is_dir = len(text) > 1 and text.endswith("/")
+        out.append((text.rstrip("/") or text, mode == "rw", mode == "rw" and is_dir))
     return tuple(out)
 
 

@@ -66,3 +66,23 @@ def test_fork_rows_name_a_session_to_fork() -> None:
         resolve_row("aider@abc")
     with pytest.raises(ProfileError, match="session after @"):
         resolve_row("claude@")
+
+
+def test_config_expose_creates_only_directories_marked_with_a_slash(tmp_path) -> None:
+    from pathlib import Path
+
+    from branching_core.config import load_settings
+
+    (tmp_path / ".pydantic-deep").mkdir()
+    (tmp_path / ".pydantic-deep" / "config.toml").write_text(
+        '[agents.mine]\ncommand = "mine {prompt}"\n'
+        'expose = ["~/.mine/:rw", "~/.mine.json:rw", "~/.other"]\n')
+    settings = load_settings(Path(tmp_path)).settings
+    profile = resolve_profile("mine", settings.agents)
+    home = tmp_path / "home"
+    home.mkdir()
+    paths = profile.exposed_paths(str(home))
+    assert paths == [(str(home / ".mine"), True), (str(home / ".mine.json"), True),
+                     (str(home / ".other"), False)]
+    assert (home / ".mine").is_dir()
+    assert not (home / ".mine.json").exists() and not (home / ".other").exists()
