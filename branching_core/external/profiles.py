@@ -23,8 +23,10 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from branching_core.config.schema import AgentProfileSettings
+if TYPE_CHECKING:  # only the standard library at run time (the settings are duck-typed)
+    from branching_core.config.schema import AgentProfileSettings
 
 #: Environment every agent gets (no secrets: locale, terminal, paths, identity).
 BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ",
