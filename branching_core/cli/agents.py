@@ -47,6 +47,12 @@ class _Board:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop redrawing (before the manual pick's table and question); idempotent."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(1.0)
         self.draw()
@@ -163,11 +169,16 @@ def cmd_agents(args: argparse.Namespace) -> int:
     board = _Board(sys.stderr) if live else None
     on_line = board.line if board is not None else (None if args.json
                                                     else _prefixed(sys.stderr))
+    def chooser(rows: list[Any]) -> str | None:
+        if board is not None:
+            board.stop()  # the table and the question must not be redrawn over
+        return _ask(rows)
+
     race = AgentRace(
         ws, profiles, args.prompt, n=args.n, pick=args.pick, test_command=test,
         test_timeout=settings.test_timeout_s, timeout=args.timeout,
         cost_budget_usd=args.cost_budget, session=args.fork_session, on_line=on_line,
-        on_event=board.event if board is not None else None, chooser=_ask,
+        on_event=board.event if board is not None else None, chooser=chooser,
         judge_model=args.judge_model or settings.model, limits=limits_from(args),
     )
     started = time.monotonic()
