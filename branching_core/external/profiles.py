@@ -171,6 +171,10 @@ BUILTIN: dict[str, AgentProfile] = {
         "aider",
         ("aider", "--yes-always", "--no-auto-commits", "--no-check-update",
          "--no-show-release-notes", "--no-analytics", "--no-pretty", "--no-fancy-input",
+         # its history files in the sandbox's private /tmp and no repo-map cache: else
+         # .aider.* files would be part of every branch's change
+         "--chat-history-file", "/tmp/.aider.chat.history.md",
+         "--input-history-file", "/tmp/.aider.input.history", "--map-tokens", "0",
          "--message", "{prompt}"),
         # ~/.aider: caches (model prices, repo map); its dotfile config read-only.
         expose=(Exposed("~/.aider", writable=True, create=True),

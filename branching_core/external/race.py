@@ -256,10 +256,13 @@ class AgentRace:
 
     @staticmethod
     def _changed(run: AgentRun) -> list[str]:
+        """The paths the agent changed; ``.git`` internals are the repository's, not the
+        agent's work (an agent's ``git add`` or config write is no change to review)."""
         try:
-            return run.ws_branch.changes().all_paths
+            paths = run.ws_branch.changes().all_paths
         except Exception:
             return []
+        return [p for p in paths if p != ".git" and not p.startswith(".git/")]
 
     def _outcome(self, labels: list[str], entries: list[AgentProfile], branches: list[Any],
                  errors: dict[str, str], winner: str | None, started_all: float,
