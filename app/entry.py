@@ -23,6 +23,7 @@ HEADLESS_COMMANDS = frozenset(
         "status",
         "models",
         "mcp",
+        "agents",
     }
 )
 

@@ -289,7 +289,15 @@ class ChatSession:
             stream_text=True,
             materialize=True,
             approval_required=self.approval_policy(),
+            external_runner=self.external_runner(),
         )
+
+    def external_runner(self) -> Any:
+        """Runs the fork rows whose model is ``agent:<profile>`` (``[agents.<name>]``)."""
+        from branching_core.external.fork_runner import ExternalAgentRunner
+
+        assert self.workspace is not None
+        return ExternalAgentRunner(self.workspace.path, getattr(self.settings, "agents", {}))
 
     def _model_options(self) -> dict[str, Any]:
         """Per-branch models reach the configured server; user prices count in budgets."""
@@ -426,6 +434,7 @@ class ChatSession:
             stream_text=True,
             materialize=True,
             approval_required=self.approval_policy(),
+            external_runner=self.external_runner(),
         )
         for coordinator in found:
             if coordinator.fork_id == fork_id:

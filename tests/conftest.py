@@ -33,6 +33,10 @@ _CAPABILITY_SKIP_MARKERS: dict[str, tuple[str, ...]] = {
     "ray": ("ray extra is not installed",),
     # Sandboxed commands start through the native executor built at install (setup.py).
     "native": ("native executor not built", "no c compiler"),
+    # Real third-party agent CLIs raced in branches (tests/external/test_claude_code.py,
+    # test_codex.py); .ci/run installs both from npm.
+    "claude-code": ("claude code cli not installed",),
+    "codex": ("codex cli not installed",),
 }
 
 

@@ -28,7 +28,10 @@ def steer(screen: ChatScreen, command: Steer) -> None:
         return
     try:
         coordinator.steer(command.label, command.message)
-    except RuntimeError:
+    except RuntimeError as exc:
+        if "cannot be steered" in str(exc):  # an external agent that reads no input
+            screen.notice(str(exc), "warning")
+            return
         screen.notice(
             f"branch {command.label} is not running: select its tab "
             f"(alt+{labels.index(command.label) + 1}) and type to start a new turn there",

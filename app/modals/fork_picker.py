@@ -25,7 +25,7 @@ import asyncio
 import math
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -102,10 +102,21 @@ def parse_budget(text: str, what: str, field_id: str) -> float | None:
     return value
 
 
-def check_model(text: str, what: str, field_id: str) -> str | None:
+def check_model(text: str, what: str, field_id: str,
+                agents: Mapping[str, object] | None = None) -> str | None:
+    """A row's model: ``provider:name``, a bare built-in, or ``agent:<profile>`` (an
+    external CLI agent: a built-in profile, ``cmd:...`` or one of ``agents``)."""
     raw = text.strip()
     if not raw:
         return None
+    if raw.startswith("agent:"):  # an external agent profile (branching_core.external)
+        from branching_core.external.profiles import ProfileError, resolve_row
+
+        try:
+            resolve_row(raw.removeprefix("agent:"), agents)  # type: ignore[arg-type]
+        except ProfileError as exc:
+            raise PickerError(f"{what}: {exc}", field_id) from None
+        return raw
     if raw in _BARE_MODELS or _MODEL_RE.match(raw):
         return raw
     raise PickerError(
@@ -251,7 +262,8 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
             steer = self._value(f"steer-{slot}").strip()
             if not steer:
                 raise PickerError(f"{where}: steer is empty", f"steer-{slot}")
-            model = check_model(self._value(f"model-{slot}"), where, f"model-{slot}")
+            model = check_model(self._value(f"model-{slot}"), where, f"model-{slot}",
+                                getattr(self.defaults, "agents", None))
             budget = parse_budget(
                 self._value(f"budget-{slot}"), f"{where} budget", f"budget-{slot}"
             )

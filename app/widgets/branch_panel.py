@@ -392,6 +392,17 @@ class BranchPanelWidget(Vertical):
         for message in steers:
             self._add_block("steer", f">> {message}  (after the run ended)")
 
+    def append_terminal(self, line: str) -> None:
+        """One line of an external agent's terminal (colours kept, see terminal_block)."""
+        from .terminal_block import TerminalBlock
+
+        last = self._blocks[-1] if self._blocks else None
+        if not isinstance(last, TerminalBlock):
+            self._end_stream()
+            last = TerminalBlock()
+            self._mount_block(last)
+        last.add_line(line, draw=self.is_mounted and self.shown)
+
     def add_user_message(self, message: str) -> None:
         """A follow-up turn the user started on this (finished) branch."""
         self._end_stream()

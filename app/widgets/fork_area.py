@@ -333,6 +333,10 @@ class ForkArea(Vertical):
                 if panel is not None:
                     panel.append_text(event.text)
                 continue
+            if isinstance(event, ev.BranchTerminalOutput):  # an external agent's terminal
+                if panel is not None:
+                    panel.append_terminal(event.text)
+                continue
             if isinstance(event, ev.BranchResponseStarted):  # never glue two responses
                 if panel is not None and label is not None:
                     panel.end_text_block()

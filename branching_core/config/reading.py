@@ -23,6 +23,7 @@ from branching_core.config.schema import (
     _PRICES_KEY,
     _TABLES,
     _TOML_POS_RE,
+    AGENTS_TABLE,
     CONFIG_DIR,
     CONFIG_FILE,
     ConfigProblem,
@@ -33,6 +34,7 @@ from branching_core.config.schema import (
     _number,
     _show,
     _text,
+    agent_profiles,
 )
 from branching_core.state_dir import escape_target
 
@@ -140,6 +142,8 @@ def _validate(doc: Mapping[str, Any], text: str | None) -> tuple[Settings, list[
                 tables[name] = value
             else:
                 problem(name, f"expected a table, got {_show(value)}; using defaults for it")
+        elif name == AGENTS_TABLE:
+            values["agents"] = agent_profiles(value, problem)
         else:
             problem(name, "unknown setting (kept, but ignored)")
 

@@ -74,6 +74,8 @@ class Settings:
     difftool: str | None = None
     approval_required: tuple[str, ...] = ()
     """Tool names a fork's branches may only run after the user approves each call."""
+    agents: dict[str, AgentProfileSettings] = field(default_factory=dict)
+    """``[agents.<name>]`` external agent profiles (see ``AgentProfileSettings``)."""
 
     def model_for_branch(self, slot: int) -> str | None:
         """The model branch ``slot`` (1-based) runs: its override, else the default model."""
@@ -291,3 +293,132 @@ _DEFAULTS = Settings()
 def settings_keys() -> list[str]:
     """Every dotted key this version understands (for completion and help text)."""
     return [f.key for f in _FIELDS] + [f"{_MODELS_KEY}.<slot>"]
+
+
+# --------------------------------------------------------------------------- [agents.<name>]
+# External CLI agents raced in branches (``forkdeck agents``, ``agent:<profile>`` rows of
+# the fork picker). Each table overrides a built-in profile's keys (claude, codex, aider,
+# gemini) or defines a new one; ``branching_core.external.profiles`` turns them into
+# runnable profiles. Example::
+#
+#     [agents.claude]
+#     expose = ["~/.claude/:rw", "~/.claude.json:rw"]  # path[:ro|:rw], ro by default;
+#                                                       # "dir/:rw" is created if missing
+#     timeout_s = 900
+#     cost_budget_usd = 2.0
+#
+#     [agents.mine]
+#     command = "my-agent --yes --task {prompt}"        # no {prompt}: typed on its terminal
+#     resume = "my-agent --resume {session} --task {prompt}"
+#     network = true                                    # default true for agents
+#     env = ["MY_AGENT_*", "LOG_LEVEL=debug"]           # names, NAME* globs, NAME=value
+#     steer = true                                      # reads its terminal while working
+#     memory = "2G"
+#     cpu = 1.5
+#     pids = 512
+
+AGENTS_TABLE = "agents"
+_AGENT_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+_AGENT_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\*|=.*)?$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class AgentProfileSettings:
+    """One ``[agents.<name>]`` table, validated; None means "not set in the file"."""
+
+    command: str | None = None
+    resume: str | None = None
+    network: bool | None = None
+    expose: tuple[tuple[str, bool, bool], ...] | None = None  # (path, writable, create)
+    env: tuple[str, ...] | None = None
+    steer: bool | None = None
+    timeout_s: float | None = None
+    cost_budget_usd: float | None = None
+    memory: str | None = None
+    cpu: float | None = None
+    pids: int | None = None
+    description: str | None = None
+
+
+def _agent_expose(value: object) -> tuple[tuple[str, bool, bool], ...]:
+    """``["~/.claude/:rw", "/opt/tool/cfg"]``: absolute or ``~/`` paths, ``:ro`` (default)
+    or ``:rw``; a read-write path written with a trailing ``/`` is a directory created on
+    first use (a missing path is otherwise skipped)."""
+    if not isinstance(value, list):
+        raise _Invalid(f"expected an array of paths, got {_show(value)}")
+    out = []
+    for item in value:
+        text = _text(item).strip()
+        mode = "ro"
+        if text.endswith((":ro", ":rw")):
+            text, mode = text[:-3], text[-2:]
+        if not (text.startswith("/") or text == "~" or text.startswith("~/")):
+            raise _Invalid(f"expose path {text!r} must be absolute or start with ~/")
+        if "\0" in text or ".." in text.split("/"):
+            raise _Invalid(f"expose path {text!r} must not contain '..'")
+        # A trailing "/" names a directory: created (0700) on first use when read-write.
+        is_dir = len(text) > 1 and text.endswith("/")
+        out.append((text.rstrip("/") or text, mode == "rw", mode == "rw" and is_dir))
+    return tuple(out)
+
+
+def _agent_env(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _Invalid(f"expected an array of variable names, got {_show(value)}")
+    for item in value:
+        if not isinstance(item, str) or not _AGENT_ENV_RE.match(item):
+            raise _Invalid(f"expected NAME, NAME* or NAME=value, got {_show(item)}")
+    return tuple(value)
+
+
+def _agent_memory(value: object) -> str:
+    text = _text(value).strip()
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?[KMGTkmgt]?", text):
+        raise _Invalid(f"expected a size like 512M or 2G, got {text!r}")
+    return text
+
+
+_AGENT_KEYS: dict[str, Callable[[object], Any]] = {
+    "command": _command,
+    "resume": _command,
+    "network": _boolean,
+    "expose": _agent_expose,
+    "env": _agent_env,
+    "steer": _boolean,
+    "timeout_s": _positive,
+    "cost_budget_usd": _positive,
+    "memory": _agent_memory,
+    "cpu": _positive,
+    "pids": _int_in(1, 1_000_000),
+    "description": _text,
+}
+
+
+def agent_profiles(raw: object, problem: Callable[[str, str], None]
+                   ) -> dict[str, AgentProfileSettings]:
+    """The ``[agents]`` table: one ``AgentProfileSettings`` per well-named sub-table; a
+    bad key is reported (``agents.<name>.<key>``) and left unset, the rest still counts."""
+    if not isinstance(raw, dict):
+        problem(AGENTS_TABLE, f"expected a table of agent profiles, got {_show(raw)}")
+        return {}
+    out: dict[str, AgentProfileSettings] = {}
+    for name, table in raw.items():
+        key = f"{AGENTS_TABLE}.{name}"
+        if not _AGENT_NAME_RE.match(name) or name == "cmd":
+            problem(key, "agent names are letters, digits, _ and - (and not 'cmd'); ignored")
+            continue
+        if not isinstance(table, dict):
+            problem(key, f"expected a table, got {_show(table)}; ignored")
+            continue
+        values: dict[str, Any] = {}
+        for sub, value in table.items():
+            check = _AGENT_KEYS.get(sub)
+            if check is None:
+                problem(f"{key}.{sub}", "unknown setting (kept, but ignored)")
+                continue
+            try:
+                values[sub] = check(value)
+            except _Invalid as exc:
+                problem(f"{key}.{sub}", f"{exc}; ignored")
+        out[name] = AgentProfileSettings(**values)
+    return out

@@ -54,6 +54,7 @@ from branching_core.fork.approvals import Approvals, approval_predicate
 from branching_core.fork.branch_files import BranchFiles, branch_files_for
 from branching_core.fork.budget import PriceFn, default_price
 from branching_core.fork.checkpoints import CheckpointStore
+from branching_core.fork.external_branch import is_external
 from branching_core.fork.history import copy_history, dumps_history
 from branching_core.fork.inspection import Inspection
 from branching_core.fork.merge import Merging
@@ -402,6 +403,13 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         rt = self.get_branch(key)
         if rt.state != "running":
             raise RuntimeError(f"branch {rt.label} is {rt.state}; use run_on_branch to continue it")
+        if is_external(rt.spec.model):  # typed on the agent's terminal, if it reads one
+            if rt.external is None or not rt.external.steer(message):
+                raise RuntimeError(f"branch {rt.label} ({rt.spec.model}) cannot be steered: "
+                                   "it reads no input while it works")
+            self._publish(ev.BranchSteered(fork_id=self.fork_id or "", branch_id=rt.branch_id,
+                                           label=rt.label, message=message))
+            return True
         delivered = rt.queue.put(message)
         self._publish(
             ev.BranchSteered(

@@ -42,6 +42,13 @@ class BranchTextDelta(BranchEvent):
 
 
 @dataclass(frozen=True)
+class BranchTerminalOutput(BranchEvent):
+    """One line an external agent wrote to its terminal (ANSI colours kept)."""
+
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class BranchToolCall(BranchEvent):
     tool_name: str = ""
     args: Any = None

@@ -67,6 +67,7 @@ class ForkOptions:
     keep_resolved: int | Literal["all", "settings"] = "settings"
     review: ForkReview | None = None
     runner: Any = None
+    external_runner: Any = None  # runs ``agent:NAME`` branches (fork/external_branch.py)
 
     @classmethod
     def build(cls, base: ForkOptions | None = None, **overrides: Any) -> ForkOptions:

@@ -21,6 +21,11 @@ from branching_core.agent.spend import SPEND
 from branching_core.agent.stream import ToolCalled, ToolReturned, stream_text, translate
 from branching_core.fork import events as ev
 from branching_core.fork.approvals import with_deferred_output
+from branching_core.fork.external_branch import (
+    external_prompt,
+    is_external,
+    run_external_branch,
+)
 from branching_core.fork.model_run import (
     aggregate_spend_reason,
     branch_spend,
@@ -60,10 +65,11 @@ class RunLoop(CoordinatorParts):
         rt.started_at = time.time()
         rt.finished_at = None
         rt._done = asyncio.Event()
-        rt.task = asyncio.create_task(
-            self._run_branch(rt, prompt, history, deferred),
-            name=f"fork-{self.fork_id}-{rt.label}",
-        )
+        if is_external(rt.spec.model):  # an external CLI agent (fork/external_branch.py)
+            work: Any = run_external_branch(self, rt, external_prompt(prompt, history))
+        else:
+            work = self._run_branch(rt, prompt, history, deferred)
+        rt.task = asyncio.create_task(work, name=f"fork-{self.fork_id}-{rt.label}")
         self._publish(
             ev.BranchStateChanged(
                 fork_id=self.fork_id or "", branch_id=rt.branch_id, label=rt.label, state="running"

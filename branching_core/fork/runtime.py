@@ -85,6 +85,7 @@ class BranchRuntime:
     pending_approvals: list[ev.ApprovalCall] = field(default_factory=list)
     """Tool calls waiting for :meth:`ForkCoordinator.approve` (state ``awaiting_approval``)."""
     save_error: str | None = None
+    external: Any = None  # a running external agent's handle (fork/external_branch.py)
     spend: Any = None  # the branch's SpendContext (model_run.branch_spend), for fork-wide caps
     """Why the latest save of this branch's state or history failed (logged too)."""
     _done: asyncio.Event | None = None

@@ -60,7 +60,12 @@ class CommandResult:
 
 
 class SandboxedCommand(_spawn.SpawnedProcessView):
-    """A command running in its own sandbox; starts on construction."""
+    """A command running in its own sandbox; starts on construction.
+
+    ``expose``: ``(path, writable)`` pairs the masks would hide that this command may
+    see anyway, each at its own path (see ``namespaces.plan_sandbox``). ``pty``: the
+    sandbox gets a private ``/dev/pts`` so the command can open pseudo-terminals.
+    """
 
     def __init__(
         self,
@@ -75,6 +80,8 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         extra_fds: Iterable[int] | Mapping[int, int] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         expose_secrets: bool = False,
+        expose: Sequence[tuple[str | os.PathLike[str], bool]] = (),
+        pty: bool = False,
         _drain_in_wait: bool = False,
     ) -> None:
         # _drain_in_wait (run_command): no drain thread, ``wait`` drains in its caller's
@@ -94,7 +101,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
             if fd < 3:
                 raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
         plan = plan_sandbox(workspace, network=network, mount_at=mount_at,
-                            expose_secrets=expose_secrets)
+                            expose_secrets=expose_secrets, expose=expose, pty=pty)
         try:
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:
@@ -194,6 +201,8 @@ def run_command(
     extra_fds: Iterable[int] | Mapping[int, int] | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
     expose_secrets: bool = False,
+    expose: Sequence[tuple[str | os.PathLike[str], bool]] = (),
+    pty: bool = False,
 ) -> CommandResult:
     """Run ``command`` sandboxed in ``workspace`` and collect what it produced (bounded).
 
@@ -203,7 +212,7 @@ def run_command(
     branch = SandboxedCommand(
         command, workspace, limits=limits, network=network, env=env, mount_at=mount_at,
         on_output=on_output, extra_fds=extra_fds, max_output=max_output,
-        expose_secrets=expose_secrets, _drain_in_wait=True,
+        expose_secrets=expose_secrets, expose=expose, pty=pty, _drain_in_wait=True,
     )
     with branch:
         try:

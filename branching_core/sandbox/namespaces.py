@@ -29,7 +29,7 @@ import re
 import socket
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
@@ -84,6 +84,9 @@ class SandboxPlan:
     sockets: SocketPlan | None = None  # None: host sockets stay reachable (network=True)
     private_run: bool = False  # /run becomes a private tmpfs (no network, /run a real dir)
     steps: tuple[SandboxStep, ...] = ()  # the init's filesystem work (``steps.compile_steps``)
+    # (host path, writable, is a directory): shown at its own path despite the masks
+    expose: tuple[tuple[str, bool, bool], ...] = ()
+    pty: bool = False  # a private devpts in /dev: the sandbox may open pseudo-terminals
 
     @property
     def child_fds(self) -> list[int]:
@@ -104,8 +107,15 @@ _COVERED = ("/tmp", "/run")
 def plan_sandbox(
     workspace: str | os.PathLike[str], *, network: bool, mount_at: str | os.PathLike[str] | None,
     expose_secrets: bool = False,
+    expose: Sequence[tuple[str | os.PathLike[str], bool]] = (),
+    pty: bool = False,
 ) -> SandboxPlan:
-    """Check the workspace, decide what to hide, open the view helper's namespace fds."""
+    """Check the workspace, decide what to hide, open the view helper's namespace fds.
+
+    ``expose``: ``(path, writable)`` pairs shown at their own path although a mask would
+    hide them (an external agent's session directory in the masked home): each named
+    path only, read-only unless ``writable``; paths that do not exist are skipped.
+    """
     raw = os.fspath(workspace)
     helper, inner = parse_view_path(raw)
     if not os.path.isdir(raw):
@@ -130,6 +140,8 @@ def plan_sandbox(
     else:
         plan.target = plan.view
     _plan_masks(plan, expose_secrets)
+    plan.expose = _checked_expose(expose, plan)
+    plan.pty = pty
     if helper is not None:
         try:
             mine = os.stat("/proc/self/ns/user").st_ino
@@ -199,6 +211,27 @@ def _plan_masks_now(plan: SandboxPlan, expose_secrets: bool, stores: list[str]) 
         plan.private_run = os.path.isdir("/run") and not os.path.islink("/run")
         replaced = ("/tmp", "/dev", "/proc", *(("/run",) if plan.private_run else ()))
         plan.sockets = plan_socket_hiding((*replaced, *plan.hide_dirs), plan.helper_pid)
+
+
+def _checked_expose(expose: Sequence[tuple[str | os.PathLike[str], bool]],
+                    plan: SandboxPlan) -> tuple[tuple[str, bool, bool], ...]:
+    """Absolute, real, existing paths; never ``/``, the branch view or a branch store
+    (a store holds sibling branches' work: exposing it would undo their isolation)."""
+    out: dict[str, bool] = {}
+    stores = store_dirs(plan.view, plan.target)
+    for raw, writable in expose:
+        text = os.fspath(raw)
+        if not os.path.isabs(text):
+            raise WorkspaceError(f"exposed path {text!r} is not absolute")
+        path = os.path.realpath(text)
+        if path == "/" or inside(plan.view, (path,)) or inside(plan.target, (path,)):
+            raise WorkspaceError(f"refusing to expose {text!r}: it holds the branch view")
+        if inside(path, stores) or any(inside(s, (path,)) for s in stores):
+            raise WorkspaceError(f"refusing to expose {text!r}: it holds branch stores")
+        if not os.path.lexists(path):
+            continue
+        out[path] = out.get(path, False) or bool(writable)
+    return tuple((path, writable, os.path.isdir(path)) for path, writable in sorted(out.items()))
 
 
 def namespace_flags(plan: SandboxPlan) -> int:

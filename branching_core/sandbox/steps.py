@@ -128,14 +128,16 @@ def compile_steps(plan: SandboxPlan) -> tuple[SandboxStep, ...]:
     # in a user namespace a mount with locked children cannot be a layer.
     share = plan.sockets is not None and not plan.new_userns and plan.userns_fd is None
     return _compile(plan.view, plan.target, plan.keep_visible, plan.hide_dirs,
-                    plan.hide_files, plan.show_files, plan.sockets, plan.private_run, share)
+                    plan.hide_files, plan.show_files, plan.sockets, plan.private_run, share,
+                    plan.expose, plan.pty)
 
 
 @functools.lru_cache(maxsize=32)
 def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
              hide_dirs: tuple[str, ...], hide_files: tuple[str, ...],
              show_files: tuple[str, ...], sockets: SocketPlan | None, private_run: bool,
-             share: bool) -> tuple[SandboxStep, ...]:
+             share: bool, expose: tuple[tuple[str, bool, bool], ...] = (),
+             pty: bool = False) -> tuple[SandboxStep, ...]:
     c = _Compiler()
     c.add("private")
     # Grab the view (and kept dirs, shown files, the mounts stages are made from) before
@@ -164,6 +166,13 @@ def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
         slot = c.slot()
         c.add("clone", slot, path, 0)
         shown.append((path, slot))
+    # Exposed paths (an agent's own session directory in the masked home): grabbed now,
+    # like the view, and mounted back at their own path once the masks are in place.
+    exposed = []
+    for path, writable, is_dir in expose:
+        slot = c.slot()
+        c.add("clone", slot, path, 1, missing_ok=True)
+        exposed.append((path, writable, is_dir, slot))
     stages: dict[str, str] = {}
 
     def stage_for(path: str) -> str:
@@ -180,7 +189,7 @@ def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
 
     c.add("setattr", "/", _RO, 0, 1)
     c.add("mount", "tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
-    _compile_dev(c)
+    _compile_dev(c, pty)
     if private_run:
         c.add("mount", "tmpfs", "/run", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=755")
     if sockets is not None:
@@ -198,7 +207,7 @@ def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
     # After the overlays: an overlay of a parent directory would cover these mounts. A
     # hidden dir that will hold mount points (the view, kept dirs) stays writable until
     # they are made, then becomes read-only.
-    inner = (target, *keep_visible, *show_files)
+    inner = (target, *keep_visible, *show_files, *(entry[0] for entry in expose))
     late: list[int] = []
     flags = sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
     for path in hide_dirs:
@@ -222,6 +231,16 @@ def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
         c.add("touch", path, 0o444, 0, when="missing", when_path=path)
         c.add("setattr_fd", slot, _RO, 0, 0)
         c.add("move", slot, path)
+    for path, writable, is_dir, slot in exposed:
+        # The mount point: a directory for a directory, an empty file for a file.
+        if is_dir:
+            c.add("ensure_dir", path, need=slot)
+        else:
+            c.add("ensure_dir", os.path.dirname(path), need=slot)
+            c.add("touch", path, 0o600, 0, need=slot, when="missing", when_path=path)
+        attrs = sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+        c.add("setattr_fd", slot, attrs if writable else _RO, 0, 1, need=slot)
+        c.add("move", slot, path, need=slot)
     for stage in stages.values():  # the binds keep what they show
         c.add("umount", stage, sc.MNT_DETACH)
         c.add("rmdir", stage)
@@ -238,9 +257,11 @@ def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
     return tuple(c.steps)
 
 
-def _compile_dev(c: _Compiler) -> None:
+def _compile_dev(c: _Compiler, pty: bool = False) -> None:
     """A tmpfs /dev with a few device binds, fd links and a private shm, built on a
-    stage under the new /tmp and moved over /dev whole."""
+    stage under the new /tmp and moved over /dev whole. ``pty``: also a private devpts
+    instance (``/dev/pts``, ``/dev/ptmx``), so the sandbox can open pseudo-terminals of
+    its own (an external agent runs on one) without reaching the host's."""
     c.add("mkdir", _DEV_STAGE, 0o755)
     c.add("mount", "tmpfs", _DEV_STAGE, "tmpfs", sc.MS_NOSUID | sc.MS_NOEXEC, "mode=755,size=64k")
     for name in _DEVICES:
@@ -255,6 +276,11 @@ def _compile_dev(c: _Compiler) -> None:
         c.add("symlink", dest, f"{_DEV_STAGE}/{name}")
     c.add("mkdir", f"{_DEV_STAGE}/shm", 0o1777)
     c.add("mount", "tmpfs", f"{_DEV_STAGE}/shm", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=1777")
+    if pty:
+        c.add("mkdir", f"{_DEV_STAGE}/pts", 0o755)
+        c.add("mount", "devpts", f"{_DEV_STAGE}/pts", "devpts", sc.MS_NOSUID | sc.MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620")
+        c.add("symlink", "pts/ptmx", f"{_DEV_STAGE}/ptmx")
     c.add("mount", _DEV_STAGE, "/dev", "", sc.MS_MOVE, "")
     c.add("rmdir", _DEV_STAGE)
 

@@ -105,6 +105,7 @@ class ScriptedServer:
         self.handler: Callable[[dict[str, Any]], Reply] | None = None
         self.max_in_flight = 0
         self.cuts = 0
+        self.responses_served = 0
         self._in_flight = 0
         self._waiting = 0
         self._lock = threading.Lock()
@@ -187,7 +188,9 @@ class ScriptedServer:
                 except ValueError:
                     self._json(400, {"error": {"message": "bad json"}})
                     return
-                if self.path.rstrip("/").endswith("/v1/messages"):  # Anthropic's API shape
+                # Claude Code posts to /v1/messages?beta=true: route on the path alone.
+                route = self.path.split("?", 1)[0].rstrip("/")
+                if route.endswith("/v1/messages"):  # Anthropic's API shape
                     with server._lock:
                         server.requests.append(body)
                     with server._serving():
@@ -197,7 +200,17 @@ class ScriptedServer:
                         except (_Cut, BrokenPipeError, ConnectionResetError):
                             self.close_connection = True
                     return
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if route.endswith("/v1/responses"):  # OpenAI's Responses API (Codex CLI)
+                    with server._lock:
+                        server.requests.append(body)
+                    with server._serving():
+                        reply = server._next(body)
+                        try:
+                            server._answer_responses(self, body, reply)
+                        except (_Cut, BrokenPipeError, ConnectionResetError):
+                            self.close_connection = True
+                    return
+                if not route.endswith("/chat/completions"):
                     self._json(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 with server._lock:
@@ -338,6 +351,44 @@ class ScriptedServer:
         send("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None},
                                "usage": {"output_tokens": out_tokens}})
         send("message_stop", {})
+
+    def _answer_responses(
+        self, h: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply
+    ) -> None:
+        """The same script in the Responses API's SSE shape (``POST /v1/responses``), what
+        the Codex CLI speaks: ``response.created``, one ``response.output_item.done`` (a
+        ``function_call`` for a tool reply, else an assistant ``message``), then
+        ``response.completed`` with usage."""
+        if reply.kind in ("hang", "error"):
+            self._answer(h, body, reply)
+            return
+        self.responses_served += 1
+        rid = f"resp_{self.responses_served}"
+        if reply.kind == "tool":
+            item: dict[str, Any] = {
+                "type": "function_call", "id": f"fc_{self.responses_served}",
+                "call_id": f"call_{self.responses_served}", "name": reply.tool_name,
+                "arguments": json.dumps(reply.tool_args)}
+        else:
+            item = {"type": "message", "id": f"msg_{self.responses_served}",
+                    "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": "".join(reply.chunks),
+                                 "annotations": []}]}
+        out = max(1, sum(len(c.split()) for c in reply.chunks))
+        usage = {"input_tokens": reply.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": reply.prompt_tokens + out}
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.close_connection = True  # type: ignore[attr-defined]
+        for event in ({"type": "response.created", "response": {"id": rid}},
+                      {"type": "response.output_item.done", "output_index": 0, "item": item},
+                      {"type": "response.completed", "response": {"id": rid, "usage": usage}}):
+            self._sleep(reply.delay, interruptible=True)
+            h.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            h.wfile.flush()
 
     def _usage(self, reply: Reply) -> dict[str, int]:
         out = max(1, sum(len(c.split()) for c in reply.chunks))
