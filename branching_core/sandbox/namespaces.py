@@ -84,10 +84,12 @@ class SandboxPlan:
     sockets: SocketPlan | None = None  # None: host sockets stay reachable (network=True)
     private_run: bool = False  # /run becomes a private tmpfs (no network, /run a real dir)
     steps: tuple[SandboxStep, ...] = ()  # the init's filesystem work (``steps.compile_steps``)
+    netns_fd: int | None = None  # join this network namespace (``netstack``) instead of a new one
+    network_mode: str = ""  # none | private | host | joined:<inode> (part of a pre-build key)
 
     @property
     def child_fds(self) -> list[int]:
-        return [fd for fd in (self.userns_fd, self.mntns_fd) if fd is not None]
+        return [fd for fd in (self.userns_fd, self.mntns_fd, self.netns_fd) if fd is not None]
 
     def close_fds(self) -> None:
         for fd in self.child_fds:
@@ -95,7 +97,7 @@ class SandboxPlan:
                 os.close(fd)
             except OSError:
                 pass
-        self.userns_fd = self.mntns_fd = None
+        self.userns_fd = self.mntns_fd = self.netns_fd = None
 
 
 _COVERED = ("/tmp", "/run")
@@ -204,7 +206,7 @@ def _plan_masks_now(plan: SandboxPlan, expose_secrets: bool, stores: list[str]) 
 def namespace_flags(plan: SandboxPlan) -> int:
     """The ``unshare`` flags of a sandbox (both executors use these)."""
     flags = sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
-    if not plan.network:
+    if not plan.network and plan.netns_fd is None:
         flags |= sc.CLONE_NEWNET
     if plan.new_userns:
         flags |= sc.CLONE_NEWUSER
@@ -221,6 +223,8 @@ def enter_namespaces(plan: SandboxPlan) -> None:
         sc.setns(plan.userns_fd, sc.CLONE_NEWUSER)
     if plan.mntns_fd is not None:
         sc.setns(plan.mntns_fd, sc.CLONE_NEWNS)
+    if plan.netns_fd is not None:
+        sc.setns(plan.netns_fd, sc.CLONE_NEWNET)
     sc.unshare(namespace_flags(plan))
     if plan.new_userns:
         _write_file("/proc/self/setgroups", b"deny")
@@ -254,7 +258,7 @@ def loopback_up() -> None:
 def finish_isolation(plan: SandboxPlan) -> None:
     """Last steps in the init: hostname, loopback, then drop every capability."""
     sc.sethostname(b"forkdeck")
-    if not plan.network:
+    if not plan.network and plan.netns_fd is None:
         loopback_up()
     sc.drop_all_capabilities()
 
