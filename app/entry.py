@@ -16,6 +16,7 @@ HEADLESS_COMMANDS = frozenset(
         "beam",
         "status",
         "models",
+        "ports",
     }
 )
 

@@ -49,8 +49,9 @@ def parse_score(text: str, success: bool, warn: Warn | None, label: str) -> floa
 
 
 class _CommandHandle:
-    def __init__(self, cmd: Any) -> None:
+    def __init__(self, cmd: Any, net: Any = None) -> None:
         self._cmd = cmd
+        self._net = net  # the candidate's BranchNetwork (services), closed with it
 
     def run(self, timeout: float | None) -> CommandOutput:
         try:
@@ -59,11 +60,15 @@ class _CommandHandle:
             raise CandidateTimeout(str(exc)) from None
         finally:
             self._cmd.abort()
+            if self._net is not None:
+                self._net.close()
         return CommandOutput(code, self._cmd.stdout, self._cmd.stderr,
                              self._cmd.fd_output(3).decode("utf-8", "replace"))
 
     def kill(self) -> None:
         self._cmd.abort()
+        if self._net is not None:
+            self._net.close()
 
 
 class CommandCandidate:
@@ -80,7 +85,9 @@ class CommandCandidate:
         warn: Warn | None = None,
         label: str = "candidate",
         on_output: Callable[[str, str], None] | None = None,
+        network: Any = None,
     ) -> None:
+        self.network = network  # a NetworkSetup (none, private, host; services)
         self.argv = argv
         self.workspace_path = workspace_path
         self.env = dict(os.environ if env is None else env)
@@ -93,12 +100,26 @@ class CommandCandidate:
     def launch(self, branch: Any) -> _CommandHandle:
         from branching_core.sandbox import SandboxedCommand
 
-        cmd = SandboxedCommand(
-            self.argv, branch.path, limits=self.limits, env=self.env,
-            mount_at=self.workspace_path, on_output=self.on_output,
-            extra_fds=[3] if self.score_fd else None,
-        )
-        return _CommandHandle(cmd)
+        setup, net, network = self.network, None, None
+        if setup is not None:
+            network = setup.sandbox_network()
+            if any(s.autostart for s in setup.services) and setup.mode != "host":
+                # the candidate's own services, in its own namespace, gone with it
+                net = setup.for_path(branch.path, label=self.label, limits=self.limits,
+                                     mount_at=self.workspace_path,
+                                     workspace_root=self.workspace_path)
+                network = net.network
+        try:
+            cmd = SandboxedCommand(
+                self.argv, branch.path, limits=self.limits, env=self.env,
+                mount_at=self.workspace_path, on_output=self.on_output,
+                extra_fds=[3] if self.score_fd else None, network=network or False,
+            )
+        except BaseException:
+            if net is not None:
+                net.close()
+            raise
+        return _CommandHandle(cmd, net)
 
     def interpret(self, value: CommandOutput) -> Verdict:
         success = value.exit_code == 0

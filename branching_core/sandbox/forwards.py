@@ -139,7 +139,7 @@ async def _open(make_socket: SocketFactory, port: int, host_port: int
         for w in list(conns):
             w.close()
 
-    server.close = close  # type: ignore[method-assign]
+    server.close = close
     return server
 
 

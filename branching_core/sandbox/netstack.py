@@ -153,7 +153,10 @@ def _holder(ctl: socket.socket, stack: Stack | None, userns_fd: int | None,
         null = os.open(os.devnull, os.O_RDWR)
         for std in (0, 1, 2):
             os.dup2(null, std)
-        keep = sorted({0, 1, 2, ctl.fileno(), *([userns_fd] if userns_fd is not None else [])})
+        keep_set: set[int] = {0, 1, 2, ctl.fileno()}
+        if userns_fd is not None:
+            keep_set.add(userns_fd)
+        keep = sorted(keep_set)
         prev = 3
         for fd in keep:
             if fd >= prev:

@@ -34,10 +34,10 @@ def parse_mode(value: str) -> NetworkMode:
     text = value.strip().lower()
     if text not in MODES:
         raise ValueError(f"unknown network mode {value!r}: choose none, private or host")
-    return text  # type: ignore[return-value]
+    return text
 
 
-@dataclass
+@dataclass(frozen=True)
 class NetworkPolicy:
     """How ``private`` is provided: which stack, and what to do when none is usable.
 
