@@ -67,6 +67,9 @@ class ForkOptions:
     keep_resolved: int | Literal["all", "settings"] = "settings"
     review: ForkReview | None = None
     runner: Any = None
+    network: Any = None
+    """A ``NetworkSetup``: each local branch gets its own network and services
+    (``fork/branch_network.py``); None: commands get the sandbox's default."""
 
     @classmethod
     def build(cls, base: ForkOptions | None = None, **overrides: Any) -> ForkOptions:

@@ -1,0 +1,49 @@
+"""Each fork branch's own localhost: a ``BranchNetwork`` per branch, joined by its tools.
+
+``ForkOptions(network=network_setup(settings, purpose="agent"))`` gives every local fork
+branch its own network namespace (``private``: outbound access too), in which the
+branch's ``run_command`` calls run and its declared services keep running across its
+commands and model turns: a fork branch's ``curl localhost:8000`` reaches its own server.
+The network is made when the branch's toolset is first built and closes with the
+workspace branch (merge, abort, terminate, exit: ``Branch.add_close_hook``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+from branching_core.agent.commands import SandboxCommandRunner
+
+
+class ForkNetworks:
+    """The branch networks of one coordinator's branches, made on first use."""
+
+    def __init__(self, setup: Any) -> None:
+        self.setup = setup  # a branching_core.sandbox.net_settings.NetworkSetup
+        self._nets: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def for_branch(self, branch: Any) -> Any:
+        """The ``BranchNetwork`` of workspace ``branch`` (a new one if it was closed)."""
+        key = str(getattr(branch, "id", id(branch)))
+        with self._lock:
+            net = self._nets.get(key)
+            if net is None or net.closed:
+                net = self._nets[key] = self.setup.for_branch(branch)
+            return net
+
+    def runner(self, branch: Any, base: Any) -> Any:
+        """``base`` (the fork's command runner, None: the sandbox's) joining the branch's
+        network; a custom runner without a ``network`` field is used as it is."""
+        net = self.for_branch(branch)
+        if base is None:
+            return SandboxCommandRunner(network=net.network)
+        if dataclasses.is_dataclass(base) and not isinstance(base, type) and any(
+                f.name == "network" for f in dataclasses.fields(base)):
+            return dataclasses.replace(base, network=net.network)
+        return base
+
+
+__all__ = ["ForkNetworks"]
