@@ -159,6 +159,16 @@ def test_everything_of_a_branch_network_dies_with_a_sigkilled_owner(
     assert port_refuses(info["port"])
 
 
+GATEWAY_CLIENT = r'''
+import socket, struct, sys, urllib.request
+for line in open("/proc/net/route").read().splitlines()[1:]:
+    cols = line.split()
+    if cols[1] == "00000000":
+        gw = socket.inet_ntoa(struct.pack("<I", int(cols[2], 16)))
+print(urllib.request.urlopen(f"http://{gw}:{sys.argv[1]}/hello.txt", timeout=10).read().decode())
+'''
+
+
 @pytest.fixture
 def host_server(tmp_path: Path) -> Iterator[int]:
     """A server on the host's loopback only, serving ``hello.txt``."""
@@ -192,11 +202,11 @@ def test_private_reaches_the_host_loopback_through_the_gateway(ws: Path, host_se
         mine = run_command(CLIENT + f"http://127.0.0.1:{host_server}/hello.txt", ws,
                            network=ns, timeout=30)
         assert mine.exit_code != 0
-    # a one-off private sandbox makes (and ends) a namespace of its own
-    gw = find_stack().name == "slirp4netns" and "10.0.2.2" or None
-    one = run_command("ip -4 route show default 2>/dev/null || cat /proc/net/route", ws,
+    # a one-off private sandbox makes (and ends) a namespace of its own, whose default
+    # gateway is the host's loopback (pasta and slirp4netns alike)
+    one = run_command(["python3", "-c", GATEWAY_CLIENT, str(host_server)], ws,
                       network="private", timeout=30)
-    assert one.exit_code == 0 and (gw is None or gw in one.stdout or "default" in one.stdout)
+    assert (one.exit_code, one.stdout.strip()) == (0, "from the host"), one.stderr
     none = run_command(CLIENT + f"http://127.0.0.1:{host_server}/hello.txt", ws,
                        network="none", timeout=30)
     assert none.exit_code != 0
@@ -224,7 +234,7 @@ def test_unknown_or_failing_service_says_why(workspace: Workspace) -> None:
     branch = workspace.branch("x", on_success=None)
     net = BranchNetwork.for_branch(branch, mode="none", services=[
         ServiceSpec("dies", "echo broken config >&2; exit 3", port=9000, stop_timeout=1)])
-    with pytest.raises(ServiceError, match="unknown service 'nope'.*dies"):
+    with pytest.raises(ServiceError, match=r"unknown service 'nope'.*dies"):
         net.start_service("nope")
     with pytest.raises(ServiceError, match=r"(?s)exited with code 3.*broken config"):
         net.start_service("dies")
@@ -257,3 +267,18 @@ def test_forward_relays_many_connections(workspace: Workspace, no_leftover: str)
     branch.abort()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2)
+
+
+@pytest.mark.parametrize("stack", ["pasta", "slirp4netns"])
+def test_each_stack_gives_outbound_access(ws: Path, host_server: int, stack: str) -> None:
+    try:
+        find_stack(stack)
+    except NetworkUnavailable as exc:
+        pytest.skip(f"user-mode network stack unavailable: {exc}")
+    with NetNamespace(stack=stack) as ns:
+        assert ns.stack_name == stack
+        res = run_command(["python3", "-c", GATEWAY_CLIENT, str(host_server)], ws,
+                          network=ns, timeout=30)
+        assert (res.exit_code, res.stdout.strip()) == (0, "from the host"), res.stderr
+        holder = ns.pid
+    assert wait_for(lambda: not alive(holder))
