@@ -33,6 +33,8 @@ _CAPABILITY_SKIP_MARKERS: dict[str, tuple[str, ...]] = {
     "ray": ("ray extra is not installed",),
     # Sandboxed commands start through the native executor built at install (setup.py).
     "native": ("native executor not built", "no c compiler"),
+    "netstack": ("user-mode network stack unavailable",),  # pasta / slirp4netns
+    "postgres": ("postgresql not installed",),
 }
 
 
