@@ -7,10 +7,15 @@ inode in ``/proc/*/ns/net``), its holder and stack are gone and its forward refu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
+import threading
 import time
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +79,38 @@ import http.server, sys
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])),
                                 http.server.SimpleHTTPRequestHandler).serve_forever()
 '''
+
+
+GATEWAY_CLIENT = r'''
+import socket, struct, sys, urllib.request
+for line in open("/proc/net/route").read().splitlines()[1:]:
+    cols = line.split()
+    if cols[1] == "00000000":
+        gw = socket.inet_ntoa(struct.pack("<I", int(cols[2], 16)))
+print(urllib.request.urlopen(f"http://{gw}:{sys.argv[1]}/hello.txt", timeout=10).read().decode())
+'''
+"""Fetches ``hello.txt`` from port argv[1] of the default gateway: the host's loopback
+as the user-mode stack maps it (pasta and slirp4netns alike)."""
+
+
+@contextlib.contextmanager
+def serve_on_host_loopback(tmp_path: Path) -> Iterator[int]:
+    """A server on the host's 127.0.0.1 only, serving ``hello.txt``; yields its port."""
+    root = tmp_path / "host"
+    root.mkdir()
+    (root / "hello.txt").write_text("from the host\n")
+
+    class Handler(SimpleHTTPRequestHandler):
+        def __init__(self, *a: object, **k: object) -> None:
+            super().__init__(*a, directory=str(root), **k)  # type: ignore[arg-type]
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()

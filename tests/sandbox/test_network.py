@@ -17,7 +17,6 @@ import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -29,11 +28,13 @@ from branching_core.sandbox.netstack import NetNamespace, NetworkUnavailable, fi
 from branching_core.sandbox.services import ServiceError, ServiceSpec
 from tests.sandbox.conftest import processes_with, wait_until_gone
 from tests.sandbox.net_support import (
+    GATEWAY_CLIENT,
     SERVER,
     alive,
     pids_in_netns,
     port_refuses,
     requires_stack,
+    serve_on_host_loopback,
     wait_for,
 )
 
@@ -159,35 +160,10 @@ def test_everything_of_a_branch_network_dies_with_a_sigkilled_owner(
     assert port_refuses(info["port"])
 
 
-GATEWAY_CLIENT = r'''
-import socket, struct, sys, urllib.request
-for line in open("/proc/net/route").read().splitlines()[1:]:
-    cols = line.split()
-    if cols[1] == "00000000":
-        gw = socket.inet_ntoa(struct.pack("<I", int(cols[2], 16)))
-print(urllib.request.urlopen(f"http://{gw}:{sys.argv[1]}/hello.txt", timeout=10).read().decode())
-'''
-
-
 @pytest.fixture
 def host_server(tmp_path: Path) -> Iterator[int]:
-    """A server on the host's loopback only, serving ``hello.txt``."""
-    root = tmp_path / "host"
-    root.mkdir()
-    (root / "hello.txt").write_text("from the host\n")
-
-    class Handler(SimpleHTTPRequestHandler):
-        def __init__(self, *a: object, **k: object) -> None:
-            super().__init__(*a, directory=str(root), **k)  # type: ignore[arg-type]
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serve_on_host_loopback(tmp_path) as port:
+        yield port
 
 
 @pytest.mark.usefixtures("executor")

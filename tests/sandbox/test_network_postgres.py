@@ -91,8 +91,8 @@ def template_cluster() -> Iterator[Path]:
     base.chmod(0o777)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(base), "LC_ALL": "C"}
     subprocess.run([*as_nobody, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust",
-                    "--no-sync", "-U", "nobody", "--wal-segsize=1"], check=True, capture_output=True, env=env,
-                   cwd=base)
+                    "--no-sync", "-U", "nobody", "--wal-segsize=1"], check=True,
+                   capture_output=True, env=env, cwd=base)
     # the table, created once in single-user mode (no server, no socket needed)
     subprocess.run([*as_nobody, str(PG_BIN / "postgres"), "--single", "-D", str(data),
                     "postgres"], input=b"create table t (v text);\n", check=True,
