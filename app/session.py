@@ -289,7 +289,15 @@ class ChatSession:
             stream_text=True,
             materialize=True,
             approval_required=self.approval_policy(),
+            network=self.network_setup(),
         )
+
+    def network_setup(self) -> Any:
+        """``[sandbox] network`` and ``[services.*]`` for this session's branches (agents:
+        ``private`` by default; see docs/network.md)."""
+        from branching_core.sandbox.net_settings import network_setup
+
+        return network_setup(self.settings, purpose="agent")
 
     def _model_options(self) -> dict[str, Any]:
         """Per-branch models reach the configured server; user prices count in budgets."""
@@ -426,6 +434,7 @@ class ChatSession:
             stream_text=True,
             materialize=True,
             approval_required=self.approval_policy(),
+            network=self.network_setup(),
         )
         for coordinator in found:
             if coordinator.fork_id == fork_id:

@@ -72,6 +72,7 @@ class ChatScreen(Screen[None]):
         Binding("pageup", "scroll_view(-1)", show=False, priority=True),
         Binding("pagedown", "scroll_view(1)", show=False, priority=True),
         Binding("ctrl+o", "full_output", "Full output", show=False, priority=True),
+        Binding("ctrl+b", "open_forward", "Open in browser", show=False, priority=True),
     ]
 
     def __init__(self, session: ChatSession) -> None:
@@ -278,6 +279,12 @@ class ChatScreen(Screen[None]):
     def action_full_output(self) -> None:
         if self.fork_area is not None:
             self.fork_area.open_output()
+
+    def action_open_forward(self) -> None:
+        """``ctrl+b``: the forward of the branch in front (or the only one) in $BROWSER."""
+        from ..chat.services import open_forward
+
+        open_forward(self)
 
     def action_jump(self, n: int) -> None:
         if self.fork_area is not None:

@@ -11,10 +11,13 @@ workspace branch (merge, abort, terminate, exit: ``Branch.add_close_hook``).
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from typing import Any
 
 from branching_core.agent.commands import SandboxCommandRunner
+
+_WS_NAME = re.compile(r"^fork-[0-9A-Za-z]+-\d+-(.+)$")
 
 
 class ForkNetworks:
@@ -31,7 +34,10 @@ class ForkNetworks:
         with self._lock:
             net = self._nets.get(key)
             if net is None or net.closed:
-                net = self._nets[key] = self.setup.for_branch(branch)
+                name = str(getattr(branch, "name", ""))
+                match = _WS_NAME.match(name)  # fork-<id>-<i>-<label>: shown as <label>
+                net = self._nets[key] = self.setup.for_branch(
+                    branch, label=match.group(1) if match else name)
             return net
 
     def runner(self, branch: Any, base: Any) -> Any:

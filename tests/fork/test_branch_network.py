@@ -44,7 +44,7 @@ async def test_each_fork_branch_reaches_its_own_service(ws: Workspace) -> None:
                    if p.tool_name == "run_command"]
         assert len(results) == 2 and all(f"got {label}" in str(r) for r in results), results
     labels = sorted(n.forwards[8000].branch for n in live_networks())
-    assert len(labels) == 2 and all(name.startswith("fork-") for name in labels)
+    assert labels == ["a", "b"]  # shown as "a · web → http://127.0.0.1:PORT"
     await coord.merge_or_select("pick:a")
     assert wait_until_gone(MARKER) == []
     assert live_networks() == []
