@@ -52,7 +52,8 @@ async def test_services_start_list_reach_open_and_end_with_the_fork(
         await ready(pilot)
         chat = chat_screen(app)
         area = await open_fork(pilot, ["quick a", "quick b"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(pilot, lambda: set(states(app).values()) == {"done"},
+                       what=lambda: states(app))
         area.select("b")
         rt_b = app.session.coordinator.get_branch("b")
         (Path(rt_b.path) / "who.txt").write_text("branch b\n")
