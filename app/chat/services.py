@@ -49,12 +49,11 @@ def _active_label(screen: ChatScreen) -> str | None:
     return area.active_label if area is not None else None
 
 
-def _network_for(screen: ChatScreen, branch: str | None) -> Any:
-    """The ``BranchNetwork`` of fork branch ``branch`` (or of the tab in front), else the
-    workspace's own (made on first use)."""
+def _network_for(screen: ChatScreen, label: str | None) -> Any:
+    """The ``BranchNetwork`` of fork branch ``label``, else the workspace's own (made on
+    first use). Runs in a worker thread: it reads only the session."""
     session = screen.session
     coordinator = session.coordinator
-    label = branch or _active_label(screen)
     if coordinator is not None and session.fork_active and label is not None:
         runtime = coordinator.get_branch(label)
         networks = getattr(coordinator.branch_files, "networks", None)
@@ -85,22 +84,18 @@ def services(screen: ChatScreen, command: Slash) -> None:
         screen.notice(f"usage: {USAGE}", "error")
         return
     name, branch = rest[0], (rest[1] if len(rest) > 1 else None)
-    try:
-        net = _network_for(screen, branch)
-    except Exception as exc:
-        screen.notice(f"/services: {exc}", "error")
-        return
-    if action == "log":
-        svc = net.services.get(name)
-        tail = svc.log.tail(20) if svc is not None else []
-        screen.notice("\n".join(tail) if tail else f"{net.label} · {name}: no output")
-        return
-    screen.run_worker(_act(screen, net, action, name), exclusive=False)
+    screen.run_worker(_act(screen, branch, action, name), exclusive=False)
 
 
-async def _act(screen: ChatScreen, net: Any, action: str, name: str) -> None:
-    try:
-        if action == "start":
+async def _act(screen: ChatScreen, branch: str | None, action: str, name: str) -> None:
+    try:  # making a branch's network starts its stack: not in the event loop
+        label = branch or _active_label(screen)
+        net = await asyncio.to_thread(_network_for, screen, label)
+        if action == "log":
+            svc = net.services.get(name)
+            tail = svc.log.tail(20) if svc is not None else []
+            screen.notice("\n".join(tail) if tail else f"{net.label} · {name}: no output")
+        elif action == "start":
             await asyncio.to_thread(net.start_service, name)
             fwd = next((f for f in net.forwards.values() if f.service == name), None)
             screen.notice(fwd.label() if fwd is not None else f"{net.label} · {name} started")

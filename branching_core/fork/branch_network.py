@@ -10,6 +10,7 @@ workspace branch (merge, abort, terminate, exit: ``Branch.add_close_hook``).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import threading
@@ -42,14 +43,31 @@ class ForkNetworks:
 
     def runner(self, branch: Any, base: Any) -> Any:
         """``base`` (the fork's command runner, None: the sandbox's) joining the branch's
-        network; a custom runner without a ``network`` field is used as it is."""
-        net = self.for_branch(branch)
+        network; a custom runner without a ``network`` field is used as it is.
+
+        The network is made (and its autostart services started) on the branch's first
+        command, in a worker thread: building a toolset never blocks the event loop.
+        """
         if base is None:
-            return SandboxCommandRunner(network=net.network)
-        if dataclasses.is_dataclass(base) and not isinstance(base, type) and any(
-                f.name == "network" for f in dataclasses.fields(base)):
-            return dataclasses.replace(base, network=net.network)
-        return base
+            base = SandboxCommandRunner()
+        if not (dataclasses.is_dataclass(base) and not isinstance(base, type) and any(
+                f.name == "network" for f in dataclasses.fields(base))):
+            return base
+        return _BranchRunner(self, branch, base)
+
+
+@dataclasses.dataclass
+class _BranchRunner:
+    """A command runner that runs each command in its branch's network."""
+
+    networks: ForkNetworks
+    branch: Any
+    base: Any
+
+    async def __call__(self, command: str, **kwargs: Any) -> Any:
+        net = await asyncio.to_thread(self.networks.for_branch, self.branch)
+        runner = dataclasses.replace(self.base, network=net.network)
+        return await runner(command, **kwargs)
 
 
 __all__ = ["ForkNetworks"]

@@ -44,6 +44,16 @@ _LIVE: list[BranchNetwork] = []
 _LIVE_LOCK = threading.Lock()
 
 
+def _forget_in_child() -> None:
+    """A fork does not own its parent's branch networks (nor may it write their record)."""
+    global _LIVE_LOCK
+    _LIVE.clear()
+    _LIVE_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 class BranchNetwork:
     """One branch's network namespace, services and forwards (see the module docstring).
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
 from collections.abc import Callable
@@ -84,6 +85,15 @@ class _Relay:
 
 
 _relay = _Relay()
+
+
+def _new_relay_in_child() -> None:
+    """A fork has no relay thread; the parent's forwards are not its to serve."""
+    global _relay
+    _relay = _Relay()
+
+
+os.register_at_fork(after_in_child=_new_relay_in_child)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -289,6 +289,7 @@ class NetNamespace:
         theirs.close()
         if userns_fd is not None:
             os.close(userns_fd)
+        self.owner = os.getpid()  # a fork of the owner never ends the holder (``close``)
         self.pid = pid
         self._ctl = mine
         try:
@@ -357,6 +358,11 @@ class NetNamespace:
                 return
             self.closed = True
             self._ctl.close()
+        if os.getpid() != self.owner:  # a forked copy: the owner's holder is not ours
+            if self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
+            return
         if self._pidfd >= 0:
             from select import POLLIN, poll
             p = poll()

@@ -74,7 +74,8 @@ async def test_services_start_list_reach_open_and_end_with_the_fork(
         await wait_for(pilot, lambda: served.exists() and served.read_text().strip() == url,
                        what="the browser was started with the forward's URL")
         await submit(pilot, "/services log web")
-        assert "GET /who.txt" in chat.last_notice
+        await wait_for(pilot, lambda: "GET /who.txt" in chat.last_notice,
+                       what=lambda: chat.last_notice)
         await app.session.coordinator.abort_fork()
         assert wait_until_gone(MARKER) == []
         await submit(pilot, "/services")
