@@ -125,3 +125,24 @@ def test_ports_lists_forwards_of_a_running_branch_and_drops_them_after(project: 
     time.sleep(0.1)
     after = json.loads(cli("ports", "-w", str(project), "--json", cwd=project).stdout)
     assert after["forwards"] == []
+
+
+def test_pattern_candidates_each_get_their_own_autostarted_service(project: Path) -> None:
+    config = project / ".pydantic-deep" / "config.toml"
+    config.write_text(config.read_text() + "autostart = true\n")
+    fetch = ("python3 -c \"import urllib.request,os;open('seen-'+os.environ['BRANCHING_ATTEMPT'],"
+             "'w').write(urllib.request.urlopen('http://localhost:8000/index.txt').read()"
+             ".decode())\"")
+    res = cli("best-of-n", "-w", str(project), "-n", "2", "--json", "--", "sh", "-c", fetch,
+              cwd=project)
+    data = json.loads(res.stdout)
+    assert data["committed"], res.stderr
+    seen = sorted(p.name for p in project.glob("seen-*"))
+    assert len(seen) == 1 and (project / seen[0]).read_text() == "served from the branch\n"
+    assert wait_for(lambda: not _servers_left())
+
+
+def _servers_left() -> bool:
+    from tests.sandbox.conftest import processes_with
+
+    return bool(processes_with("forkdeck-cli-test"))

@@ -105,3 +105,22 @@ def test_a_normal_user_gets_branch_services_and_a_clear_tun_message(nobody_root:
         assert out["stack"] == "ok"
     else:
         assert "/dev/net/tun is mode" in out["stack"] and "chmod 0666" in out["stack"]
+
+
+def _interfaces_here(path: Path) -> set[str]:
+    with open("/proc/net/dev") as f:
+        return {line.split(":")[0].strip() for line in f.read().splitlines()[2:]}
+
+
+@requires_stack
+def test_callables_take_the_same_modes(ws: Path) -> None:
+    from branching_core.sandbox import BranchContext
+
+    with BranchContext(_interfaces_here, ws, network="none") as ctx:
+        assert ctx.wait(timeout=30) == {"lo"}
+    with NetNamespace() as ns:
+        with BranchContext(_interfaces_here, ws, network=ns) as ctx:
+            joined = ctx.wait(timeout=30)
+        assert "lo" in joined and len(joined) > 1
+        with BranchContext(_interfaces_here, ws, network="private") as ctx:
+            assert ctx.wait(timeout=30) == joined  # the same stack's interfaces, its own ns
