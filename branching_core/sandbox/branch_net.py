@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -30,7 +31,7 @@ from branching_core.errors import BranchingError
 from branching_core.sandbox.command import CommandResult, run_command
 from branching_core.sandbox.forwards import Forward, open_forward
 from branching_core.sandbox.namespaces import parse_view_path
-from branching_core.sandbox.netstack import NetNamespace
+from branching_core.sandbox.netstack import NetNamespace, NetworkUnavailable
 from branching_core.sandbox.network import (
     NetworkArg,
     NetworkMode,
@@ -38,8 +39,10 @@ from branching_core.sandbox.network import (
     parse_mode,
     private_namespace,
 )
+from branching_core.sandbox.network import policy as current_policy
 from branching_core.sandbox.services import Service, ServiceError, ServiceSpec
 
+log = logging.getLogger(__name__)
 _LIVE: list[BranchNetwork] = []
 _LIVE_LOCK = threading.Lock()
 
@@ -89,7 +92,14 @@ class BranchNetwork:
         helper = parse_view_path(self.path)[0]
         self.namespace: NetNamespace | None = None
         if self.mode == "private":
-            self.namespace = private_namespace(helper, policy)
+            try:
+                self.namespace = private_namespace(helper, policy)
+            except NetworkUnavailable as exc:
+                if (policy or current_policy()).fallback != "host":
+                    raise
+                log.warning("%s; branch %s uses the host's network ([sandbox] "
+                            "network_fallback = \"host\")", exc, label)
+                self.mode = "host"
         elif self.mode == "none":
             self.namespace = NetNamespace(outbound=False, userns_pid=helper)
         with _LIVE_LOCK:

@@ -25,6 +25,7 @@ from branching_core import Workspace
 from branching_core.sandbox import run_command
 from branching_core.sandbox.branch_net import BranchNetwork, live_networks, ports_records
 from branching_core.sandbox.netstack import NetNamespace, NetworkUnavailable, find_stack
+from branching_core.sandbox.network import NetworkPolicy
 from branching_core.sandbox.services import ServiceError, ServiceSpec
 from tests.sandbox.conftest import processes_with, wait_until_gone
 from tests.sandbox.net_support import (
@@ -223,6 +224,19 @@ def test_missing_stack_names_the_package(monkeypatch: pytest.MonkeyPatch) -> Non
         find_stack()
     with pytest.raises(NetworkUnavailable, match=r"apt install slirp4netns"):
         find_stack("slirp4netns")
+
+
+def test_fallback_happens_only_when_allowed(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # no stack to be found
+    with pytest.raises(NetworkUnavailable, match="apt install passt"):
+        BranchNetwork(ws, label="strict", mode="private")
+    with BranchNetwork(ws, label="none", mode="private",
+                       policy=NetworkPolicy(fallback="none")) as net:
+        assert net.namespace is not None and net.namespace.stack_name == "loopback"
+    with BranchNetwork(ws, label="host", mode="private",
+                       policy=NetworkPolicy(fallback="host")) as net:
+        assert net.mode == "host" and net.namespace is None
+    assert live_networks() == []
 
 
 def test_forward_relays_many_connections(workspace: Workspace, no_leftover: str) -> None:
