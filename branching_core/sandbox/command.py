@@ -27,7 +27,7 @@ from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
 from branching_core.sandbox.limits import ResourceLimits
 from branching_core.sandbox.namespaces import parse_view_path, plan_sandbox
-from branching_core.sandbox.network import NetworkArg, resolve
+from branching_core.sandbox.network import NetworkArg, resolve_network
 
 OutputCallback = Callable[[str, str], None]
 
@@ -95,7 +95,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
             if fd < 3:
                 raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
         # network: none | private | host | a branch's NetNamespace (see ``network``)
-        self._net = net = resolve(network, parse_view_path(workspace)[0])
+        self._net = net = resolve_network(network, parse_view_path(workspace)[0])
         try:
             plan = plan_sandbox(workspace, network=net.host, mount_at=mount_at,
                                 expose_secrets=expose_secrets)

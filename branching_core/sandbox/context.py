@@ -24,7 +24,7 @@ from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
 from branching_core.sandbox.limits import ResourceLimits
 from branching_core.sandbox.namespaces import SandboxPlan, parse_view_path, plan_sandbox
-from branching_core.sandbox.network import NetworkArg, NetworkChoice, resolve
+from branching_core.sandbox.network import NetworkArg, NetworkChoice, resolve_network
 from branching_core.sandbox.results import decode, encode_exception, encode_value
 
 Target = Callable[[Path], Any]
@@ -95,7 +95,7 @@ class BranchContext(_spawn.SpawnedProcessView):
         """Fork the sandbox (called by the constructor, as in BranchContext)."""
         if self._branch is not None:
             raise RuntimeError("BranchContext already started")
-        self._net = net = resolve(self.network, parse_view_path(self.workspace)[0])
+        self._net = net = resolve_network(self.network, parse_view_path(self.workspace)[0])
         try:
             plan = plan_sandbox(self.workspace, network=net.host, mount_at=self.mount_at,
                                 expose_secrets=self.expose_secrets)

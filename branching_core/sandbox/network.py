@@ -116,7 +116,7 @@ class NetworkChoice:
             self.namespace.close()
 
 
-def resolve(network: NetworkArg, helper_pid: int | None = None) -> NetworkChoice:
+def resolve_network(network: NetworkArg, helper_pid: int | None = None) -> NetworkChoice:
     """Turn ``network=`` into a ``NetworkChoice`` (may start a ``private`` namespace)."""
     if isinstance(network, NetNamespace):
         return NetworkChoice("joined", namespace=network)
@@ -149,4 +149,4 @@ def is_host(network: NetworkArg) -> bool:
 
 
 __all__ = ["MODES", "NetworkArg", "NetworkChoice", "NetworkMode", "NetworkPolicy",
-           "parse_mode", "policy", "private_namespace", "resolve", "set_policy"]
+           "parse_mode", "policy", "private_namespace", "resolve_network", "set_policy"]
