@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -255,9 +256,8 @@ class BranchNetwork:
         return net
 
 
-def _host_socket() -> Any:
-    import socket
-    return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def _host_socket(family: socket.AddressFamily = socket.AF_INET) -> socket.socket:
+    return socket.socket(family, socket.SOCK_STREAM)
 
 
 def live_networks() -> list[BranchNetwork]:

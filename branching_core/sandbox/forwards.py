@@ -22,7 +22,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-SocketFactory = Callable[[], socket.socket]
+SocketFactory = Callable[[socket.AddressFamily], socket.socket]
+_LOOPBACKS = ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1"))
 _BUF = 1 << 16
 
 
@@ -115,13 +116,7 @@ async def _serve(make_socket: SocketFactory, port: int, cr: asyncio.StreamReader
     loop = asyncio.get_running_loop()
     inner: asyncio.StreamWriter | None = None
     try:
-        sock = await loop.run_in_executor(None, make_socket)
-        sock.setblocking(False)
-        try:
-            await loop.sock_connect(sock, ("127.0.0.1", port))
-        except OSError:
-            sock.close()
-            raise
+        sock = await _connect(loop, make_socket, port)
         ir, inner = await asyncio.open_connection(sock=sock)
         conns.update((cw, inner))
         await asyncio.gather(_pipe(cr, inner), _pipe(ir, cw))
@@ -132,6 +127,24 @@ async def _serve(make_socket: SocketFactory, port: int, cr: asyncio.StreamReader
             if w is not None:
                 conns.discard(w)
                 w.close()
+
+
+async def _connect(loop: asyncio.AbstractEventLoop, make_socket: SocketFactory,
+                   port: int) -> socket.socket:
+    """A socket connected to the branch's ``127.0.0.1:port``, else its ``[::1]:port`` (a
+    server that bound ``localhost`` may have taken the IPv6 loopback only)."""
+    error: OSError | None = None
+    for family, address in _LOOPBACKS:
+        sock = await loop.run_in_executor(None, make_socket, family)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, (address, port))
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    assert error is not None
+    raise error
 
 
 async def _open(make_socket: SocketFactory, port: int, host_port: int
@@ -156,7 +169,8 @@ async def _open(make_socket: SocketFactory, port: int, host_port: int
 def open_forward(make_socket: SocketFactory, port: int, *, branch: str,
                  service: str | None = None, host_port: int = 0) -> Forward:
     """Listen on ``127.0.0.1:host_port`` (0: a free port) and relay each connection to
-    ``127.0.0.1:port`` through sockets from ``make_socket`` (made in the branch)."""
+    the branch's ``127.0.0.1:port`` (else ``[::1]:port``) through sockets from
+    ``make_socket(family)`` (made in the branch)."""
     if not 0 < port < 65536:
         raise ValueError(f"port must be between 1 and 65535, got {port}")
     server = _relay.call(_open, make_socket, port, host_port)

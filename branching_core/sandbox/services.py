@@ -123,18 +123,26 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-SocketFactory = Callable[[], socket.socket]
+SocketFactory = Callable[[socket.AddressFamily], socket.socket]
 
 
 def probe(make_socket: SocketFactory, port: int, ready: str, timeout: float = 1.0) -> bool:
-    """One readiness check of ``127.0.0.1:port`` inside the branch (see ``ServiceSpec``)."""
+    """One readiness check of ``127.0.0.1:port`` (or ``[::1]:port``) inside the branch
+    (see ``ServiceSpec``)."""
     kind, _, path = ready.partition(":")
     if kind == "none":
         return True
-    sock = make_socket()
+    return any(_probe_one(make_socket, family, address, port, kind, path, timeout)
+               for family, address in ((socket.AF_INET, "127.0.0.1"),
+                                       (socket.AF_INET6, "::1")))
+
+
+def _probe_one(make_socket: SocketFactory, family: socket.AddressFamily, address: str,
+               port: int, kind: str, path: str, timeout: float) -> bool:
+    sock = make_socket(family)
     try:
         sock.settimeout(timeout)
-        sock.connect(("127.0.0.1", port))
+        sock.connect((address, port))
         if kind == "tcp":
             return True
         sock.sendall(f"GET {path or '/'} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())

@@ -272,3 +272,19 @@ def test_each_stack_gives_outbound_access(ws: Path, host_server: int, stack: str
         assert (res.exit_code, res.stdout.strip()) == (0, "from the host"), res.stderr
         holder = ns.pid
     assert wait_for(lambda: not alive(holder))
+
+
+def test_a_server_on_the_ipv6_loopback_only_is_forwarded_too(workspace: Workspace,
+                                                              no_leftover: str) -> None:
+    if not socket.has_ipv6 or not os.path.exists("/proc/net/if_inet6"):
+        pytest.skip("no IPv6 on this machine")
+    branch = workspace.branch("v6", on_success=None)
+    (branch.path / "v6.py").write_text(
+        "import http.server, socket, sys\n"
+        "class S(http.server.ThreadingHTTPServer):\n    address_family = socket.AF_INET6\n"
+        "S(('::1', 8000), http.server.SimpleHTTPRequestHandler).serve_forever()\n")
+    spec = ServiceSpec("web6", f"exec python3 v6.py {no_leftover}", port=8000, ready="http")
+    net = BranchNetwork.for_branch(branch, mode="none", services=[spec])
+    net.start_service("web6")
+    assert get(net.forwards[8000].url + "/v6.py").startswith("import http.server")
+    branch.abort()
