@@ -15,6 +15,7 @@ directory (``ports_records``); a record whose process is gone is ignored and rem
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -56,6 +57,16 @@ def _forget_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    """forkdeck exits: every branch network still open stops its services gracefully (a
+    database flushes) and removes its record (a SIGKILL leaves nothing running either:
+    see the module docstring; only a stale record, which readers drop)."""
+    for net in live_networks():
+        with contextlib.suppress(Exception):
+            net.close()
 
 
 class BranchNetwork:

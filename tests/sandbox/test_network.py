@@ -133,8 +133,9 @@ sys.stdin.read()
 '''
 
 
-def test_everything_of_a_branch_network_dies_with_a_sigkilled_owner(
-    workspace: Workspace, no_leftover: str, tmp_path: Path
+@pytest.mark.parametrize("end", ["sigkill", "exit"])
+def test_everything_of_a_branch_network_dies_with_its_owner(
+    workspace: Workspace, no_leftover: str, tmp_path: Path, end: str
 ) -> None:
     script = tmp_path / "owner.py"
     script.write_text(OWNER)
@@ -148,8 +149,12 @@ def test_everything_of_a_branch_network_dies_with_a_sigkilled_owner(
         info = json.loads(owner.stdout.readline())
         assert get(f"http://127.0.0.1:{info['port']}/server.py").startswith("import")
         assert processes_with(no_leftover) and info["stack"]
-        owner.send_signal(signal.SIGKILL)
-        owner.wait(10)
+        if end == "sigkill":
+            owner.send_signal(signal.SIGKILL)
+        else:  # forkdeck exits: the branch network closes at exit
+            assert owner.stdin is not None
+            owner.stdin.close()
+        owner.wait(20)
     finally:
         if owner.poll() is None:
             owner.kill()
@@ -159,6 +164,7 @@ def test_everything_of_a_branch_network_dies_with_a_sigkilled_owner(
     assert wait_for(lambda: not alive(info["holder"]))
     assert all(wait_for(lambda p=p: not alive(p)) for p in info["stack"])
     assert port_refuses(info["port"])
+    assert ports_records(workspace.path) == []
 
 
 @pytest.fixture
