@@ -554,8 +554,13 @@ class Branch(_Node):
     def add_close_hook(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once when this branch closes: before a commit freezes it (so a
         service writing into the branch, a database, has stopped and flushed), at abort,
-        and at exit. A failing hook is logged, never blocks the close."""
-        self._close_hooks.append(hook)
+        and at exit. A failing hook is logged, never blocks the close. On a branch that
+        has already closed, ``hook`` runs at once."""
+        with self._lock:  # not between a close's hooks and its final state
+            if self.is_open:
+                self._close_hooks.append(hook)
+                return
+        hook()
 
     def _run_close_hooks(self) -> None:
         hooks, self._close_hooks = self._close_hooks, []

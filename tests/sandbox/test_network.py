@@ -294,3 +294,10 @@ def test_a_server_on_the_ipv6_loopback_only_is_forwarded_too(workspace: Workspac
     net.start_service("web6")
     assert get(net.forwards[8000].url + "/v6.py").startswith("import http.server")
     branch.abort()
+
+
+def test_a_network_made_for_a_closed_branch_closes_at_once(workspace: Workspace) -> None:
+    branch = workspace.branch("late", on_success=None)
+    branch.abort()  # e.g. a fork branch terminated while its network was being made
+    net = BranchNetwork.for_branch(branch, mode="none")
+    assert net.closed and live_networks() == []
