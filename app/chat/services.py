@@ -128,3 +128,20 @@ def open_forward(screen: ChatScreen, wanted: str | None = None) -> None:
         screen.notice(f"cannot open a browser ({exc}): {fwd.url}", "error")
         return
     screen.notice(f"opened {fwd.label()}", toast=True)
+
+
+def watch_forwards(screen: ChatScreen) -> Any:
+    """Say ``b · web → http://127.0.0.1:PORT`` in the chat whenever a forward opens (a fork
+    branch's autostarted service, ``/services start``); returns the unsubscriber."""
+    from branching_core.sandbox.branch_net import add_forward_listener
+
+    app = screen.app
+
+    def show(forward: Any) -> None:
+        text = f"{forward.label()}  (ctrl+b opens it)"
+        try:
+            app.call_from_thread(screen.notice, text)
+        except RuntimeError:  # opened in the app's own thread
+            screen.notice(text)
+
+    return add_forward_listener(show)

@@ -123,12 +123,21 @@ class ChatScreen(Screen[None]):
         self.input.focus()
         self.refresh_status()
         self.session.on_busy = self.status.set_busy  # spinner + seconds on long waits (13.10)
+        # after the first frame: watching forwards loads the sandbox layer
+        self.set_timer(1.0, self._watch_forwards)
         if self.session.subagents is not None:
             self._unsubscribe_subagents = self.session.subagents.add_listener(
                 self.messages.on_subagent_event
             )
 
+    def _watch_forwards(self) -> None:
+        """Forwards opening (``b · web → http://...``) are said in the chat."""
+        self._unwatch_forwards = lazy("forkdeck.chat.services", "watch_forwards")(self)
+
     def on_unmount(self) -> None:
+        unwatch = getattr(self, "_unwatch_forwards", None)
+        if unwatch is not None:
+            unwatch()
         unsubscribe = getattr(self, "_unsubscribe_subagents", None)
         if unsubscribe is not None:
             unsubscribe()

@@ -23,7 +23,7 @@ import os
 import socket
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,20 @@ from branching_core.sandbox.services import Service, ServiceError, ServiceSpec
 
 log = logging.getLogger(__name__)
 _LIVE: list[BranchNetwork] = []
+_LISTENERS: list[Callable[[Forward], None]] = []
+
+
+def add_forward_listener(callback: Callable[[Forward], None]) -> Callable[[], None]:
+    """Call ``callback(forward)`` (from the thread that opened it) for every forward this
+    process opens (a UI shows ``b · web → http://...`` at once); returns the remover."""
+    _LISTENERS.append(callback)
+
+    def remove() -> None:
+        with contextlib.suppress(ValueError):
+            _LISTENERS.remove(callback)
+
+    return remove
+
 _LIVE_LOCK = threading.Lock()
 
 
@@ -207,6 +221,11 @@ class BranchNetwork:
                                    host_port=host_port)
             self.forwards[port] = fwd
         _write_record()
+        for listener in list(_LISTENERS):
+            try:
+                listener(fwd)
+            except Exception as exc:  # a broken listener must not break the forward
+                log.warning("forward listener failed: %s", exc)
         return fwd
 
     def describe(self) -> list[dict[str, Any]]:
@@ -353,5 +372,5 @@ def ports_records(workspace: str | os.PathLike[str] | None = None) -> list[PortR
     return out
 
 
-__all__ = ["BranchNetwork", "PortRecord", "forwards_of_process", "live_networks",
-           "ports_records", "records_dir"]
+__all__ = ["BranchNetwork", "PortRecord", "add_forward_listener", "forwards_of_process",
+           "live_networks", "ports_records", "records_dir"]

@@ -51,6 +51,7 @@ async def test_services_start_list_reach_open_and_end_with_the_fork(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = chat_screen(app)
+        await pilot.pause(1.2)  # the chat watches forwards from 1 s after its first frame
         area = await open_fork(pilot, ["quick a", "quick b"])
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"},
                        what=lambda: states(app))
@@ -61,6 +62,10 @@ async def test_services_start_list_reach_open_and_end_with_the_fork(
         await wait_for(pilot, lambda: "b · web → http://127.0.0.1:" in chat.last_notice,
                        timeout=30, what=lambda: chat.last_notice)
         url = chat.last_notice.split("→ ")[1].strip()
+        # the forward was also said as it opened (the fork's log strip shows notices)
+        await wait_for(pilot, lambda: any(f"b · web → {url}  (ctrl+b opens it)" in line
+                                          for line in chat.fork_log.lines_text),
+                       what=lambda: chat.fork_log.lines_text)
         with urllib.request.urlopen(url + "/who.txt", timeout=10) as resp:
             assert resp.read() == b"branch b\n"
         await submit(pilot, "/services")
