@@ -223,6 +223,13 @@ REGISTRY = CommandRegistry(
         ),
         SlashCommand("tokens", "tokens used so far", f"{_CHAT}:show_tokens", during_fork=True),
         SlashCommand(
+            "services",
+            "branch services and forwards: start|stop|log NAME [BRANCH], open",
+            "forkdeck.chat.services:services",
+            args=Args("[start|stop|log NAME [BRANCH] | open [BRANCH]]", most=3),
+            during_fork=True,
+        ),
+        SlashCommand(
             "version",
             "forkdeck and library versions",
             f"{_CHAT}:show_version",

@@ -24,6 +24,7 @@ HEADLESS_COMMANDS = frozenset(
         "models",
         "mcp",
         "agents",
+        "ports",
     }
 )
 

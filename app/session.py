@@ -290,6 +290,7 @@ class ChatSession:
             materialize=True,
             approval_required=self.approval_policy(),
             external_runner=self.external_runner(),
+            network=self.network_setup(),
         )
 
     def external_runner(self) -> Any:
@@ -298,6 +299,13 @@ class ChatSession:
 
         assert self.workspace is not None
         return ExternalAgentRunner(self.workspace.path, getattr(self.settings, "agents", {}))
+
+    def network_setup(self) -> Any:
+        """``[sandbox] network`` and ``[services.*]`` for this session's branches (agents:
+        ``private`` by default; see docs/network.md)."""
+        from branching_core.sandbox.net_settings import network_setup
+
+        return network_setup(self.settings, purpose="agent")
 
     def _model_options(self) -> dict[str, Any]:
         """Per-branch models reach the configured server; user prices count in budgets."""
@@ -435,6 +443,7 @@ class ChatSession:
             materialize=True,
             approval_required=self.approval_policy(),
             external_runner=self.external_runner(),
+            network=self.network_setup(),
         )
         for coordinator in found:
             if coordinator.fork_id == fork_id:

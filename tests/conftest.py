@@ -37,6 +37,8 @@ _CAPABILITY_SKIP_MARKERS: dict[str, tuple[str, ...]] = {
     # test_codex.py); .ci/run installs both from npm.
     "claude-code": ("claude code cli not installed",),
     "codex": ("codex cli not installed",),
+    "netstack": ("user-mode network stack unavailable",),  # pasta / slirp4netns
+    "postgres": ("postgresql not installed",),
 }
 
 

@@ -51,7 +51,11 @@ def branch_target(coordinator: Any, label: str) -> ShellTarget:
         # Its files live in a Ray actor on a node; the local directory is a read-only copy,
         # and a command's writes there would never reach the branch (lost at merge).
         raise ValueError(f"branch {label} runs on a cluster node: !cmd cannot run in it here")
-    return ShellTarget(Path(runtime.path), label, getattr(coordinator, "command_runner", None))
+    runner = getattr(coordinator, "command_runner", None)
+    networks = getattr(getattr(coordinator, "branch_files", None), "networks", None)
+    if networks is not None:  # the branch's own network: its services at localhost
+        runner = networks.runner(runtime.ws_branch, runner)
+    return ShellTarget(Path(runtime.path), label, runner)
 
 
 async def run_shell_command(

@@ -72,6 +72,7 @@ class ChatScreen(Screen[None]):
         Binding("pageup", "scroll_view(-1)", show=False, priority=True),
         Binding("pagedown", "scroll_view(1)", show=False, priority=True),
         Binding("ctrl+o", "full_output", "Full output", show=False, priority=True),
+        Binding("ctrl+b", "open_forward", "Open in browser", show=False, priority=True),
     ]
 
     def __init__(self, session: ChatSession) -> None:
@@ -122,12 +123,21 @@ class ChatScreen(Screen[None]):
         self.input.focus()
         self.refresh_status()
         self.session.on_busy = self.status.set_busy  # spinner + seconds on long waits (13.10)
+        # after the first frame: watching forwards loads the sandbox layer
+        self.set_timer(1.0, self._watch_forwards)
         if self.session.subagents is not None:
             self._unsubscribe_subagents = self.session.subagents.add_listener(
                 self.messages.on_subagent_event
             )
 
+    def _watch_forwards(self) -> None:
+        """Forwards opening (``b · web → http://...``) are said in the chat."""
+        self._unwatch_forwards = lazy("forkdeck.chat.services", "watch_forwards")(self)
+
     def on_unmount(self) -> None:
+        unwatch = getattr(self, "_unwatch_forwards", None)
+        if unwatch is not None:
+            unwatch()
         unsubscribe = getattr(self, "_unsubscribe_subagents", None)
         if unsubscribe is not None:
             unsubscribe()
@@ -278,6 +288,12 @@ class ChatScreen(Screen[None]):
     def action_full_output(self) -> None:
         if self.fork_area is not None:
             self.fork_area.open_output()
+
+    def action_open_forward(self) -> None:
+        """``ctrl+b``: the forward of the branch in front (or the only one) in $BROWSER."""
+        from ..chat.services import open_forward
+
+        open_forward(self)
 
     def action_jump(self, n: int) -> None:
         if self.fork_area is not None:

@@ -298,6 +298,8 @@ class SandboxCommandRunner:
     mount_at: Path | str | None = None
     capture_chars: int = DEFAULT_CAPTURE_CHARS
     expose_secrets: bool = False
+    network: Any = False
+    """``network=`` of the sandbox: none/private/host or a branch's namespace to join."""
 
     async def __call__(
         self,
@@ -319,6 +321,7 @@ class SandboxCommandRunner:
             "mount_at": self.mount_at,
             "max_output": self.capture_chars,
             "expose_secrets": self.expose_secrets,
+            "network": self.network,
         }
         # cancelling the awaiting task (a terminated branch) kills the sandbox
         result = await run_command_async(command, cwd, **kwargs)

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from branching_core.cli import agents, mcp, models, patterns, run, status
+from branching_core.cli import agents, mcp, models, patterns, ports, run, status
 from branching_core.cli._common import UsageError, add_common, error
 from branching_core.errors import BranchingError
 
@@ -86,6 +86,7 @@ def build_parser(prog: str = "forkdeck") -> argparse.ArgumentParser:
     models.add_parser(sub, common)
     mcp.add_parser(sub, common)
     agents.add_parser(sub, common)
+    ports.add_parser(sub, common)
     return parser
 
 
@@ -114,7 +115,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         if extras:
             _refuse_extras(prog, args, extras)
         args.cmd = cmd
-        if cmd and args.command in ("speculate", "status", "models", "agents"):
+        if cmd and args.command in ("speculate", "status", "models", "agents", "ports"):
             raise UsageError(f"{args.command} takes no -- CMD")
         if not json_mode:
             return int(args.handler(args))

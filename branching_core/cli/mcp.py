@@ -39,7 +39,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         args.workspace = args.path
     limits = limits_from(args)
     ws = open_workspace(args)
-    options = ServerOptions(limits=limits, network=args.network == "host",
+    options = ServerOptions(limits=limits, network=args.network,
                             run_timeout_s=args.run_timeout, max_branches=args.max_branches)
     tools = ForkdeckTools(ws, options)
     adopted = tools.book.adopt_kept("kept")
@@ -63,8 +63,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--http", metavar="[HOST:]PORT", type=http_address,
                    help="streamable HTTP at http://HOST:PORT/mcp instead of stdio "
                         "(host 127.0.0.1 unless given)")
-    p.add_argument("--network", choices=["none", "host"], default="none",
-                   help="network for sandboxed commands (default: none)")
+    p.add_argument("--network", choices=["none", "private", "host"], default="none",
+                   help="network for sandboxed commands: none (default), private (own "
+                        "localhost, outbound through pasta/slirp4netns) or host")
     p.add_argument("--run-timeout", type=_types.seconds, default=600.0, metavar="S",
                    help="default time limit of branch_run and explore candidates (600)")
     p.add_argument("--max-branches", type=_types.count, default=64, metavar="N",

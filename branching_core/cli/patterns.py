@@ -24,6 +24,7 @@ from branching_core.cli._common import (
     require_cmd,
 )
 from branching_core.cli._live import LiveView
+from branching_core.cli.network_opts import add_network_option, setup_from_args
 from branching_core.patterns import (
     BestOfN,
     Cascaded,
@@ -91,7 +92,8 @@ def _ray_runner(address: str) -> Any:
 
 
 def _candidate_options(args: argparse.Namespace, ws: Any, limits: Any) -> dict[str, Any]:
-    return {"workspace_path": str(ws.path), "limits": limits, "warn": warn_stderr}
+    return {"workspace_path": str(ws.path), "limits": limits, "warn": warn_stderr,
+            "network": setup_from_args(args, ws)}
 
 
 def cmd_speculate(args: argparse.Namespace) -> int:
@@ -230,6 +232,7 @@ def _ray_option(p: argparse.ArgumentParser) -> None:
 
 
 def _timeouts(p: argparse.ArgumentParser) -> None:
+    add_network_option(p, services=False)  # every pattern command has timeouts
     p.add_argument("--timeout", type=_types.seconds, metavar="S",
                    help="each candidate's wall clock in seconds (killed when it passes)")
     p.add_argument("--overall-timeout", type=_types.seconds, metavar="S",

@@ -10,7 +10,8 @@ import argparse
 import sys
 import uuid
 
-from branching_core.cli._common import emit, limits_from, open_workspace, require_cmd
+from branching_core.cli._common import UsageError, emit, limits_from, open_workspace, require_cmd
+from branching_core.cli.network_opts import add_network_option, setup_from_args
 
 
 def _ask(question: str) -> bool:
@@ -40,12 +41,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         out.write(line + "\n")
         out.flush()
 
+    setup = setup_from_args(args, ws)
+    known = {s.name for s in setup.services}
+    for wanted in args.services:
+        if wanted not in known:
+            raise UsageError(f"run: unknown service {wanted!r} (declared: "
+                             f"{', '.join(sorted(known)) or 'none'})")
     branch = ws.branch(name, on_success=None, on_error=None, durable=keep)
     action = "aborted"
     exit_code = -1
     try:
+        network = setup.sandbox_network()
+        if args.services or any(s.autostart for s in setup.services):
+            net = setup.for_branch(branch, limits=limits)  # closes with the branch
+            for wanted in args.services:
+                net.start_service(wanted)
+                for fwd in net.forwards.values():
+                    if fwd.service == wanted:
+                        print(f"{fwd.label()}", file=sys.stderr, flush=True)
+            network = net.network
         proc = SandboxedCommand(cmd, branch.path, limits=limits, mount_at=str(ws.path),
-                             on_output=forward)
+                             on_output=forward, network=network)
         try:
             exit_code = proc.wait()
         finally:
@@ -77,4 +93,5 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--on-error", choices=["abort", "none"], default="abort",
                    help="on failure: abort (default) or keep the branch (durable)")
     p.add_argument("--ask", action="store_true", help="ask before committing")
+    add_network_option(p)
     p.set_defaults(handler=cmd_run, takes_cmd=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.cli._common import emit, open_workspace
+from branching_core.cli.ports import forwards_status
 from branching_core.review.judge_log import judge_agreement
 
 
@@ -101,6 +102,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     agreement = judge_agreement(ws.path)
     data["judge_agreement"] = {"rate": agreement.rate, **asdict(agreement)}
     lines.append(agreement.line())
+    data["forwards"], forward_lines = forwards_status(ws.path)  # cli/ports.py
+    lines.extend(forward_lines)
     emit(args, data, "\n".join(lines))
     return 0
 

@@ -21,6 +21,7 @@ from branching_core.config.schema import (
     _DEFAULTS,
     _MODELS_KEY,
     _PRICES_KEY,
+    _SERVICES_TABLE,
     _TABLES,
     _TOML_POS_RE,
     AGENTS_TABLE,
@@ -36,6 +37,7 @@ from branching_core.config.schema import (
     _text,
     agent_profiles,
 )
+from branching_core.config.services import parse_services
 from branching_core.state_dir import escape_target
 
 # --------------------------------------------------------------------------- reading
@@ -147,6 +149,9 @@ def _validate(doc: Mapping[str, Any], text: str | None) -> tuple[Settings, list[
         else:
             problem(name, "unknown setting (kept, but ignored)")
 
+    services_table = tables.pop(_SERVICES_TABLE, None)
+    if services_table is not None:
+        values["services"] = parse_services(services_table, problem)
     for name, table in tables.items():
         for sub, value in table.items():
             key = f"{name}.{sub}"

@@ -76,10 +76,30 @@ class Settings:
     """Tool names a fork's branches may only run after the user approves each call."""
     agents: dict[str, AgentProfileSettings] = field(default_factory=dict)
     """``[agents.<name>]`` external agent profiles (see ``AgentProfileSettings``)."""
+    # -- [sandbox] network and [services.<name>] (docs/network.md) --
+    sandbox_network: str | None = None
+    """none | private | host; None: private for agents and services, none for commands."""
+    network_stack: str = "auto"
+    network_fallback: str | None = None
+    services: dict[str, ServiceConfig] = field(default_factory=dict)
 
     def model_for_branch(self, slot: int) -> str | None:
         """The model branch ``slot`` (1-based) runs: its override, else the default model."""
         return self.branch_models.get(slot, self.model)
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """One ``[services.<name>]`` table (checked by ``config.services``)."""
+
+    command: str
+    port: int | None = None
+    ready: str = "tcp"
+    env: dict[str, str] = field(default_factory=dict)
+    autostart: bool = False
+    stop_signal: str = "TERM"
+    stop_timeout: float = 10.0
+    ready_timeout: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -281,12 +301,17 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("auto_tune_threshold", "review.auto_tune_threshold", _boolean, False),
     _Field("difftool", "review.difftool", _command, True),
     _Field("approval_required", "fork.approval_required", _tool_names, False),
+    _Field("sandbox_network", "sandbox.network", _one_of(("none", "private", "host")), True),
+    _Field("network_stack", "sandbox.network_stack", _one_of(("auto", "pasta", "slirp4netns")),
+           False),
+    _Field("network_fallback", "sandbox.network_fallback", _one_of(("none", "host")), True),
 )
 _BY_KEY = {f.key: f for f in _FIELDS}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
 _MODELS_KEY = "fork.models"
 _PRICES_KEY = "fork.prices"
-_TABLES = ("fork", "model", "workspace", "review")
+_TABLES = ("fork", "model", "workspace", "review", "sandbox", "services")
+_SERVICES_TABLE = "services"  # [services.<name>]: parsed by config.services
 _DEFAULTS = Settings()
 
 

@@ -77,13 +77,17 @@ class LocalBranchFiles:
     """Durable copy-on-write branches of the parent on this machine (the default)."""
 
     command_runner: Any = None
+    networks: Any = None  # ForkNetworks: each branch's own network and services
 
     def open(self, parent: Any, names: Sequence[str]) -> list[Any]:
         return list(parent.branch_many(list(names), on_success=None, on_error=None,
                                        durable=True))
 
     def toolset(self, branch: Any, *, command_timeout: float = 60.0) -> Any:
-        return create_workspace_toolset(branch.path, command_runner=self.command_runner,
+        runner = self.command_runner
+        if self.networks is not None:
+            runner = self.networks.runner(branch, runner)
+        return create_workspace_toolset(branch.path, command_runner=runner,
                                         command_timeout=command_timeout)
 
 
@@ -114,10 +118,10 @@ class RunnerBranchFiles:
 
 
 def branch_files_for(runner: Any, *, command_runner: Any = None,
-                     live_view: bool = False) -> BranchFiles:
+                     live_view: bool = False, networks: Any = None) -> BranchFiles:
     """The port for ``ForkOptions.runner``: local unless the runner hosts branches."""
     if runner is None or not getattr(runner, "remote", False):
-        return LocalBranchFiles(command_runner)
+        return LocalBranchFiles(command_runner, networks)
     if not isinstance(runner, BranchHostingRunner):
         raise TypeError(f"runner {runner!r} cannot host fork branches "
                         "(it has no open_fork_branches)")

@@ -52,6 +52,7 @@ from branching_core.agent.hub import EventHub
 from branching_core.fork import events as ev
 from branching_core.fork.approvals import Approvals, approval_predicate
 from branching_core.fork.branch_files import BranchFiles, branch_files_for
+from branching_core.fork.branch_network import ForkNetworks
 from branching_core.fork.budget import PriceFn, default_price
 from branching_core.fork.checkpoints import CheckpointStore
 from branching_core.fork.external_branch import is_external
@@ -143,6 +144,7 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         self.branch_files: BranchFiles = branch_files_for(
             self.options.runner, command_runner=self.options.command_runner,
             live_view=self.options.materialize,
+            networks=ForkNetworks(self.options.network) if self.options.network else None,
         )
         """Where this fork's branch files live and how their tools reach them."""
         self._background: set[asyncio.Task[Any]] = set()

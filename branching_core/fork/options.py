@@ -68,6 +68,9 @@ class ForkOptions:
     review: ForkReview | None = None
     runner: Any = None
     external_runner: Any = None  # runs ``agent:NAME`` branches (fork/external_branch.py)
+    network: Any = None
+    """A ``NetworkSetup``: each local branch gets its own network and services
+    (``fork/branch_network.py``); None: commands get the sandbox's default."""
 
     @classmethod
     def build(cls, base: ForkOptions | None = None, **overrides: Any) -> ForkOptions:

@@ -63,8 +63,9 @@ class ServerOptions:
 
     limits: Any = None
     """``ResourceLimits`` applied to every sandboxed command (None: no caps)."""
-    network: bool = False
-    """Whether sandboxed commands may reach the network (default: none)."""
+    network: bool | str = False
+    """The sandboxed commands' network: ``none`` (default), ``private`` or ``host``
+    (``False``/``True`` mean none/host)."""
     run_timeout_s: float = 600.0
     max_branches: int = 64
 

@@ -52,8 +52,9 @@ def parse_score(text: str, success: bool, warn: Warn | None, label: str) -> floa
 
 
 class _CommandHandle:
-    def __init__(self, cmd: Any) -> None:
+    def __init__(self, cmd: Any, net: Any = None) -> None:
         self._cmd = cmd
+        self._net = net  # the candidate's BranchNetwork (services), closed with it
 
     def run(self, timeout: float | None) -> CommandOutput:
         try:
@@ -62,11 +63,15 @@ class _CommandHandle:
             raise CandidateTimeout(str(exc)) from None
         finally:
             self._cmd.abort()
+            if self._net is not None:
+                self._net.close()
         return CommandOutput(code, self._cmd.stdout, self._cmd.stderr,
                              self._cmd.fd_output(3).decode("utf-8", "replace"))
 
     def kill(self) -> None:
         self._cmd.abort()
+        if self._net is not None:
+            self._net.close()
 
 
 class CommandCandidate:
@@ -83,7 +88,7 @@ class CommandCandidate:
         warn: Warn | None = None,
         label: str = "candidate",
         on_output: Callable[[str, str], None] | None = None,
-        network: bool = False,
+        network: Any = False,
     ) -> None:
         self.argv = argv
         self.workspace_path = workspace_path
@@ -93,17 +98,33 @@ class CommandCandidate:
         self.warn = warn
         self.label = label
         self.on_output = on_output
+        # a sandbox network (False/True, "none" | "private" | "host") or a NetworkSetup
+        # (``sandbox.net_settings``: the mode plus services each candidate starts for itself)
         self.network = network
 
     def launch(self, branch: Any) -> _CommandHandle:
         from branching_core.sandbox import SandboxedCommand
 
-        cmd = SandboxedCommand(
-            self.argv, branch.path, limits=self.limits, env=self.env,
-            mount_at=self.workspace_path, on_output=self.on_output,
-            extra_fds=[3] if self.score_fd else None, network=self.network,
-        )
-        return _CommandHandle(cmd)
+        setup, net, network = self.network, None, self.network
+        if hasattr(setup, "sandbox_network"):
+            network = setup.sandbox_network()
+            if any(s.autostart for s in setup.services) and setup.mode != "host":
+                # the candidate's own services, in its own namespace, gone with it
+                net = setup.for_path(branch.path, label=self.label, limits=self.limits,
+                                     mount_at=self.workspace_path,
+                                     workspace_root=self.workspace_path)
+                network = net.network
+        try:
+            cmd = SandboxedCommand(
+                self.argv, branch.path, limits=self.limits, env=self.env,
+                mount_at=self.workspace_path, on_output=self.on_output,
+                extra_fds=[3] if self.score_fd else None, network=network or False,
+            )
+        except BaseException:
+            if net is not None:
+                net.close()
+            raise
+        return _CommandHandle(cmd, net)
 
     def interpret(self, value: CommandOutput) -> Verdict:
         success = value.exit_code == 0

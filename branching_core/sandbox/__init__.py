@@ -2,7 +2,9 @@
 
 ``BranchContext`` runs a Python callable and ``SandboxedCommand``/``run_command`` a
 command line in a child that has its own user (when not root), mount, pid, ipc,
-uts and (unless ``network=True``) network namespaces, sees the host read-only
+uts and network namespaces (``network="none"``, the default; ``"private"`` adds outbound
+access through pasta/slirp4netns; ``"host"``/``True`` shares the host's; a branch's
+``NetNamespace`` is joined: see ``network`` and ``branch_net``), sees the host read-only
 except the branch directory and a private ``/tmp``, reaches no host unix socket
 (without ``network=True``), no branch store and (unless ``expose_secrets=True``) no
 home or credential file, keeps at most ``max_output`` bytes of each output stream,
@@ -18,6 +20,7 @@ from __future__ import annotations
 import functools
 import shutil
 import tempfile
+from typing import TYPE_CHECKING
 
 from branching_core.errors import NamespaceError, ProcessBranchError, ResourceLimitError
 from branching_core.sandbox.cgroups import leftover_branch_cgroups
@@ -30,6 +33,14 @@ from branching_core.sandbox.command import (
 from branching_core.sandbox.context import BranchContext
 from branching_core.sandbox.limits import ResourceLimits, parse_memory
 from branching_core.sandbox.namespaces import parse_view_path
+from branching_core.sandbox.netstack import NetNamespace, NetworkUnavailable
+from branching_core.sandbox.network import NetworkMode, NetworkPolicy
+
+if TYPE_CHECKING:  # loaded on first use (``__getattr__``)
+    from branching_core.sandbox.branch_net import BranchNetwork, ports_records
+    from branching_core.sandbox.forwards import Forward
+    from branching_core.sandbox.net_settings import NetworkSetup, network_setup
+    from branching_core.sandbox.services import Service, ServiceError, ServiceSpec
 
 
 def _probe(path: object) -> str:
@@ -56,17 +67,49 @@ def sandbox_available() -> tuple[bool, str]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def __getattr__(name: str) -> object:
+    """``BranchNetwork``, ``ServiceSpec``, ``network_setup``...: loaded on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_LAZY = {
+    "BranchNetwork": "branching_core.sandbox.branch_net",
+    "ports_records": "branching_core.sandbox.branch_net",
+    "Forward": "branching_core.sandbox.forwards",
+    "Service": "branching_core.sandbox.services",
+    "ServiceError": "branching_core.sandbox.services",
+    "ServiceSpec": "branching_core.sandbox.services",
+    "NetworkSetup": "branching_core.sandbox.net_settings",
+    "network_setup": "branching_core.sandbox.net_settings",
+}
+
 __all__ = [
     "BranchContext",
+    "BranchNetwork",
     "CommandResult",
+    "Forward",
     "NamespaceError",
+    "NetNamespace",
+    "NetworkMode",
+    "NetworkPolicy",
+    "NetworkSetup",
+    "NetworkUnavailable",
     "ProcessBranchError",
     "ResourceLimitError",
     "ResourceLimits",
     "SandboxedCommand",
+    "Service",
+    "ServiceError",
+    "ServiceSpec",
     "leftover_branch_cgroups",
+    "network_setup",
     "parse_memory",
     "parse_view_path",
+    "ports_records",
     "run_command",
     "run_command_async",
     "sandbox_available",

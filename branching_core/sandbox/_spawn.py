@@ -158,6 +158,8 @@ def _keeper(
             plan.userns_fd = _move_high(plan.userns_fd, floor)
         if plan.mntns_fd is not None:
             plan.mntns_fd = _move_high(plan.mntns_fd, floor)
+        if plan.netns_fd is not None:
+            plan.netns_fd = _move_high(plan.netns_fd, floor)
         moved = {target: _move_high(src, floor) for target, src in fd_map.items()}
         originals = set(fd_map.values()) | {old_result_w, old_lifeline_r}
         for target, src in moved.items():

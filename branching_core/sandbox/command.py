@@ -26,7 +26,8 @@ from branching_core.sandbox._command_init import command_main
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
 from branching_core.sandbox.limits import ResourceLimits
-from branching_core.sandbox.namespaces import plan_sandbox
+from branching_core.sandbox.namespaces import parse_view_path, plan_sandbox
+from branching_core.sandbox.network import NetworkArg, resolve_network
 
 OutputCallback = Callable[[str, str], None]
 
@@ -73,7 +74,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         workspace: str | os.PathLike[str],
         *,
         limits: ResourceLimits | None = None,
-        network: bool = False,
+        network: NetworkArg = False,
         env: Mapping[str, str] | None = None,
         mount_at: str | os.PathLike[str] | None = None,
         on_output: OutputCallback | None = None,
@@ -100,12 +101,20 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         for fd in [*capture, *passed]:
             if fd < 3:
                 raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
-        plan = plan_sandbox(workspace, network=network, mount_at=mount_at,
-                            expose_secrets=expose_secrets, expose=expose, pty=pty)
+        # network: none | private | host | a branch's NetNamespace (see ``network``)
+        self._net = net = resolve_network(network, parse_view_path(workspace)[0])
         try:
+            plan = plan_sandbox(workspace, network=net.host, mount_at=mount_at,
+                                expose_secrets=expose_secrets, expose=expose, pty=pty)
+        except BaseException:
+            net.release()
+            raise
+        try:
+            net.apply(plan)
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:
             plan.close_fds()
+            net.release()
             raise
         child_env = dict(os.environ if env is None else env)
         child_env["PWD"] = plan.target
@@ -119,6 +128,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         except BaseException:
             plan.close_fds()
             cgroups.remove()
+            net.release()
             raise
         self.view_path = plan.target
 
@@ -161,6 +171,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
             self.timed_out = True
             self.abort()
             raise TimeoutError(f"command {shlex.join(self.argv)!r} timed out after {timeout} s")
+        self._net.release()  # a private namespace made for this command ends with it
         error = _spawn.setup_error(self._b.info)
         if error is not None:
             raise error
@@ -171,6 +182,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
     def abort(self, timeout: float = 5.0) -> None:
         """Kill the command and every descendant; wait up to ``timeout`` for cleanup."""
         self._b.terminate(timeout)
+        self._net.release()
 
     @property
     def duration(self) -> float:
@@ -194,7 +206,7 @@ def run_command(
     *,
     timeout: float | None = None,
     limits: ResourceLimits | None = None,
-    network: bool = False,
+    network: NetworkArg = False,
     env: Mapping[str, str] | None = None,
     mount_at: str | os.PathLike[str] | None = None,
     on_output: OutputCallback | None = None,
@@ -207,7 +219,9 @@ def run_command(
     """Run ``command`` sandboxed in ``workspace`` and collect what it produced (bounded).
 
     ``expose_secrets=True`` shows the homes and credential files the sandbox masks by
-    default (see ``masks``); use it only for commands that need them.
+    default (see ``masks``); use it only for commands that need them. ``network`` is
+    ``"none"`` (``False``), ``"private"``, ``"host"`` (``True``) or a branch's
+    ``NetNamespace`` to join (see ``network``).
     """
     branch = SandboxedCommand(
         command, workspace, limits=limits, network=network, env=env, mount_at=mount_at,

@@ -23,7 +23,8 @@ from branching_core.sandbox import _spawn
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
 from branching_core.sandbox.limits import ResourceLimits
-from branching_core.sandbox.namespaces import SandboxPlan, plan_sandbox
+from branching_core.sandbox.namespaces import SandboxPlan, parse_view_path, plan_sandbox
+from branching_core.sandbox.network import NetworkArg, NetworkChoice, resolve_network
 from branching_core.sandbox.results import decode, encode_exception, encode_value
 
 Target = Callable[[Path], Any]
@@ -70,7 +71,7 @@ class BranchContext(_spawn.SpawnedProcessView):
         *,
         limits: ResourceLimits | None = None,
         close_fds: bool = False,
-        network: bool = False,
+        network: NetworkArg = False,
         mount_at: str | os.PathLike[str] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         expose_secrets: bool = False,
@@ -87,18 +88,26 @@ class BranchContext(_spawn.SpawnedProcessView):
         self._outcome: Any = _UNSET
         self._error: BaseException | None = None
         self._aborted = False
+        self._net: NetworkChoice | None = None
         self.start()
 
     def start(self) -> None:
         """Fork the sandbox (called by the constructor, as in BranchContext)."""
         if self._branch is not None:
             raise RuntimeError("BranchContext already started")
-        plan = plan_sandbox(self.workspace, network=self.network, mount_at=self.mount_at,
-                            expose_secrets=self.expose_secrets)
+        self._net = net = resolve_network(self.network, parse_view_path(self.workspace)[0])
         try:
+            plan = plan_sandbox(self.workspace, network=net.host, mount_at=self.mount_at,
+                                expose_secrets=self.expose_secrets)
+        except BaseException:
+            net.release()
+            raise
+        try:
+            net.apply(plan)
             cgroups = create_branch_cgroups(self.limits)
         except BaseException:
             plan.close_fds()
+            net.release()
             raise
         try:
             self._branch = _spawn.spawn(
@@ -108,7 +117,12 @@ class BranchContext(_spawn.SpawnedProcessView):
         except BaseException:
             plan.close_fds()
             cgroups.remove()
+            net.release()
             raise
+
+    def _release_network(self) -> None:
+        if self._net is not None:
+            self._net.release()
 
     @property
     def exit_code(self) -> int | None:
@@ -135,12 +149,14 @@ class BranchContext(_spawn.SpawnedProcessView):
         if not self._b.done.wait(timeout):
             self.abort()
             raise TimeoutError(f"branch {self.pid} did not finish within {timeout} s; killed")
+        self._release_network()
         return self._finish()
 
     def abort(self, timeout: float = 5.0) -> None:
         """Kill the child and every descendant, and wait (up to ``timeout``) for cleanup."""
         if self._b.terminate(timeout):
             self._aborted = True
+        self._release_network()
 
     def _finish(self) -> Any:
         if self._error is not None:
@@ -194,6 +210,7 @@ class BranchContext(_spawn.SpawnedProcessView):
     ) -> None:
         if self._branch is not None and self.alive:
             self.abort()
+        self._release_network()
 
     def __del__(self) -> None:
         branch = getattr(self, "_branch", None)
@@ -210,7 +227,7 @@ class BranchContext(_spawn.SpawnedProcessView):
         *,
         limits: ResourceLimits | None = None,
         close_fds: bool = False,
-        network: bool = False,
+        network: NetworkArg = False,
         mount_at: str | os.PathLike[str] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         expose_secrets: bool = False,

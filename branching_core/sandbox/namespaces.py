@@ -87,10 +87,12 @@ class SandboxPlan:
     # (host path, writable, is a directory): shown at its own path despite the masks
     expose: tuple[tuple[str, bool, bool], ...] = ()
     pty: bool = False  # a private devpts in /dev: the sandbox may open pseudo-terminals
+    netns_fd: int | None = None  # join this network namespace (``netstack``) instead of a new one
+    network_mode: str = ""  # none | private | host | joined:<inode> (part of a pre-build key)
 
     @property
     def child_fds(self) -> list[int]:
-        return [fd for fd in (self.userns_fd, self.mntns_fd) if fd is not None]
+        return [fd for fd in (self.userns_fd, self.mntns_fd, self.netns_fd) if fd is not None]
 
     def close_fds(self) -> None:
         for fd in self.child_fds:
@@ -98,7 +100,7 @@ class SandboxPlan:
                 os.close(fd)
             except OSError:
                 pass
-        self.userns_fd = self.mntns_fd = None
+        self.userns_fd = self.mntns_fd = self.netns_fd = None
 
 
 _COVERED = ("/tmp", "/run")
@@ -237,7 +239,7 @@ def _checked_expose(expose: Sequence[tuple[str | os.PathLike[str], bool]],
 def namespace_flags(plan: SandboxPlan) -> int:
     """The ``unshare`` flags of a sandbox (both executors use these)."""
     flags = sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
-    if not plan.network:
+    if not plan.network and plan.netns_fd is None:
         flags |= sc.CLONE_NEWNET
     if plan.new_userns:
         flags |= sc.CLONE_NEWUSER
@@ -254,6 +256,8 @@ def enter_namespaces(plan: SandboxPlan) -> None:
         sc.setns(plan.userns_fd, sc.CLONE_NEWUSER)
     if plan.mntns_fd is not None:
         sc.setns(plan.mntns_fd, sc.CLONE_NEWNS)
+    if plan.netns_fd is not None:
+        sc.setns(plan.netns_fd, sc.CLONE_NEWNET)
     sc.unshare(namespace_flags(plan))
     if plan.new_userns:
         _write_file("/proc/self/setgroups", b"deny")
@@ -287,7 +291,7 @@ def loopback_up() -> None:
 def finish_isolation(plan: SandboxPlan) -> None:
     """Last steps in the init: hostname, loopback, then drop every capability."""
     sc.sethostname(b"forkdeck")
-    if not plan.network:
+    if not plan.network and plan.netns_fd is None:
         loopback_up()
     sc.drop_all_capabilities()
 

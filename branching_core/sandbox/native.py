@@ -206,6 +206,7 @@ def _launch(
     targets = sorted(fd_map)
     netns = _pool.take() if _pooled(plan) and prebuilt is None else None
     plan_fds = [] if prebuilt is not None else plan.child_fds
+    joined = plan.netns_fd if prebuilt is None else None  # a branch's namespace (in plan_fds)
     controls = [result_w, lifeline_r, *plan_fds, *([netns] if netns is not None else [])]
     memfd = os.memfd_create("forkdeck-sandbox-request", os.MFD_CLOEXEC)
     try:
@@ -219,7 +220,7 @@ def _launch(
             plan, lifeline=high[lifeline_r],
             userns=high[plan.userns_fd] if plan.userns_fd is not None and full else -1,
             mntns=high[plan.mntns_fd] if plan.mntns_fd is not None and full else -1,
-            netns=high[netns] if netns is not None else -1,
+            netns=high[joined] if joined is not None else high[netns] if netns is not None else -1,
             cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env, steps=full,
         )
         view = memoryview(request)
@@ -263,7 +264,8 @@ def _prebuildable(plan: SandboxPlan) -> bool:
     """Whether a pre-started executor may build this sandbox ahead: a root caller in its
     own user namespace (the executor then joins the command's cgroups, and moves its
     init there, from inside the sandbox's namespaces through the host's root)."""
-    return not plan.new_userns and plan.userns_fd is None and os.geteuid() == 0
+    return (not plan.new_userns and plan.userns_fd is None and os.geteuid() == 0
+            and plan.netns_fd is None)  # a joined namespace is not pre-built into
 
 
 def _view_identity(plan: SandboxPlan) -> tuple[int, int] | None:
@@ -291,7 +293,8 @@ def plan_key(plan: SandboxPlan, view: tuple[int, int]) -> str:
     digest = _encode_steps(plan.steps)[1]
     parts = (digest, namespace_flags(plan), plan.new_userns, plan.uid, plan.gid,
              plan.network, HOSTNAME, _ns_identity(plan.userns_fd),
-             _ns_identity(plan.mntns_fd), view)
+             _ns_identity(plan.mntns_fd), view,
+             plan.network_mode, _ns_identity(plan.netns_fd))  # none/private/host never mix
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:40]
 
 
@@ -345,7 +348,7 @@ def _pooled(plan: SandboxPlan) -> bool:
     made by a root caller in its own user namespace (else the new user namespace must
     own the network namespace, so the executor makes it)."""
     return (not plan.network and not plan.new_userns and plan.userns_fd is None
-            and os.geteuid() == 0)
+            and os.geteuid() == 0 and plan.netns_fd is None)
 
 
 class _NetnsPool:

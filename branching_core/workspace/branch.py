@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
@@ -241,6 +241,7 @@ class Branch(_Node):
         self._layout = layout
         self._state: WorkspaceBranchState = "open"
         self._lock = threading.RLock()
+        self._close_hooks: list[Callable[[], None]] = []
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
@@ -396,6 +397,7 @@ class Branch(_Node):
             if self.children:
                 names = ", ".join(child.name for child in self.children)
                 raise OpenChildrenError(f"{self.branch_path} has open child branches: {names}")
+            self._run_close_hooks()
             parent = self.parent.parent_view()
             with tree.commit_lock():
                 if self.is_stale:
@@ -515,6 +517,8 @@ class Branch(_Node):
         """Destroy the views (one backend call), then forget the branches everywhere,
         even when destroying failed (their state is already final)."""
         tree = branches[0].tree
+        for branch in branches:
+            branch._run_close_hooks()
         try:
             tree.backend.destroy_many([b._layout for b in branches])
         finally:
@@ -536,6 +540,7 @@ class Branch(_Node):
             log.warning("%s is still busy at exit; left for recovery", self.branch_path)
             return
         try:
+            self._run_close_hooks()
             if not self.is_open:
                 return
             if self.durable:
@@ -544,6 +549,26 @@ class Branch(_Node):
                 self._abort_locked()
         finally:
             self._lock.release()
+
+    # -- what lives with the branch (services, networks) --------------------------------------
+    def add_close_hook(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once when this branch closes: before a commit freezes it (so a
+        service writing into the branch, a database, has stopped and flushed), at abort,
+        and at exit. A failing hook is logged, never blocks the close. On a branch that
+        has already closed, ``hook`` runs at once."""
+        with self._lock:  # not between a close's hooks and its final state
+            if self.is_open:
+                self._close_hooks.append(hook)
+                return
+        hook()
+
+    def _run_close_hooks(self) -> None:
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            try:
+                hook()
+            except Exception as exc:
+                log.warning("closing %s: %s", self.branch_path, exc)
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Branch:
