@@ -35,6 +35,7 @@ from branching_core.workspace.changes import (
     Op,
     lost_in_parent,
     summarize,
+    without_internal,
 )
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.journal import Journal
@@ -370,7 +371,7 @@ class Branch(_Node):
         with self._lock:
             self._require_open()
             parent = self.parent.parent_view()
-            ops = self.tree.backend.collect(self._layout, parent)
+            ops = without_internal(self.tree.backend.collect(self._layout, parent))
             summary = summarize(ops, parent.root)
             summary.lost_in_parent = lost_in_parent(
                 ops, parent.root, self.created_ns, self.root_names
@@ -408,7 +409,7 @@ class Branch(_Node):
                 backend = tree.backend
                 backend.freeze(self._layout)
                 try:
-                    ops = backend.collect(self._layout, parent)
+                    ops = without_internal(backend.collect(self._layout, parent))
                     self._refuse_unapplicable(ops, parent.root)
                     journal = Journal.prepare(
                         store.journal_dir,
