@@ -74,6 +74,9 @@ class Settings:
     difftool: str | None = None
     approval_required: tuple[str, ...] = ()
     """Tool names a fork's branches may only run after the user approves each call."""
+    # [git] (issue 25): commit exactly the landed paths after every merge (/merge, the
+    # model's merge_or_select, headless pattern commands), as if --git-commit were given
+    git_commit_merges: bool = False
 
     def model_for_branch(self, slot: int) -> str | None:
         """The model branch ``slot`` (1-based) runs: its override, else the default model."""
@@ -279,12 +282,13 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("auto_tune_threshold", "review.auto_tune_threshold", _boolean, False),
     _Field("difftool", "review.difftool", _command, True),
     _Field("approval_required", "fork.approval_required", _tool_names, False),
+    _Field("git_commit_merges", "git.commit_merges", _boolean, False),  # issue 25
 )
 _BY_KEY = {f.key: f for f in _FIELDS}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
 _MODELS_KEY = "fork.models"
 _PRICES_KEY = "fork.prices"
-_TABLES = ("fork", "model", "workspace", "review")
+_TABLES = ("fork", "model", "workspace", "review", "git")
 _DEFAULTS = Settings()
 
 

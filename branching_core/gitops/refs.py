@@ -55,20 +55,35 @@ def ref_name(*parts: str) -> str:
     return REF_ROOT + "/".join(s.replace("..", "-") for s in safe)
 
 
-def branch_git_dir(view: Path) -> Path | None:
-    """The branch's own git directory (``<view>/.git``), when the view holds one."""
+def branch_git_dir(view: Path, write_layer: Path | None = None) -> Path | None:
+    """The branch's own git directory (``<view>/.git``), when the view holds one.
+
+    A private git directory (``shadow``) borrows objects through alternates, and git
+    resolves an object directory's real path before reading alternates: through a
+    ``/proc/<pid>/root`` view that resolves to a path of the helper's namespace and
+    fails. Such a directory is new in the branch, so it lies whole in the branch's
+    ``write_layer`` (the overlay upper), which is read instead."""
+    if write_layer is not None:
+        own = write_layer / ".git"
+        if (own / "objects" / "info" / "alternates").is_file() and (own / "HEAD").is_file():
+            return own
     gd = view / ".git"
     return gd if gd.is_dir() else None
 
 
 def land_branch_commits(
-    view: Path | str, parent_root: Path | str, ref: str, *, fast_forward: bool = False
+    view: Path | str,
+    parent_root: Path | str,
+    ref: str,
+    *,
+    fast_forward: bool = False,
+    write_layer: Path | None = None,
 ) -> LandedCommits:
     """Fetch the commits the branch at ``view`` made into the repository of
     ``parent_root`` as ``ref``; optionally fast-forward the parent's current branch to
     them (only if the parent's HEAD is their ancestor, i.e. it has not moved). Never
     raises: a failure is the result's ``note``."""
-    gd = branch_git_dir(Path(view))
+    gd = branch_git_dir(Path(view), write_layer)
     if gd is None:
         return LandedCommits()
     try:
@@ -80,7 +95,10 @@ def land_branch_commits(
 def _land(gd: Path, parent: Path, ref: str, *, ff: bool) -> LandedCommits:
     head = git(["rev-parse", "-q", "--verify", "HEAD^{commit}"], git_dir=gd, check=False)
     result = LandedCommits()
-    parent_gd = Path(out(["rev-parse", "--absolute-git-dir"], cwd=parent))
+    own = parent / ".git"  # a branch view as parent (nested fork): use its git dir alone
+    parent_gd = (
+        own if own.is_dir() else Path(out(["rev-parse", "--absolute-git-dir"], cwd=parent))
+    )
     specs: list[str] = []
     if head.returncode == 0:
         oid = head.stdout.decode().strip()
@@ -99,7 +117,7 @@ def _land(gd: Path, parent: Path, ref: str, *, ff: bool) -> LandedCommits:
         return result
     git(
         ["fetch", "--no-write-fetch-head", "--no-tags", "--no-auto-gc", "-q", str(gd), *specs],
-        cwd=parent,
+        git_dir=parent_gd,
     )
     if ff and result.commit is not None:
         result.fast_forwarded = fast_forward(parent, result.commit)

@@ -23,6 +23,7 @@ from branching_core.errors import (
     AbortError,
     BranchClosedError,
     BranchError,
+    BranchingError,
     BranchStaleError,
     CommitError,
     ConflictError,
@@ -209,6 +210,24 @@ def _meta_of(
     }
 
 
+def _private_gitdirs(root: Path, layouts: list[BranchLayout], tree: BranchTree) -> None:
+    """A workspace whose ``.git`` is a file pointing outside it (a worktree, a submodule):
+    give each new top-level branch a git directory of its own, so git in the branch never
+    writes the user's real HEAD, index or refs (``gitops.shadow``). All or none."""
+    from branching_core.gitops.shadow import external_gitdir, make_private_gitdir
+
+    gitdir = external_gitdir(root)
+    if gitdir is None:
+        return
+    try:
+        for layout in layouts:
+            assert layout.view is not None
+            make_private_gitdir(layout.view, gitdir)
+    except (OSError, BranchingError) as exc:
+        tree.backend.destroy_many(layouts)
+        raise BranchError(f"cannot give the branch its own git directory: {exc}") from exc
+
+
 class Branch(_Node):
     """An isolated view of its parent. Use ``.path`` like any directory."""
 
@@ -290,6 +309,8 @@ class Branch(_Node):
         finally:  # made (or, on an error, removed by the backend): no longer pending
             if marker is not None:
                 store.end_batch(marker)
+        if parent is parent.workspace:
+            _private_gitdirs(parent.workspace.path, layouts, tree)
         branches = [
             cls(
                 parent,
