@@ -16,6 +16,7 @@ HEADLESS_COMMANDS = frozenset(
         "beam",
         "status",
         "models",
+        "export",  # issue 25: a fork branch as a git patch or branch
     }
 )
 

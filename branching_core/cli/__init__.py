@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from branching_core.cli import models, patterns, run, status
+from branching_core.cli import export, models, patterns, run, status
 from branching_core.cli._common import UsageError, add_common, error
 from branching_core.errors import BranchingError
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     patterns.add_parsers(sub, common)
     status.add_parser(sub, common)
     models.add_parser(sub, common)
+    export.add_parser(sub, common)  # issue 25: forkdeck export FORK LABEL
     return parser
 
 
@@ -58,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             raise UsageError("no command given")
         args.cmd = cmd
-        if cmd and args.command in ("speculate", "status", "models"):
+        if cmd and args.command in ("speculate", "status", "models", "export"):
             raise UsageError(f"{args.command} takes no -- CMD")
         if not json_mode:
             return int(args.handler(args))

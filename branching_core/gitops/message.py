@@ -11,12 +11,12 @@ SUBJECT_MAX = 72
 def summary_line(steer: str | None, fallback: str = "Land a forkdeck branch") -> str:
     """A commit subject from a steer: its first non-empty line, capitalised, at most 72
     characters, no trailing period."""
-    for line in (steer or "").splitlines():
+    for line in (steer or "").splitlines() or [fallback]:
         line = " ".join(line.split()).rstrip(".")
         if line:
             line = line[0].upper() + line[1:]
             return line if len(line) <= SUBJECT_MAX else line[: SUBJECT_MAX - 1].rstrip() + "…"
-    return fallback
+    return summary_line(fallback) if steer and steer.strip() else fallback
 
 
 def landing_message(

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from branching_core.errors import (
     AbortError,
@@ -210,6 +210,16 @@ def _meta_of(
     }
 
 
+def _notify(hooks: list[Any], *args: Any) -> None:
+    """Call commit observers (``BranchTree.before_commit``/``after_commit``); one that
+    fails is logged, never a failed commit."""
+    for hook in list(hooks):
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("commit hook %r failed", hook)
+
+
 def _private_gitdirs(root: Path, layouts: list[BranchLayout], tree: BranchTree) -> None:
     """A workspace whose ``.git`` is a file pointing outside it (a worktree, a submodule):
     give each new top-level branch a git directory of its own, so git in the branch never
@@ -259,6 +269,9 @@ class Branch(_Node):
         self.parent_generation = parent_generation
         self.durable = durable
         self._layout = layout
+        self.landed_paths: list[str] | None = None
+        """The parent paths the commit changed (directories stand for their content);
+        ``None`` until committed."""
         self._state: WorkspaceBranchState = "open"
         self._lock = threading.RLock()
 
@@ -427,6 +440,7 @@ class Branch(_Node):
                         f"{self.parent.branch_path}; this branch was aborted",
                         stale=True,
                     )
+                _notify(tree.before_commit, self)
                 backend = tree.backend
                 backend.freeze(self._layout)
                 try:
@@ -494,7 +508,9 @@ class Branch(_Node):
                 )
             else:
                 self._state = "committed"
+                self.landed_paths = sorted({op.path for op in journal.ops})
                 self._dispose()
+                _notify(self.tree.after_commit, self, self.landed_paths)
                 if held is not None:
                     raise held
                 return
