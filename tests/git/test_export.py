@@ -17,23 +17,30 @@ from .fork_and_exit import BINARY
 from .repo import git, head, make_repo, porcelain
 
 ROOT = Path(__file__).resolve().parents[2]
+_STORE: list[str] = []
 
 
 def forkdeck(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "branching_core.cli", *args],
         cwd=cwd, capture_output=True, text=True, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "FORKDECK_STORE": _STORE[-1]},
     )
 
 
 @pytest.fixture(scope="module")
 def left_open(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """One fork left open for the whole module (exports never change it)."""
-    repo = make_repo(tmp_path_factory.mktemp("export") / "project", {"src/app.py": "VALUE = 1\n", "src/tool.sh": "echo\n"})
+    base = tmp_path_factory.mktemp("export")
+    files = {"src/app.py": "VALUE = 1\n", "src/tool.sh": "echo\n"}
+    repo = make_repo(base / "project", files)
+    # the per-test store (tests/conftest.py) is not set up for a module fixture: one here,
+    # used by the fork and every export of this module
+    _STORE.append(str(base / "store"))
     proc = subprocess.run(
         [sys.executable, "-m", "tests.git.fork_and_exit", str(repo)],
         cwd=ROOT, capture_output=True, text=True, check=False,
+        env={**os.environ, "FORKDECK_STORE": _STORE[-1]},
     )
     assert proc.returncode == 0, proc.stderr
     return repo, proc.stdout.split()[-1]
