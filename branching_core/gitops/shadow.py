@@ -79,4 +79,14 @@ def make_private_gitdir(view: Path, gitdir: Path) -> None:
     os.rename(staging, dotgit)
 
 
-__all__ = ["external_gitdir", "make_private_gitdir"]
+def borrowed_objects(view: str | os.PathLike[str]) -> list[str]:
+    """The object directories ``view``'s git directory borrows (its alternates), real
+    paths: a sandbox of the branch must be able to read them."""
+    try:
+        text = (Path(view) / ".git" / "objects" / "info" / "alternates").read_text()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [os.path.realpath(line) for line in text.splitlines() if line.startswith("/")]
+
+
+__all__ = ["borrowed_objects", "external_gitdir", "make_private_gitdir"]
