@@ -84,7 +84,14 @@ class Merging(CoordinatorParts):
             return ids
 
     async def merge_or_select(
-        self, action: str, *, git: GitLanding | None = None, **judge_options: Any
+        self,
+        action: str,
+        *,
+        git: GitLanding | None = None,
+        git_commit: bool | str | None = None,
+        git_branch: str | None = None,
+        git_ff: bool = False,
+        **judge_options: Any,
     ) -> MergeResult:
         """``"pick:<label or id>"`` merges that branch; ``"abort"`` discards them all;
         ``"auto"`` lets the judge pick and merges its pick (``judge_options`` go to
@@ -98,11 +105,20 @@ class Merging(CoordinatorParts):
 
         Git (issue 25): commits made inside the winner are kept as
         ``forkdeck/<fork>/<label>`` in the parent's repository (``MergeResult.git_ref``);
-        ``git=GitLanding(commit=True, ...)`` (default: ``[git] commit_merges`` of the
-        workspace's settings) then commits exactly the landed paths. Each git outcome is a
-        line in ``MergeResult.git_notes``; it never fails the merge, except up front with
-        ``all_or_nothing`` (``RuntimeError``, nothing merged).
+        ``git=GitLanding(commit=True, ...)`` (or the flags' spelling ``git_commit=True`` /
+        ``"message"``, ``git_branch="name"``, ``git_ff=True``; default: ``[git]
+        commit_merges`` of the workspace's settings) then commits exactly the landed paths.
+        Each git outcome is a line in ``MergeResult.git_notes``; it never fails the merge,
+        except up front with ``all_or_nothing`` (``RuntimeError``, nothing merged).
         """
+        if git is None and (git_commit or git_branch or git_ff):
+            # the headless flags' spelling: --git-commit[=MESSAGE], --git-branch, --git-ff
+            git = GitLanding(
+                commit=bool(git_commit) or git_branch is not None,
+                message=git_commit if isinstance(git_commit, str) and git_commit else None,
+                branch=git_branch,
+                fast_forward=git_ff,
+            )
         if git is None:
             git = _configured_git(self.workspace.path)
         handle = self._require_handle()

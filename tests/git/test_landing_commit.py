@@ -132,3 +132,13 @@ async def test_commit_merges_setting_commits_without_asking(repo: Path) -> None:
     result = await coord.merge_or_select("pick:slow")
     assert result.git_commit == head(repo) != before
     assert changed_between(repo, before, "HEAD") == ["src/app.py"]
+
+
+async def test_flag_spelling_of_merge_or_select(repo: Path) -> None:
+    ws = Workspace(repo)
+    before = head(repo)
+    coord = await two_way_fork(ws)
+    result = await coord.merge_or_select("pick:slow", git_commit="Slow wins", git_branch="slow")
+    assert git(repo, "symbolic-ref", "--short", "HEAD").strip() == "slow"
+    assert git(repo, "log", "-1", "--format=%s").strip() == "Slow wins"
+    assert result.git_commit == head(repo) and git(repo, "rev-parse", "HEAD^").strip() == before
