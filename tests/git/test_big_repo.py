@@ -6,7 +6,8 @@ fast-import plus one checkout, ~5-25 s on a loaded 2-core machine).
 
 Timings on a shared machine are noisy, so each figure is the best of several runs and
 the comparisons carry a small absolute allowance for scheduling noise; the figures
-themselves are in ``docs/git.md`` (``benchmarks/git.py``)."""
+themselves are in ``docs/git.md`` (``benchmarks/git.py``). Whole test: ~60 s at load
+average 14 on this shared 2-core machine, ~190 s at load 20 (mostly the checkout)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .bigrepo import TIMED_STATUS, build_repo
 
 FILES = 100_000
 NOISE_S = 0.05  # scheduling noise allowed on top of each ratio (8 engineers share 2 cores)
+STATUS_NOISE_S = 0.2  # a git status here takes 0.5-1 s under that load
 
 
 @pytest.fixture(scope="session")
@@ -29,16 +31,13 @@ def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_repo(tmp_path_factory.mktemp("bigrepo") / "repo", FILES)
 
 
-def best_status_s(path: Path, runs: int = 3) -> float:
-    times = []
-    for _ in range(runs):
-        result = run_command(TIMED_STATUS, path)
-        assert result.exit_code == 0, result.stderr
-        times.append(int(result.stdout.strip()) / 1e9)
-    return min(times)
+def status_s(path: Path) -> float:
+    result = run_command(TIMED_STATUS, path)
+    assert result.exit_code == 0, result.stderr
+    return int(result.stdout.strip()) / 1e9
 
 
-def best_create_s(ws: Workspace, runs: int = 5) -> float:
+def best_create_s(ws: Workspace, runs: int = 9) -> float:
     times = []
     for i in range(runs):
         started = time.perf_counter()
@@ -61,11 +60,15 @@ def test_branch_create_is_constant_and_git_status_within_2x(
     small_ws = Workspace(small)
     big_s, small_s = best_create_s(ws), best_create_s(small_ws)
     assert big_s <= 3 * small_s + NOISE_S, (big_s, small_s)
-    parent_s = best_status_s(big_repo)
     b = ws.branch("status", on_success=None)
     try:
-        branch_s = best_status_s(b.path)
+        # alternate parent and branch runs so both see the same load; best of each
+        parent_runs, branch_runs = [], []
+        for _ in range(4):
+            parent_runs.append(status_s(big_repo))
+            branch_runs.append(status_s(b.path))
         assert b.changes().all_paths == []  # git refreshed the branch's index: no change
     finally:
         b.abort()
-    assert branch_s <= 2 * parent_s + NOISE_S, (branch_s, parent_s)
+    parent_s, branch_s = min(parent_runs), min(branch_runs)
+    assert branch_s <= 2 * parent_s + STATUS_NOISE_S, (branch_runs, parent_runs)
