@@ -9,14 +9,17 @@ SUBJECT_MAX = 72
 
 
 def summary_line(steer: str | None, fallback: str = "Land a forkdeck branch") -> str:
-    """A commit subject from a steer: its first non-empty line, capitalised, at most 72
-    characters, no trailing period."""
-    for line in (steer or "").splitlines() or [fallback]:
+    """A commit subject from a steer: its first non-empty line, capitalised, no trailing
+    period; else ``fallback``. At most 72 characters either way."""
+    for line in (steer or "").splitlines():
         line = " ".join(line.split()).rstrip(".")
         if line:
-            line = line[0].upper() + line[1:]
-            return line if len(line) <= SUBJECT_MAX else line[: SUBJECT_MAX - 1].rstrip() + "…"
-    return summary_line(fallback) if steer and steer.strip() else fallback
+            return _fit(line[0].upper() + line[1:])
+    return _fit(fallback)
+
+
+def _fit(line: str) -> str:
+    return line if len(line) <= SUBJECT_MAX else line[: SUBJECT_MAX - 1].rstrip() + "…"
 
 
 def landing_message(
