@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from branching_core.gitops._run import GitError, git, out
+from branching_core.gitops._run import GitError, git, git_binary, out
 
 REF_ROOT = "refs/heads/forkdeck/"
 
@@ -40,9 +40,14 @@ class LandedCommits:
         if self.note is not None:
             return f"git: {self.note}"
         if self.ref is None:
+            if self.carried:
+                names = ", ".join(c.removeprefix("refs/heads/") for c in self.carried)
+                return f"git: commits of nested branches kept as {names}"
             return None
         short = self.ref.removeprefix("refs/heads/")
         text = f"git: {self.count} commit(s) made in the branch kept as {short}"
+        if self.carried:
+            text += " (and " + ", ".join(c.removeprefix("refs/heads/") for c in self.carried) + ")"
         if self.fast_forwarded:
             text += f"; {self.fast_forwarded} fast-forwarded to it"
         return text
@@ -84,7 +89,7 @@ def land_branch_commits(
     them (only if the parent's HEAD is their ancestor, i.e. it has not moved). Never
     raises: a failure is the result's ``note``."""
     gd = branch_git_dir(Path(view), write_layer)
-    if gd is None:
+    if gd is None or git_binary() is None:  # no repository, or no git to have made commits
         return LandedCommits()
     try:
         return _land(gd, Path(parent_root), ref, ff=fast_forward)
@@ -110,9 +115,13 @@ def _land(gd: Path, parent: Path, ref: str, *, ff: bool) -> LandedCommits:
     mine = _forkdeck_refs(gd)
     theirs = _forkdeck_refs(parent_gd)
     for name, oid in sorted(mine.items()):
-        if name not in theirs and name != ref and not name.startswith(ref + "/"):
-            specs.append(f"{oid}:{name}")
-            result.carried.append(name)
+        if name in theirs or name == ref:
+            continue
+        if result.ref is not None and name.startswith(ref + "/"):
+            # "forkdeck/a" and "forkdeck/a/b" cannot both be refs: "forkdeck/a-b"
+            name = ref + "-" + name[len(ref) + 1 :].replace("/", "-")
+        specs.append(f"{oid}:{name}")
+        result.carried.append(name)
     if not specs:
         return result
     git(

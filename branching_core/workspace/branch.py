@@ -220,6 +220,23 @@ def _notify(hooks: list[Any], *args: Any) -> None:
             log.exception("commit hook %r failed", hook)
 
 
+def _keep_git_commits(branch: Branch, parent_root: Path) -> None:
+    """Commits made inside the branch are not lost with its ``.git`` (which never lands):
+    fetched into the parent's repository as ``forkdeck/<branch name>``, unless someone
+    kept them already (a fork merge names them ``forkdeck/<fork>/<label>``, a pattern
+    command ``forkdeck/<pattern>/<index>``). Never fails the commit (``gitops.refs``)."""
+    view = branch.path
+    if not (view / ".git").exists():
+        return
+    from branching_core.gitops.refs import land_branch_commits, ref_name
+
+    names = branch.branch_path.split("/")[2:]  # "/main/a/b" -> forkdeck/a/b
+    kept = land_branch_commits(view, parent_root, ref_name(*names), write_layer=branch.write_layer)
+    branch.git_note = kept.line
+    if kept.note is not None:
+        log.warning("%s: %s", branch.branch_path, kept.note)
+
+
 def _private_gitdirs(root: Path, layouts: list[BranchLayout], tree: BranchTree) -> None:
     """A workspace whose ``.git`` is a file pointing outside it (a worktree, a submodule):
     give each new top-level branch a git directory of its own, so git in the branch never
@@ -269,6 +286,9 @@ class Branch(_Node):
         self.parent_generation = parent_generation
         self.durable = durable
         self._layout = layout
+        self.git_note: str | None = None
+        """What happened to commits made inside the branch when it committed (kept as a
+        ``forkdeck/...`` ref, or why not); ``None`` when there were none to keep."""
         self.landed_paths: list[str] | None = None
         """The parent paths the commit changed (directories stand for their content);
         ``None`` until committed."""
@@ -441,6 +461,7 @@ class Branch(_Node):
                         stale=True,
                     )
                 _notify(tree.before_commit, self)
+                _keep_git_commits(self, parent.root)
                 backend = tree.backend
                 backend.freeze(self._layout)
                 try:

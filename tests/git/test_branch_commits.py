@@ -82,3 +82,41 @@ async def test_no_fast_forward_when_head_moved(ws: Workspace) -> None:
     assert head(repo) == moved and result.git_ref is not None
     assert "git: HEAD moved since the fork: no fast-forward" in result.git_notes
     git(repo, "fsck", "--strict", "--no-progress")
+
+
+def test_a_plain_workspace_branch_keeps_its_commits_too(tmp_path: Path) -> None:
+    from branching_core.sandbox import run_command
+
+    repo = make_repo(tmp_path / "project")
+    ws = Workspace(repo)
+    outer = ws.branch("outer", on_success=None)
+    inner = outer.branch("inner", on_success=None)
+    result = run_command(COMMIT_TWICE, inner.path)
+    assert result.exit_code == 0, result.stderr
+    inner.commit()  # into outer's repository view, as forkdeck/outer/inner
+    assert inner.git_note is not None and "forkdeck/outer/inner" in inner.git_note
+    outer.commit()  # outer made no commit itself; its received ref travels on
+    assert git(repo, "log", "--format=%s", "forkdeck/outer/inner").split() == [
+        "two", "one", "init"
+    ]
+    assert sorted(porcelain(repo).splitlines()) == ["?? one.txt", "?? two.txt"]
+    git(repo, "fsck", "--strict", "--no-progress")
+
+
+def test_nested_and_outer_commits_both_kept(tmp_path: Path) -> None:
+    from branching_core.sandbox import run_command
+
+    repo = make_repo(tmp_path / "project")
+    ws = Workspace(repo)
+    outer = ws.branch("outer", on_success=None)
+    inner = outer.branch("inner", on_success=None)
+    assert run_command(COMMIT_TWICE, inner.path).exit_code == 0
+    inner.commit()
+    three = "echo 3 > three.txt && git add three.txt && git commit -q -m three"
+    assert run_command(three, outer.path).exit_code == 0
+    outer.commit()
+    # "forkdeck/outer" and "forkdeck/outer/inner" cannot both exist: the inner one is renamed
+    assert git(repo, "log", "-1", "--format=%s", "forkdeck/outer").strip() == "three"
+    assert git(repo, "log", "-1", "--format=%s", "forkdeck/outer-inner").strip() == "two"
+    assert outer.git_note is not None and "forkdeck/outer-inner" in outer.git_note
+    git(repo, "fsck", "--strict", "--no-progress")
