@@ -62,7 +62,10 @@ def test_git_works_in_the_branch_and_is_never_a_change(repo: Path, backend: str)
     assert (repo / "src" / "app.py").read_text() == "VALUE = 2\n"
     # the user's repository: same index bytes, same refs; the landed file shows modified
     assert (repo / ".git" / "index").read_bytes() == index_before
-    assert git(repo, "for-each-ref") == refs_before
+    # the only new ref keeps the branch's commit (forkdeck/<branch name>)
+    kept = git(repo, "for-each-ref", "refs/heads/forkdeck/")
+    assert kept.endswith("\trefs/heads/forkdeck/b\n")
+    assert set(git(repo, "for-each-ref").splitlines()) == set((refs_before + kept).splitlines())
     assert porcelain(repo) == " M src/app.py\n"
 
 

@@ -78,7 +78,12 @@ def test_git_in_a_branch_never_moves_the_real_repository(
     b.commit()
     assert (root / ".git").is_file()
     assert (root / "README.txt").read_text() == "changed\n"
-    assert fingerprint(gitdir, common) == before
+    # HEAD and index as they were; the one new ref keeps the commit the branch made
+    after = fingerprint(gitdir, common)
+    assert after[:-1] == before[:-1]
+    kept = git(root, "for-each-ref", "refs/heads/forkdeck/b")
+    assert kept and set(after[-1].splitlines()) == set((before[-1] + kept).splitlines())
+    assert git(root, "log", "-1", "--format=%s", "forkdeck/b").strip() == "in branch"
     assert porcelain(root) == " M README.txt\n"
 
 
