@@ -25,6 +25,7 @@ HEADLESS_COMMANDS = frozenset(
         "mcp",
         "agents",
         "ports",
+        "export",  # issue 25: a fork branch as a git patch or branch
     }
 )
 

@@ -70,6 +70,7 @@ def merge_summary(result: MergeResult) -> tuple[str, SeverityLevel]:
         )
     if result.errors:
         lines.append("not applied: " + ", ".join(f"{e.path} ({e.error})" for e in result.errors))
+    lines.extend(getattr(result, "git_notes", []))  # issue 25: kept commits, landing commit
     return "\n".join(lines), "warning" if result.conflicts or result.errors else "information"
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..review.combine_flow import is_merge_result
 from ..review.judge_record import judge_decided
+from .git_choice import GitChoice, export_branch, merge_and_commit
 from .outcome import build_report
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ class MergeWorkflow:
             result = None
         elif is_merge_result(choice):
             result = choice  # a combination merged from the picker's explorer (17.1)
+        elif isinstance(choice, GitChoice):
+            result = await self.apply_git(choice)  # issue 25: merge+commit, or export
         else:
             result = await self.apply(choice)
         await self.decided(outcome, choice)
@@ -131,6 +134,22 @@ class MergeWorkflow:
             return None
         statuses = coordinator.inspect_branches()
         return await self.ui.pick(report, statuses, preselect=preselect, subtitle=subtitle)
+
+    async def apply_git(self, choice: GitChoice) -> MergeResult | None:
+        """The picker's "merge and commit" (the git outcome is a notice) or "export as
+        branch" (nothing lands, the fork stays open: returns None)."""
+        try:
+            if choice.mode == "export":
+                self.ui.notice(await export_branch(self.session, choice))
+                return None
+            result = await merge_and_commit(self.session, choice)
+        except Exception as exc:
+            self.ui.notice(f"{'export' if choice.mode == 'export' else 'merge'} failed: {exc}",
+                           "error")
+            return None
+        if any("not committed" in line for line in result.git_notes):
+            self.ui.notice("\n".join(result.git_notes), "warning")
+        return result  # the merge summary lists the git notes too
 
     async def apply(self, action: str) -> MergeResult | None:
         """Merge as ``action`` says; None (and the reason) when it did not happen."""

@@ -39,9 +39,11 @@ from textual.widgets import Static
 
 from branching_core.errors import BranchingError
 from branching_core.fork.types import BranchStatus
+from branching_core.gitops import RepoState, repo_state
 from branching_core.review.detect_tests import DetectedTestCommand
 from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
 
+from ..merge.git_choice import GitChoice
 from ..review.combine_state import Combiner, LiveCombiner
 from ..review.detected_tests import describe_tests
 from ..screens.diff_explorer import DiffExplorerScreen
@@ -60,8 +62,8 @@ from ..widgets.merge_diff import (
 LIVE_STATES = frozenset({"running", "awaiting_approval"})
 LIVE_EVENTS = frozenset({"BranchStateChanged", "BranchCostUpdated", "BranchToolResult"})
 PICKER_HINT = (
-    "1-9 pick · ←/→ move · Enter pick · s stop+merge a running one · o diff tool · "
-    "d explorer · Esc cancel"
+    "1-9 pick · ←/→ move · Enter merge · c merge and commit · b export as branch · "
+    "s stop+merge a running one · o diff tool · d explorer · Esc cancel"
 )
 
 
@@ -169,6 +171,8 @@ class MergePickerModal(ModalScreen[Any]):
         Binding("o", "open_tool", "Open diff tool"),
         Binding("d", "explore", "Diff explorer"),
         Binding("s", "stop_and_pick", "Stop + merge"),
+        Binding("c", "git_pick('commit')", "Merge and commit"),  # issue 25
+        Binding("b", "git_pick('export')", "Export as branch"),
         Binding("escape", "cancel", "Cancel"),
     ]
 
@@ -211,6 +215,7 @@ class MergePickerModal(ModalScreen[Any]):
         self.env = env
         self.highlighted = self.labels.index(preselect) if preselect in self.labels else 0
         self.last_launch: LaunchOutcome | None = None
+        self._git_state: RepoState | None = None
 
     @classmethod
     def from_outcome(
@@ -275,6 +280,9 @@ class MergePickerModal(ModalScreen[Any]):
                 yield Static(Text(self.subtitle), id="merge-picker-subtitle")
             if self.detected_tests is not None or self.coordinator is not None:
                 yield Static(Text(describe_tests(self.detected_tests)), id="merge-picker-tests")
+            git = Static("", id="merge-picker-git")  # issue 25: filled in a worker
+            git.display = False
+            yield git
             with HorizontalScroll(id="merge-picker-columns", can_focus=False):
                 for index, label in enumerate(self.labels):
                     yield BranchColumn(
@@ -300,6 +308,7 @@ class MergePickerModal(ModalScreen[Any]):
 
     def on_mount(self) -> None:
         self.highlight(self.highlighted)
+        self.run_worker(self._show_git(), group="merge-picker-git", exclusive=True)
         if self.coordinator is not None:
             self._remove_listener = self.coordinator.add_listener(self._on_fork_event)
             self._refresh()  # anything that changed between building and mounting
@@ -377,10 +386,38 @@ class MergePickerModal(ModalScreen[Any]):
         for column in self.query(BranchColumn):
             column.set_changes(self._changes(column.label))
 
+    async def _show_git(self) -> None:
+        """The git state line (issue 25): current branch, HEAD, dirty files outside the
+        highlighted branch's change; hidden outside a repository. The repository is read
+        once (in a worker thread); moving the highlight only re-counts."""
+        root = getattr(self.coordinator, "parent_path", None)
+        if root is None:
+            return
+        if self._git_state is None:
+            self._git_state = await asyncio.to_thread(repo_state, root)
+        state = self._git_state
+        label = self.highlighted_label
+        paths = [c.path for c in self._changes(label)] if label is not None else None
+        try:
+            widget = self.query_one("#merge-picker-git", Static)
+        except NoMatches:
+            return
+        widget.display = state is not None
+        widget.update(Text(state.line(paths) if state is not None else ""))
+
+    def action_git_pick(self, mode: str) -> None:
+        """``c``: merge the highlighted branch and commit exactly its paths; ``b``: export
+        it as a git branch (nothing lands)."""
+        if self.labels and mode in ("commit", "export"):
+            label = self.labels[self.highlighted]
+            self.dismiss(GitChoice(f"pick:{label}", "commit" if mode == "commit" else "export"))
+
     def highlight(self, index: int) -> None:
         """Move the highlight to column ``index`` (clamped) and scroll it into view."""
         if not self.labels:
             return
+        if self.is_mounted and index != self.highlighted:
+            self.run_worker(self._show_git(), group="merge-picker-git", exclusive=True)
         self.highlighted = max(0, min(index, len(self.labels) - 1))
         for column in self.query(BranchColumn):
             column.set_class(column.index == self.highlighted, "-highlighted")

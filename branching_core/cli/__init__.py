@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from branching_core.cli import agents, mcp, models, patterns, ports, run, status
+from branching_core.cli import agents, export, mcp, models, patterns, ports, run, status
 from branching_core.cli._common import UsageError, add_common, error
 from branching_core.errors import BranchingError
 
@@ -87,6 +87,7 @@ def build_parser(prog: str = "forkdeck") -> argparse.ArgumentParser:
     mcp.add_parser(sub, common)
     agents.add_parser(sub, common)
     ports.add_parser(sub, common)
+    export.add_parser(sub, common)  # issue 25: forkdeck export FORK LABEL
     return parser
 
 
@@ -115,7 +116,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         if extras:
             _refuse_extras(prog, args, extras)
         args.cmd = cmd
-        if cmd and args.command in ("speculate", "status", "models", "agents", "ports"):
+        if cmd and args.command in ("speculate", "status", "models", "agents", "ports", "export"):
             raise UsageError(f"{args.command} takes no -- CMD")
         if not json_mode:
             return int(args.handler(args))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from branching_core.cli import _types
+from branching_core.cli import _git, _types
 from branching_core.cli._command import CommandCandidate, CommandTask, warn_stderr
 from branching_core.cli._common import (
     UsageError,
@@ -101,6 +101,7 @@ def cmd_speculate(args: argparse.Namespace) -> int:
         raise UsageError("speculate: give at least one -c CMD")
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
+    args.git_watch = _git.prepare(args, ws, args.command)
     cands = [
         CommandCandidate(c, label=f"candidate {i}", **_candidate_options(args, ws, limits))
         for i, c in enumerate(args.candidates)
@@ -115,6 +116,7 @@ def cmd_best_of_n(args: argparse.Namespace) -> int:
     cmd = require_cmd(args)
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
+    args.git_watch = _git.prepare(args, ws, args.command)
     task = CommandTask(cmd, score_fd=True, **_candidate_options(args, ws, limits))
     outcome = _execute(args, BestOfN(task, n=args.n, **opts), ws, {})
     winner = outcome.winner
@@ -146,7 +148,12 @@ def _report(
         "winner": winner,
         "results": _summary(outcome),
     }
-    emit(args, data, _text(outcome, noun, labels or {}))
+    text = _text(outcome, noun, labels or {})
+    git = _git.finish(getattr(args, "git_watch", None), outcome, labels or {}, command=command)
+    if git is not None:
+        data["git"] = git
+        text += "\n" + "\n".join(git["notes"])
+    emit(args, data, text)
     return 0 if outcome.committed else 1
 
 
@@ -167,6 +174,7 @@ def cmd_reflexion(args: argparse.Namespace) -> int:
                          "be combined with --ray")
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
+    args.git_watch = _git.prepare(args, ws, args.command)
     task = CommandTask(cmd, **_candidate_options(args, ws, limits))
     critique = _critique(args.critique, ws, limits) if args.critique else None
     outcome = _execute(args, Reflexion(task, max_retries=args.retries, critique=critique,
@@ -197,6 +205,7 @@ def cmd_tournament(args: argparse.Namespace) -> int:
     cmd = require_cmd(args)
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
+    args.git_watch = _git.prepare(args, ws, args.command)
     task = CommandTask(cmd, **_candidate_options(args, ws, limits))
     pattern = Tournament(task, n=args.n, judge=_judge(args.judge, ws), **opts)
     outcome = _execute(args, pattern, ws, {})
@@ -219,6 +228,7 @@ def cmd_cascade(args: argparse.Namespace) -> int:
     widths = _fan_out(args.fan_out)
     opts, limits = _options(args), limits_from(args)
     ws = open_workspace(args)
+    args.git_watch = _git.prepare(args, ws, args.command)
     task = CommandTask(cmd, **_candidate_options(args, ws, limits))
     pattern = Cascaded(task, fan_out=widths, **opts)
     outcome = _execute(args, pattern, ws, {})
@@ -244,6 +254,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("-c", "--candidate", action="append", dest="candidates", metavar="CMD",
                    default=[], help="a shell command (repeat for each candidate)")
     _timeouts(p)
+    _git.add_git_options(p)
     _ray_option(p)
     p.set_defaults(handler=cmd_speculate)
 
@@ -251,6 +262,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                        help="run CMD N times, commit the best score (written to fd 3)")
     p.add_argument("-n", type=_types.count, default=3, help="number of attempts (default 3)")
     _timeouts(p)
+    _git.add_git_options(p)
     _ray_option(p)
     p.set_defaults(handler=cmd_best_of_n, takes_cmd=True)
 
@@ -260,6 +272,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--critique", metavar="CMD",
                    help="shell command run in a failed attempt's branch; its stdout is feedback")
     _timeouts(p)
+    _git.add_git_options(p)
     _ray_option(p)
     p.set_defaults(handler=cmd_reflexion, takes_cmd=True)
 
@@ -269,6 +282,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--judge", required=True, metavar="CMD",
                    help="prints 0/a or 1/b; gets BRANCHING_A and BRANCHING_B (branch paths)")
     _timeouts(p)
+    _git.add_git_options(p)
     p.set_defaults(handler=cmd_tournament, takes_cmd=True)
 
     p = sub.add_parser("cascade", parents=[common],
@@ -276,5 +290,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--fan-out", default="1,2,4", metavar="K,K,...",
                    help="candidates per wave (default 1,2,4)")
     _timeouts(p)
+    _git.add_git_options(p)
     _ray_option(p)
     p.set_defaults(handler=cmd_cascade, takes_cmd=True)

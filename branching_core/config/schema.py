@@ -82,6 +82,9 @@ class Settings:
     network_stack: str = "auto"
     network_fallback: str | None = None
     services: dict[str, ServiceConfig] = field(default_factory=dict)
+    # [git] (issue 25): commit exactly the landed paths after every merge (/merge, the
+    # model's merge_or_select, headless pattern commands), as if --git-commit were given
+    git_commit_merges: bool = False
 
     def model_for_branch(self, slot: int) -> str | None:
         """The model branch ``slot`` (1-based) runs: its override, else the default model."""
@@ -305,12 +308,13 @@ _FIELDS: tuple[_Field, ...] = (
     _Field("network_stack", "sandbox.network_stack", _one_of(("auto", "pasta", "slirp4netns")),
            False),
     _Field("network_fallback", "sandbox.network_fallback", _one_of(("none", "host")), True),
+    _Field("git_commit_merges", "git.commit_merges", _boolean, False),  # issue 25
 )
 _BY_KEY = {f.key: f for f in _FIELDS}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
 _MODELS_KEY = "fork.models"
 _PRICES_KEY = "fork.prices"
-_TABLES = ("fork", "model", "workspace", "review", "sandbox", "services")
+_TABLES = ("fork", "model", "workspace", "review", "sandbox", "services", "git")
 _SERVICES_TABLE = "services"  # [services.<name>]: parsed by config.services
 _DEFAULTS = Settings()
 

@@ -48,6 +48,7 @@ from branching_core.fork import events as ev
 from branching_core.fork.history import dumps_history
 from branching_core.fork.types import MergeResult
 from branching_core.workspace.land import NewFile, land_files
+from branching_core.workspace.paths import is_internal_path
 
 PARENT = "parent"
 HunkChoice = str | tuple[str, int] | Mapping[str, Any]
@@ -164,7 +165,7 @@ def hunks_of(label: str, parent: bytes | None, branch: bytes | None) -> list[Hun
 
 def _check_path(rel: str) -> str:
     p = PurePosixPath(rel)
-    if not rel or p.is_absolute() or ".." in p.parts or p.parts[:1] == (".pydantic-deep",):
+    if not rel or p.is_absolute() or ".." in p.parts or is_internal_path(str(p)):
         raise CombineError(f"{rel!r}: not a path inside the workspace")
     return str(p)
 

@@ -16,6 +16,14 @@ from typing import Any
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
 from branching_core.fork.checkpoints import HeldFiles
+from branching_core.fork.git_landing import (
+    GitLanding,
+    GitOutcome,
+    after_landing,
+    keep_branch_commits,
+    refusal,
+    trailers_for,
+)
 from branching_core.fork.history import dumps_history
 from branching_core.fork.parts import CoordinatorParts
 from branching_core.fork.runtime import (
@@ -28,6 +36,17 @@ from branching_core.fork.types import (
 )
 from branching_core.workspace.apply import apply_paths, changed_since
 from branching_core.workspace.landing import landing_lock
+
+
+def _configured_git(root: Path) -> GitLanding | None:
+    """``[git] commit_merges = true`` in the workspace's settings: commit every merge."""
+    from branching_core.config.reading import load_settings
+
+    try:
+        on = load_settings(root).settings.git_commit_merges
+    except Exception:  # unreadable settings: the reader reports them elsewhere
+        return None
+    return GitLanding(commit=True) if on else None
 
 
 class Merging(CoordinatorParts):
@@ -64,7 +83,16 @@ class Merging(CoordinatorParts):
             )
             return ids
 
-    async def merge_or_select(self, action: str, **judge_options: Any) -> MergeResult:
+    async def merge_or_select(
+        self,
+        action: str,
+        *,
+        git: GitLanding | None = None,
+        git_commit: bool | str | None = None,
+        git_branch: str | None = None,
+        git_ff: bool = False,
+        **judge_options: Any,
+    ) -> MergeResult:
         """``"pick:<label or id>"`` merges that branch; ``"abort"`` discards them all;
         ``"auto"`` lets the judge pick and merges its pick (``judge_options`` go to
         :meth:`resolve`, e.g. ``judges=[...]``, ``test_command=...``); a judge that cannot
@@ -74,7 +102,25 @@ class Merging(CoordinatorParts):
         (changed in the parent since the fork) are reported and left alone, the rest applied.
         Losers are cancelled and their workspace branches aborted. A budget-stopped or
         terminated winner merges its files and its partial history.
+
+        Git (issue 25): commits made inside the winner are kept as
+        ``forkdeck/<fork>/<label>`` in the parent's repository (``MergeResult.git_ref``);
+        ``git=GitLanding(commit=True, ...)`` (or the flags' spelling ``git_commit=True`` /
+        ``"message"``, ``git_branch="name"``, ``git_ff=True``; default: ``[git]
+        commit_merges`` of the workspace's settings) then commits exactly the landed paths.
+        Each git outcome is a line in ``MergeResult.git_notes``; it never fails the merge,
+        except up front with ``all_or_nothing`` (``RuntimeError``, nothing merged).
         """
+        if git is None and (git_commit or git_branch or git_ff):
+            # the headless flags' spelling: --git-commit[=MESSAGE], --git-branch, --git-ff
+            git = GitLanding(
+                commit=bool(git_commit) or git_branch is not None,
+                message=git_commit if isinstance(git_commit, str) and git_commit else None,
+                branch=git_branch,
+                fast_forward=git_ff,
+            )
+        if git is None:
+            git = _configured_git(self.workspace.path)
         handle = self._require_handle()
         action = action.strip()
         if action == "abort":
@@ -98,7 +144,21 @@ class Merging(CoordinatorParts):
         if action == "combine":  # per path / per hunk from several branches (fork.combine)
             from branching_core.fork.combine import merge_combined
 
-            return await merge_combined(self, **judge_options)
+            why = refusal(git, self.parent_path)
+            if why is not None:
+                raise RuntimeError(f"nothing merged: git: {why}")
+            combined = await merge_combined(self, **judge_options)
+            if git is not None and git.commit and not combined.aborted:
+                outcome = GitOutcome()
+                await asyncio.to_thread(
+                    after_landing, git, outcome, self.parent_path,
+                    [*combined.applied_paths, *combined.deleted_paths],
+                    in_workspace=self.parent_node is self.workspace, steer=None,
+                    trailers=trailers_for(handle.fork_id, "combine", None),
+                )
+                combined.git_commit = outcome.commit.commit if outcome.commit else None
+                combined.git_notes.extend(outcome.notes)
+            return combined
         if not action.startswith("pick:"):
             raise ValueError(
                 f"unknown action {action!r}: use 'pick:<label or id>', 'combine', 'auto' or "
@@ -116,6 +176,9 @@ class Merging(CoordinatorParts):
                 if winner.task is asyncio.current_task():
                     raise RuntimeError("a branch cannot merge itself")
                 await asyncio.wait([winner.task])
+            why = refusal(git, self.parent_path)
+            if why is not None:
+                raise RuntimeError(f"nothing merged: git: {why}")
             if winner.child is not None and not winner.child.is_resolved:
                 await winner.child.abort_fork()
             discarded = []
@@ -123,7 +186,27 @@ class Merging(CoordinatorParts):
                 if rt is not winner:
                     await self._discard(rt)
                     discarded.append(rt.branch_id)
+            kept = await asyncio.to_thread(
+                keep_branch_commits,
+                winner.ws_branch,
+                self.parent_path,
+                handle.fork_id,
+                winner.label,
+            )
             report = await self._apply(winner)
+            git_outcome = GitOutcome(kept=kept)
+            await asyncio.to_thread(
+                after_landing,
+                git,
+                git_outcome,
+                self.parent_path,
+                [*report.applied_paths, *report.deleted_paths],
+                in_workspace=self.parent_node is self.workspace,
+                steer=winner.spec.steer,
+                trailers=trailers_for(
+                    handle.fork_id, winner.label, winner.spec.model or self.default_model
+                ),
+            )
             history = winner.partial_history or list(winner.seed_history)
             history_json = dumps_history(history)
             post_id = await asyncio.to_thread(
@@ -166,6 +249,9 @@ class Merging(CoordinatorParts):
                 partial=winner.state != "done",
                 pre_fork_checkpoint_id=handle.parent_checkpoint_id,
                 post_fork_checkpoint_id=post_id,
+                git_ref=kept.ref,
+                git_commit=git_outcome.commit.commit if git_outcome.commit else None,
+                git_notes=git_outcome.notes,
             )
 
     def _parent_ws_id(self) -> str | None:

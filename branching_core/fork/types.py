@@ -219,6 +219,12 @@ class MergeResult:
     partial: bool = False
     pre_fork_checkpoint_id: str | None = None
     post_fork_checkpoint_id: str | None = None
+    git_ref: str | None = None
+    """``refs/heads/forkdeck/<fork>/<label>``: the commits made inside the winner, kept."""
+    git_commit: str | None = None
+    """The landing commit made of exactly the landed paths (``GitLanding(commit=True)``)."""
+    git_notes: list[str] = field(default_factory=list)
+    """One line per git outcome ("git: committed ...", "git: not committed: ...")."""
 
     @property
     def aborted(self) -> bool:

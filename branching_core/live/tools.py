@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import RunContext, ToolFailed
 from pydantic_ai.toolsets import FunctionToolset
 
+from branching_core.fork.git_landing import GitLanding
 from branching_core.fork.types import (
     BranchIsolation,
     BranchSpec,
@@ -174,16 +175,22 @@ def create_fork_toolset(
         return [_status_dict(s) for s in statuses]
 
     @toolset.tool_plain(sequential=True)
-    async def merge_or_select(action: str) -> dict[str, Any]:
+    async def merge_or_select(
+        action: str, git_commit: bool = False, git_message: str | None = None
+    ) -> dict[str, Any]:
         """Resolve the fork: 'pick:<label or id>' keeps that branch's files; 'auto' lets the
         judge pick one; 'abort' keeps none.
 
         Args:
             action: 'pick:<label or branch_id>', 'auto' or 'abort'.
+            git_commit: after landing, commit exactly the landed files in git (the user's
+                other changes stay as they are); default: the [git] commit_merges setting.
+            git_message: the commit message (default: a summary of the branch's steer).
         """
         coord = active()
+        git = GitLanding(commit=True, message=git_message) if git_commit else None
         try:
-            result = await coord.merge_or_select(action)
+            result = await coord.merge_or_select(action, git=git)
         except (ValueError, RuntimeError) as exc:
             raise ToolFailed(str(exc)) from None
         if result.aborted:
@@ -197,6 +204,8 @@ def create_fork_toolset(
             "conflicts": result.conflicts,
             "errors": [asdict(e) for e in result.errors],
         }
+        if result.git_notes:  # issue 25: kept commits, the landing commit, or why not
+            out["git"] = result.git_notes
         status = next(
             (s for s in coord.inspect_branches() if s.branch_id == result.winner_branch_id), None
         )

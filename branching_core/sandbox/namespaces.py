@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
+from branching_core.gitops.shadow import borrowed_objects
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.host_sockets import SocketPlan, plan_socket_hiding
 from branching_core.sandbox.masks import (
@@ -144,6 +145,12 @@ def plan_sandbox(
     _plan_masks(plan, expose_secrets)
     plan.expose = _checked_expose(expose, plan)
     plan.pty = pty
+    # a branch's private git directory (a worktree or submodule workspace, issue 25)
+    # borrows the real repository's objects: keep them readable where /tmp or /run
+    # would cover them (read-only, like every other kept directory)
+    borrowed = [d for d in borrowed_objects(raw) if inside(d, _COVERED)]
+    if borrowed:
+        plan.keep_visible = outermost([*plan.keep_visible, *borrowed])
     if helper is not None:
         try:
             mine = os.stat("/proc/self/ns/user").st_ino

@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from branching_core.errors import (
     AbortError,
     BranchClosedError,
     BranchError,
+    BranchingError,
     BranchStaleError,
     CommitError,
     ConflictError,
@@ -35,6 +36,7 @@ from branching_core.workspace.changes import (
     Op,
     lost_in_parent,
     summarize,
+    without_internal,
 )
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.journal import Journal
@@ -208,6 +210,51 @@ def _meta_of(
     }
 
 
+def _notify(hooks: list[Any], *args: Any) -> None:
+    """Call commit observers (``BranchTree.before_commit``/``after_commit``); one that
+    fails is logged, never a failed commit."""
+    for hook in list(hooks):
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("commit hook %r failed", hook)
+
+
+def _keep_git_commits(branch: Branch, parent_root: Path) -> None:
+    """Commits made inside the branch are not lost with its ``.git`` (which never lands):
+    fetched into the parent's repository as ``forkdeck/<branch name>``, unless someone
+    kept them already (a fork merge names them ``forkdeck/<fork>/<label>``, a pattern
+    command ``forkdeck/<pattern>/<index>``). Never fails the commit (``gitops.refs``)."""
+    view = branch.path
+    if not (view / ".git").exists():
+        return
+    from branching_core.gitops.refs import land_branch_commits, ref_name
+
+    names = branch.branch_path.split("/")[2:]  # "/main/a/b" -> forkdeck/a/b
+    kept = land_branch_commits(view, parent_root, ref_name(*names), write_layer=branch.write_layer)
+    branch.git_note = kept.line
+    if kept.note is not None:
+        log.warning("%s: %s", branch.branch_path, kept.note)
+
+
+def _private_gitdirs(root: Path, layouts: list[BranchLayout], tree: BranchTree) -> None:
+    """A workspace whose ``.git`` is a file pointing outside it (a worktree, a submodule):
+    give each new top-level branch a git directory of its own, so git in the branch never
+    writes the user's real HEAD, index or refs (``gitops.shadow``). All or none."""
+    from branching_core.gitops.shadow import external_gitdir, make_private_gitdir
+
+    gitdir = external_gitdir(root)
+    if gitdir is None:
+        return
+    try:
+        for layout in layouts:
+            assert layout.view is not None
+            make_private_gitdir(layout.view, gitdir)
+    except (OSError, BranchingError) as exc:
+        tree.backend.destroy_many(layouts)
+        raise BranchError(f"cannot give the branch its own git directory: {exc}") from exc
+
+
 class Branch(_Node):
     """An isolated view of its parent. Use ``.path`` like any directory."""
 
@@ -239,6 +286,12 @@ class Branch(_Node):
         self.parent_generation = parent_generation
         self.durable = durable
         self._layout = layout
+        self.git_note: str | None = None
+        """What happened to commits made inside the branch when it committed (kept as a
+        ``forkdeck/...`` ref, or why not); ``None`` when there were none to keep."""
+        self.landed_paths: list[str] | None = None
+        """The parent paths the commit changed (directories stand for their content);
+        ``None`` until committed."""
         self._state: WorkspaceBranchState = "open"
         self._lock = threading.RLock()
         self._close_hooks: list[Callable[[], None]] = []
@@ -290,6 +343,8 @@ class Branch(_Node):
         finally:  # made (or, on an error, removed by the backend): no longer pending
             if marker is not None:
                 store.end_batch(marker)
+        if parent is parent.workspace:
+            _private_gitdirs(parent.workspace.path, layouts, tree)
         branches = [
             cls(
                 parent,
@@ -371,7 +426,7 @@ class Branch(_Node):
         with self._lock:
             self._require_open()
             parent = self.parent.parent_view()
-            ops = self.tree.backend.collect(self._layout, parent)
+            ops = without_internal(self.tree.backend.collect(self._layout, parent))
             summary = summarize(ops, parent.root)
             summary.lost_in_parent = lost_in_parent(
                 ops, parent.root, self.created_ns, self.root_names
@@ -407,10 +462,12 @@ class Branch(_Node):
                         f"{self.parent.branch_path}; this branch was aborted",
                         stale=True,
                     )
+                _notify(tree.before_commit, self)
+                _keep_git_commits(self, parent.root)
                 backend = tree.backend
                 backend.freeze(self._layout)
                 try:
-                    ops = backend.collect(self._layout, parent)
+                    ops = without_internal(backend.collect(self._layout, parent))
                     self._refuse_unapplicable(ops, parent.root)
                     journal = Journal.prepare(
                         store.journal_dir,
@@ -474,7 +531,9 @@ class Branch(_Node):
                 )
             else:
                 self._state = "committed"
+                self.landed_paths = sorted({op.path for op in journal.ops})
                 self._dispose()
+                _notify(self.tree.after_commit, self, self.landed_paths)
                 if held is not None:
                     raise held
                 return

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from branching_core.workspace.fsutil import lstat_or_none
+from branching_core.workspace.paths import GIT_NAME, is_internal_path
 
 OpKind = Literal["delete", "mkdir", "put", "chmod"]
 _ORDER: dict[str, int] = {"delete": 0, "mkdir": 1, "put": 2, "chmod": 3}
@@ -73,6 +74,51 @@ class BranchChanges:
     @property
     def all_paths(self) -> list[str]:
         return sorted({*self.created, *self.modified, *self.deleted})
+
+
+def without_internal(ops: Iterable[Op]) -> list[Op]:
+    """``ops`` with nothing of :func:`~branching_core.workspace.paths.is_internal_path`.
+
+    The backends' scans already skip ``.git`` and the state dir; what is left is a whole
+    new directory published by one rename (a tree put) that holds a ``.git`` somewhere
+    (a repository cloned or ``git init``-ed inside the branch): it is split into a mkdir
+    and puts of its entries, down to the ``.git``, which stays behind with the branch.
+    """
+    out: list[Op] = []
+    for op in ops:
+        if is_internal_path(op.path):
+            continue
+        if op.kind == "put" and op.tree and op.source and _holds_git(Path(op.source)):
+            out.extend(_split_tree(op, Path(op.source), op.path))
+        else:
+            out.append(op)
+    return out
+
+
+def _holds_git(root: Path) -> bool:
+    for _dirpath, dirnames, filenames in os.walk(root):
+        if GIT_NAME in dirnames or GIT_NAME in filenames:
+            return True
+    return False
+
+
+def _split_tree(op: Op, source: Path, rel: str) -> list[Op]:
+    ops = [Op("mkdir", rel, mode=stat.S_IMODE(os.lstat(source).st_mode))]
+    with os.scandir(source) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name == GIT_NAME:
+                continue
+            child, child_rel = Path(entry.path), f"{rel}/{entry.name}"
+            if entry.is_dir(follow_symlinks=False):
+                if _holds_git(child):
+                    ops.extend(_split_tree(op, child, child_rel))
+                else:
+                    ops.append(replace(op, path=child_rel, source=str(child), existed=False))
+            else:
+                ops.append(
+                    replace(op, path=child_rel, source=str(child), tree=False, existed=False)
+                )
+    return ops
 
 
 def summarize(ops: Iterable[Op], parent_root: Path) -> BranchChanges:

@@ -31,6 +31,7 @@ from branching_core.workspace.journal import (
     _remove_empty_state_dirs,
     scratch_dir,
 )
+from branching_core.workspace.paths import is_internal_path
 from branching_core.workspace.precheck import refuse_unapplicable
 from branching_core.workspace.signals import deferred_signals
 from branching_core.workspace.store import Store
@@ -63,7 +64,7 @@ def land_files(
     """
     for rel in files:
         parts = Path(rel).parts
-        if not rel or Path(rel).is_absolute() or ".." in parts or parts[0] == PROJECT_STATE_DIR:
+        if not rel or Path(rel).is_absolute() or ".." in parts or is_internal_path(rel):
             raise ValueError(f"{rel!r}: not a path inside the workspace")
     ws = node.workspace
     store = ws.tree.store

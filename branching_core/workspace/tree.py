@@ -10,6 +10,7 @@ both talk to this one collaborator through its public methods.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,13 @@ class BranchTree:
         self.backend = backend
         self._open: dict[str, Branch] = {}
         self._open_lock = threading.RLock()
+        # Observers of commits (the headless CLI's git landing, issue 25): each
+        # ``before_commit`` hook sees the branch while its view is still there (under the
+        # commit lock, before anything is published); each ``after_commit`` hook gets the
+        # branch and the parent paths it changed, once published. A hook's exception is
+        # logged, never a failed commit.
+        self.before_commit: list[Callable[[Branch], None]] = []
+        self.after_commit: list[Callable[[Branch, list[str]], None]] = []
 
     # -- the commit lock -------------------------------------------------------------------
     def commit_lock(self) -> AbstractContextManager[None]:

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, lstat_or_none, rmtree
+from branching_core.workspace.paths import GIT_NAME
 
 # rel path -> (kind "d"/"l"/"f", permission bits, size, mtime_ns, inode)
 Stat = tuple[str, int, int, int, int]
@@ -53,8 +54,9 @@ def kind_of(mode: int) -> str:
 
 def list_tree(root: Path, *, external: bool = True) -> frozenset[bytes]:
     """One record per entry under ``root`` (not ``root`` itself, nor a top-level
-    ``.pydantic-deep``). Two listings of the same tree compare record by record in C
-    (set difference), and only the records that differ need :func:`parse_records`.
+    ``.pydantic-deep``, nor any ``.git`` and what it holds: see ``paths``). Two listings
+    of the same tree compare record by record in C (set difference), and only the
+    records that differ need :func:`parse_records`.
     Raises what ``os.scandir``/``os.lstat`` raise for an unreadable tree."""
     if external and _find_works():
         found = _list_with_find(root)
@@ -149,6 +151,10 @@ def _list_with_find(root: Path) -> frozenset[bytes] | None:
                 f"./{PROJECT_STATE_DIR}",
                 "-prune",
                 "-o",
+                "-name",
+                GIT_NAME,
+                "-prune",
+                "-o",
                 "-printf",
                 _FIND_FORMAT,
             ],
@@ -179,7 +185,7 @@ def _list_in_process(root: Path) -> frozenset[bytes]:
         directory, rel_dir = pending.pop()
         with os.scandir(directory) as entries:
             for entry in entries:
-                if not rel_dir and entry.name == PROJECT_STATE_DIR:
+                if entry.name == GIT_NAME or (not rel_dir and entry.name == PROJECT_STATE_DIR):
                     continue
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                 st = entry.stat(follow_symlinks=False)

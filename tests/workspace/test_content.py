@@ -32,7 +32,6 @@ def _edit_like_an_agent(view: Path) -> None:
     os.chmod(view / "run.sh", 0o700)
     os.chmod(view / "a.txt", 0o755)
     (view / "big.bin").write_bytes(BIG_BINARY)
-    (view / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x02")
     (view / "ünïcode name.txt").write_text("ü changed\n")
     (view / "name with spaces.md").write_text("spaced\n")
     (view / "link_out").symlink_to("/etc/hostname")
@@ -51,6 +50,10 @@ def test_repo_like_edits_commit_exactly(fs_root: Path, backend: str) -> None:
     with ws.branch("agent") as b:
         _edit_like_an_agent(b.path)
         assert snapshot(b.path) == snapshot(expected_dir)
+        # git's own files are the repository, never a change (issue 25): the index the
+        # branch's git rewrote stays with the branch
+        (b.path / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x02")
+        assert ".git/index" not in b.changes().all_paths
     assert snapshot(ws_dir) == snapshot(expected_dir)
     # Symlinks stay links (never followed out of the workspace), bits survive.
     assert os.readlink(ws_dir / "link_out") == "/etc/hostname"

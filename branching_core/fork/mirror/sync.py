@@ -55,6 +55,7 @@ from branching_core.fork.mirror.stamps import (
     fingerprint,
     stash,
 )
+from branching_core.workspace.paths import GIT_NAME, is_internal_path
 
 log = logging.getLogger(__name__)
 
@@ -136,13 +137,14 @@ def relevant(rel: str) -> bool:
     """False for the project state directory (never part of a branch) and our temp files."""
     if not rel or rel == "." or rel.startswith("../") or rel.startswith("/"):
         return False
-    first = rel.split("/", 1)[0]
-    return first != PROJECT_STATE_DIR and TMP_MARK not in rel.rsplit("/", 1)[-1]
+    return not is_internal_path(rel) and TMP_MARK not in rel.rsplit("/", 1)[-1]
 
 
 def walk_files(root: Path) -> Iterator[str]:
     """Relative paths of every non-directory entry under ``root`` (symlinks not followed)."""
     for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != GIT_NAME]  # a repository: never mirrored
+        filenames = [f for f in filenames if f != GIT_NAME]
         rel_dir = os.path.relpath(dirpath, root)
         for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             yield name if rel_dir == "." else f"{rel_dir}/{name}"
