@@ -17,6 +17,18 @@ def _isolated_branch_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     return store
 
 
+@pytest.fixture(autouse=True)
+def _process_network_policy() -> Iterator[None]:
+    """Each test starts from the default ``private`` policy: a front door run in-process
+    (``cli.main``, a ChatSession) makes its config's policy the process-wide one, as it
+    should for a real one-command process, and it must not leak into the next test."""
+    from branching_core.sandbox.network import policy, set_policy
+
+    before = policy()
+    yield
+    set_policy(before)
+
+
 # -- CI guard: a capability the machine has must not be skipped ---------------------------
 
 # FORKDECK_REQUIRE names capabilities (space- or comma-separated) that this machine is known to
