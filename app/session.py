@@ -464,6 +464,8 @@ def offline_greeting() -> str:
     """The first words a user without an LLM reads: what works now and how to get a real one."""
     keys = ", ".join(MODEL_ENV_KEYS)
     return (
+        "New here? `forkdeck demo` forks three fixes of a failing test and opens the merge "
+        "picker (offline, one minute).\n"
         "No LLM configured: the offline model (scripted, no network) answers. It turns a "
         "prompt into tool calls (`ls`, `read PATH`, `glob PATTERN`, `grep REGEX`, and "
         "`write PATH` with the file's lines below it up to a line `end`: ctrl+j starts a "
