@@ -337,6 +337,9 @@ class ChatSession:
                 f"fork {left_open[0]['fork_id']} from an earlier session is still open: "
                 "/fork offers to reopen, merge or abort it"
             )
+        seed = self.history
+        if specs and all(not spec.steer.strip() for spec in specs):
+            seed = resample_seed(self.history)
         coordinator = self.new_coordinator()
         strategy = MergeStrategy(
             kind=self.settings.merge_strategy,
@@ -345,7 +348,7 @@ class ChatSession:
         with self.busy(f"spawning {len(specs)} branch{'es' if len(specs) != 1 else ''}"):
             await coordinator.fork(
                 specs,
-                parent_history=self.history,
+                parent_history=seed,
                 aggregate_budget_usd=aggregate_budget_usd,
                 strategy=strategy,
             )
@@ -460,6 +463,25 @@ class ChatSession:
             hook.detach()
 
 
+def resample_seed(history: list[Any]) -> list[Any]:
+    """The history up to and including the last request the user typed, without the answer:
+    a fork with every steer empty re-runs that turn in each branch (best-of-N, issue 24.7).
+
+    Raises ``RuntimeError`` when the chat has no task yet to run again."""
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, ModelRequest) and any(
+            isinstance(part, UserPromptPart) for part in message.parts
+        ):
+            return list(history[: index + 1])
+    raise RuntimeError(
+        "every steer is empty and the chat has no task yet to run again: "
+        "type the task first, or a steer per row"
+    )
+
+
 def offline_greeting() -> str:
     """The first words a user without an LLM reads: what works now and how to get a real one."""
     keys = ", ".join(MODEL_ENV_KEYS)
@@ -492,4 +514,5 @@ __all__ = [
     "TurnSink",
     "env_has_model_key",
     "offline_greeting",
+    "resample_seed",
 ]

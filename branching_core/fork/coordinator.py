@@ -371,7 +371,9 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
             crash_point("fork:manifest")
             self._publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(self._handle.branches)))
             for rt in runtimes:
-                self._start(rt, rt.spec.steer, seed)
+                # An empty steer sends no new prompt: the branch runs on from the seed (a
+                # seed ending in the user's request re-samples that turn: best-of-N).
+                self._start(rt, rt.spec.steer.strip() or None, seed)
             return self._handle
 
     # -- the user's edits in the mirror (fork/mirror/edits.py) ------------------------------
