@@ -191,6 +191,12 @@ def _result_line(part: ToolReturnPart) -> str:
             rest = body[1].split("\n", 1)
             output = _first_line(rest[1]) if len(rest) > 1 else ""
         return f"{status}: {output}" if output and output != "(no output)" else status
+    lines = [line for line in content.strip().splitlines() if line.strip()]
+    if part.tool_name in ("list_dir", "glob", "grep") and len(lines) > 1:
+        # every name, not the first one (a git repository's `ls` said only `.git/`)
+        return _first_line(f"{len(lines)} entries: " + ", ".join(s.strip() for s in lines))
+    if part.tool_name == "read_file" and len(lines) > 1:
+        return _first_line(f"{len(lines)} lines: " + " / ".join(s.strip() for s in lines[:3]))
     return _first_line(content)
 
 
