@@ -443,6 +443,18 @@ class ChatSession:
         assert self.workspace is not None
         return [m for m in list_open_forks(self.workspace) if int(m.get("depth", 1)) == 1]
 
+    def forks_left_open_on_disk(self) -> list[dict[str, Any]]:
+        """:meth:`open_forks` from the manifests alone (no workspace, no pydantic-ai): what the
+        recovery dialog lists right after the first frame. A fork still being created when
+        its process died is left to :meth:`open_forks`' sweep."""
+        from branching_core.fork.store import ForkStore
+
+        return [
+            m
+            for m in ForkStore(self.root).list_open()
+            if int(m.get("depth", 1)) == 1 and not m.get("creating")
+        ]
+
     async def aclose(self) -> None:
         """Stop running branch tasks; the fork itself stays on disk for recovery at next start.
 

@@ -78,6 +78,11 @@ async def _confirm_escape(screen: ChatScreen, label: str | None) -> None:
 
 def offer_recovery(screen: ChatScreen, open_forks: list[dict[str, Any]]) -> None:
     """A fork left open by an earlier session: reopen it, merge a branch, or abort it."""
+    if any(w.group == "recover" and w.is_running for w in screen.workers):
+        # a /fork typed ahead while the dialog was up (or its choice is being carried
+        # out): one dialog, answered once
+        screen.notice("the fork from an earlier session is being handled: see the dialog")
+        return
     screen.run_worker(_recovery(screen, open_forks), group="recover")
 
 
@@ -89,6 +94,13 @@ async def _recovery(screen: ChatScreen, open_forks: list[dict[str, Any]]) -> Non
     choice = await screen.app.push_screen_wait(modal_cls(open_forks))
     if choice is None:
         screen.notice("the open fork is kept; you will be asked again next time")
+        return
+    prepared = getattr(screen.app, "prepared", None)
+    if prepared is not None and not session.ready:  # offered before start-up finished
+        with session.busy("starting"):
+            await prepared.wait()
+    if not session.ready:
+        screen.notice("the workspace could not be opened: the fork stays open", "error")
         return
     coordinator = await asyncio.to_thread(session.adopt_recovered, choice[1])
     if coordinator is None:

@@ -19,8 +19,10 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from .type_ahead import TypeAheadGuard
 
-class ConfirmModal(ModalScreen[bool]):
+
+class ConfirmModal(TypeAheadGuard, ModalScreen[bool]):
     """Ask ``question``; True for yes, False for no."""
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")  # absolute: subclasses elsewhere work

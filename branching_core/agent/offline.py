@@ -330,8 +330,8 @@ def offline_model(name: str = OFFLINE_PREFIX) -> OfflineModel:
 
 __all__ = [
     "OFFLINE_SYSTEM",
-    "VARIANTS",
     "PLAIN_REPLY_PREFIX",
+    "VARIANTS",
     "OfflineModel",
     "Script",
     "Step",

@@ -74,7 +74,6 @@ def cmd_status(args: argparse.Namespace) -> int:
         "forks_store": fork_totals,
     }
     from branching_core.config import load_settings
-
     from branching_core.sandbox.privileges import unprivileged_limits
 
     problems = [p.message for p in load_settings(ws.path).problems]
