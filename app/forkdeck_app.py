@@ -91,7 +91,9 @@ class ForkdeckApp(App[None]):
             chat.notice(f"cannot read the forks left open: {exc}", "error")
             return
         if forks:
-            chat.offer_recovery(forks)
+            from .fork.lifecycle import offer_recovery
+
+            offer_recovery(chat, forks, at_start=True)
 
     async def _prepare(self) -> None:
         """Import pydantic-ai and build the agent off the event loop, after the first frame."""

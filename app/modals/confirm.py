@@ -26,6 +26,7 @@ class ConfirmModal(TypeAheadGuard, ModalScreen[bool]):
     """Ask ``question``; True for yes, False for no."""
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")  # absolute: subclasses elsewhere work
+    REFUSE_BURST = False  # asked for by the user's own key: only keys typed before it drop
     AUTO_FOCUS = "#no"
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),

@@ -6,9 +6,12 @@ that mixes this in notes when it became the current screen (its ``ScreenResume``
 on the same clock as key events). The app then drops (and says once that it dropped):
 
 * every key created before that moment (queued type-ahead), and
-* a typing burst that was under way as the dialog appeared: keys that follow each other
-  (and the last key before the dialog) by less than ``BURST_GAP_S``. The first key after
-  such a pause is an answer; so is any key when nobody was typing as the dialog came up.
+* for a dialog that appears unasked (``REFUSE_BURST``: the recovery dialog at start-up),
+  a typing burst that was under way as it appeared: keys that follow each other (and the
+  last key before the dialog) by less than ``BURST_GAP_S``. The first key after such a
+  pause is an answer; so is any key when nobody was typing as the dialog came up. A dialog
+  the user's own key asked for (Esc: "terminate?") takes the next key at once: ``Esc y``
+  is a deliberate answer.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ the dialog could be read (people type at 5-10 keys a second)."""
 class TypeAheadGuard:
     """Mixin for a ``ModalScreen`` (listed before it): see the module docstring."""
 
+    REFUSE_BURST: bool = True
     _shown_at: float | None = None
     _burst_until: float | None = None
     """While keys keep coming this close together, they belong to the burst (refused)."""
@@ -33,7 +37,7 @@ class TypeAheadGuard:
             return
         self._shown_at = event.time
         last = getattr(getattr(self, "app", None), "last_key_time", None)
-        if isinstance(last, float) and event.time - last < BURST_GAP_S:
+        if self.REFUSE_BURST and isinstance(last, float) and event.time - last < BURST_GAP_S:
             self._burst_until = last + BURST_GAP_S  # someone was typing as it appeared
 
     def refuses_key(self, event: events.Key) -> bool:
