@@ -447,13 +447,9 @@ class ChatSession:
         """:meth:`open_forks` from the manifests alone (no workspace, no pydantic-ai): what the
         recovery dialog lists right after the first frame. A fork still being created when
         its process died is left to :meth:`open_forks`' sweep."""
-        from branching_core.fork.store import ForkStore
+        from .fork.left_open import forks_left_open
 
-        return [
-            m
-            for m in ForkStore(self.root).list_open()
-            if int(m.get("depth", 1)) == 1 and not m.get("creating")
-        ]
+        return forks_left_open(self.root)
 
     async def aclose(self) -> None:
         """Stop running branch tasks; the fork itself stays on disk for recovery at next start.

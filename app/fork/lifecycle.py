@@ -94,8 +94,6 @@ def offer_recovery(
 async def _recovery(
     screen: ChatScreen, open_forks: list[dict[str, Any]], at_start: bool = False
 ) -> None:
-    from ..merge.screen_flow import apply_merge
-
     modal_cls = lazy("forkdeck.modals.recover_fork", "RecoverForkModal")
     session = screen.session
     modal = modal_cls(open_forks)
@@ -122,6 +120,9 @@ async def _recovery(
         screen.notice(f"fork {choice[1]} aborted; no file changed")
         return
     if choice[0] == "merge" and len(choice) > 2 and choice[2]:
+        # imported only now: it loads pydantic-ai, which start-up may be importing meanwhile
+        from ..merge.screen_flow import apply_merge
+
         await apply_merge(screen, f"pick:{choice[2]}")
         if not session.fork_active:
             return  # merged; else (a conflict) the fork is shown, still open
