@@ -200,6 +200,13 @@ class ChatSession:
         self.model_label = display_name(self.model)
         if self.offline:
             notices.append(StartupNotice(offline_greeting(), "warning"))
+        from branching_core.sandbox.privileges import unprivileged_limits
+
+        gives_up = unprivileged_limits(self.workspace.fstype)
+        if gives_up:  # issue 24.15: said once, not met later as errors
+            notices.append(
+                StartupNotice("unprivileged (not root): " + "; ".join(gives_up), "warning")
+            )
         capabilities: list[Any] = []
         if self.subagents is not None:
             if self.subagents.workspace is None:
