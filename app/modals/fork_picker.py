@@ -381,10 +381,11 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         """The focused steer in full, wrapped under the rows, once it outgrows its cell."""
         for line in self.query("#steer-full").results(Static):
             text = ""
-            if isinstance(widget, Input) and (widget.id or "").startswith("steer-"):
+            field_id = widget.id or "" if isinstance(widget, Input) else ""
+            if isinstance(widget, Input) and field_id.startswith("steer-"):
                 width = widget.content_region.width or widget.size.width
                 if len(widget.value) >= max(width - 1, 1):
-                    text = f"steer {widget.id.removeprefix('steer-')}: {widget.value}"
+                    text = f"steer {field_id.removeprefix('steer-')}: {widget.value}"
             line.update(text)
             line.set_class(bool(text), "-shown")
 

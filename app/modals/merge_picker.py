@@ -4,9 +4,10 @@ One column per branch (fork order) with its label, state badge, cost and the hea
 diff, so the choice is made on what each branch actually changed rather than on its last
 chat message. Keys: ``1``-``9`` choose that branch and say what merging it will do (issue
 24.14: a stray digit merged at once); the same digit again or ``Enter`` confirms, ``Esc``
-takes the choice back; ``←``/``→`` move the highlight and ``Enter`` picks it; ``o`` opens the detected external diff tool on the highlighted branch vs.
-the parent over the whole tree (``tui`` kind: the diff explorer instead); ``d`` pushes the
-diff explorer; ``s`` on a running branch stops it and merges what it has; ``Esc`` cancels.
+takes the choice back; ``←``/``→`` move the highlight and ``Enter`` picks it; ``o`` opens
+the detected external diff tool on the highlighted branch vs. the parent over the whole tree
+(``tui`` kind: the diff explorer instead); ``d`` pushes the diff explorer; ``s`` on a
+running branch stops it and merges what it has; ``Esc`` cancels.
 Dismisses with ``"pick:<label>"`` (what ``ForkCoordinator.merge_or_select`` takes) or
 ``None``.
 

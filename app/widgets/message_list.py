@@ -84,7 +84,8 @@ class ToolCallView(Collapsible):
         head = "\n".join(lines[:RESULT_PREVIEW_LINES])
         more = len(lines) - RESULT_PREVIEW_LINES
         if more > 0:
-            head += f"\n… {more} more line{'s' if more != 1 else ''} (click: expand · ctrl+o: full output)"
+            plural = "s" if more != 1 else ""
+            head += f"\n… {more} more line{plural} (click: expand · ctrl+o: full output)"
         return head
 
     def _show_preview(self) -> None:

@@ -139,7 +139,9 @@ def plain_request_reply(prompt: str, messages: list[ModelMessage] | None = None)
     first = f'{PLAIN_REPLY_PREFIX} "{quoted}": it cannot read requests, it runs scripted steps.'
     said = any(
         isinstance(m, ModelResponse)
-        and any(isinstance(p, TextPart) and p.content.startswith(PLAIN_REPLY_PREFIX) for p in m.parts)
+        and any(
+            isinstance(p, TextPart) and p.content.startswith(PLAIN_REPLY_PREFIX) for p in m.parts
+        )
         for m in messages or ()
     )
     if said:

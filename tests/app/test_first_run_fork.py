@@ -67,7 +67,9 @@ async def test_all_empty_steers_without_a_task_say_what_to_do(project: Path) -> 
         await wait_for(pilot, lambda: isinstance(app.screen, ForkPickerModal), what="picker")
         await pilot.press("enter")
         chat = chat_screen(app)
-        await wait_for(pilot, lambda: "no task yet" in chat.last_notice, what=lambda: chat.last_notice)
+        await wait_for(
+            pilot, lambda: "no task yet" in chat.last_notice, what=lambda: chat.last_notice
+        )
         assert app.session.coordinator is None
 
 
