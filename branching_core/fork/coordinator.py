@@ -491,7 +491,9 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """Each branch's tool calls, aligned, with where they diverged (``fork.process_report``)."""
         from branching_core.fork.process_report import build_process_report
 
-        return build_process_report(self._branches.values(), price_fn=self.price_fn)
+        return build_process_report(
+            self._branches.values(), price_fn=self.price_fn, edits=self.user_edits()
+        )
 
     def combine_preview(self, selection: Any, *, base: str | None = None) -> Any:
         """Plan ``merge_or_select("combine", selection=...)`` without writing anything."""
