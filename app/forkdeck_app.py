@@ -18,11 +18,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from .commands import PaletteEntry, palette_entries
 from .gc_freeze import freeze_long_lived, unfreeze
+from .modals.type_ahead import TypeAheadGuard
 from .screens.chat import ChatScreen, config_problem_text
 from .session import ChatSession
 
@@ -68,7 +70,30 @@ class ForkdeckApp(App[None]):
         if marker:
             loaded = int("pydantic_ai" in sys.modules)
             Path(marker).write_text(f"{time.time():.6f} {loaded}\n", encoding="utf-8")
+        if self.offer_recovery:
+            # before the (slow) preparation: the manifests on disk are all it needs (24.13)
+            self._recovery_early = True
+            self.run_worker(self._early_recovery(), name="recovery", group="startup-recovery")
         self.run_worker(self._prepare(), name="prepare", group="startup")
+
+    _recovery_early = False
+
+    async def _early_recovery(self) -> None:
+        """Offer a fork a crashed session left open as soon as the screen is up: it took
+        11-13 s with a real model server, because it waited for pydantic-ai, the workspace
+        and the model; a choice made meanwhile is carried out once the session is ready."""
+        chat = self.chat
+        if chat is None:
+            return
+        try:
+            forks = await asyncio.to_thread(self.session.forks_left_open_on_disk)
+        except Exception as exc:  # an unreadable store: said, never fatal
+            chat.notice(f"cannot read the forks left open: {exc}", "error")
+            return
+        if forks:
+            from .fork.lifecycle import offer_recovery
+
+            offer_recovery(chat, forks, at_start=True)
 
     async def _prepare(self) -> None:
         """Import pydantic-ai and build the agent off the event loop, after the first frame."""
@@ -93,12 +118,28 @@ class ForkdeckApp(App[None]):
             await self._resume(chat)
         chat.refresh_status()
         chat.run_pending()  # lines typed while this was loading, in order
-        if self.offer_recovery:
+        if self.offer_recovery and not self._recovery_early:
             open_forks = await asyncio.to_thread(self.session.open_forks)
             if open_forks:
                 chat.offer_recovery(open_forks)
         freeze_long_lived()  # the model and agent are loaded: out of full collections
         self.prepared.set()
+
+    async def on_event(self, event: events.Event) -> None:
+        """A key typed before the dialog in front was shown never answers it (24.13)."""
+        if isinstance(event, events.Key):
+            screen = self.screen if self._screen_stack else None
+            refused = isinstance(screen, TypeAheadGuard) and screen.refuses_key(event)
+            self.last_key_time = event.time
+            if refused:
+                assert isinstance(screen, TypeAheadGuard)
+                screen.dropped_key()
+                return
+        await super().on_event(event)
+
+    last_key_time: float | None = None
+    """When the last key reached the app (on the event clock): a dialog that appears in
+    the middle of a typing burst does not take that burst's keys as answers."""
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The command palette: Textual's own entries plus every slash command/setting."""

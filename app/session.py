@@ -200,6 +200,13 @@ class ChatSession:
         self.model_label = display_name(self.model)
         if self.offline:
             notices.append(StartupNotice(offline_greeting(), "warning"))
+        from branching_core.sandbox.privileges import unprivileged_limits
+
+        gives_up = unprivileged_limits(self.workspace.fstype)
+        if gives_up:  # issue 24.15: said once, not met later as errors
+            notices.append(
+                StartupNotice("unprivileged (not root): " + "; ".join(gives_up), "warning")
+            )
         capabilities: list[Any] = []
         if self.subagents is not None:
             if self.subagents.workspace is None:
@@ -353,6 +360,9 @@ class ChatSession:
                 f"fork {left_open[0]['fork_id']} from an earlier session is still open: "
                 "/fork offers to reopen, merge or abort it"
             )
+        seed = self.history
+        if specs and all(not spec.steer.strip() for spec in specs):
+            seed = resample_seed(self.history)
         coordinator = self.new_coordinator()
         strategy = MergeStrategy(
             kind=self.settings.merge_strategy,
@@ -361,7 +371,7 @@ class ChatSession:
         with self.busy(f"spawning {len(specs)} branch{'es' if len(specs) != 1 else ''}"):
             await coordinator.fork(
                 specs,
-                parent_history=self.history,
+                parent_history=seed,
                 aggregate_budget_usd=aggregate_budget_usd,
                 strategy=strategy,
             )
@@ -458,6 +468,14 @@ class ChatSession:
         assert self.workspace is not None
         return [m for m in list_open_forks(self.workspace) if int(m.get("depth", 1)) == 1]
 
+    def forks_left_open_on_disk(self) -> list[dict[str, Any]]:
+        """:meth:`open_forks` from the manifests alone (no workspace, no pydantic-ai): what the
+        recovery dialog lists right after the first frame. A fork still being created when
+        its process died is left to :meth:`open_forks`' sweep."""
+        from .fork.left_open import forks_left_open
+
+        return forks_left_open(self.root)
+
     async def aclose(self) -> None:
         """Stop running branch tasks; the fork itself stays on disk for recovery at next start.
 
@@ -478,10 +496,31 @@ class ChatSession:
             hook.detach()
 
 
+def resample_seed(history: list[Any]) -> list[Any]:
+    """The history up to and including the last request the user typed, without the answer:
+    a fork with every steer empty re-runs that turn in each branch (best-of-N, issue 24.7).
+
+    Raises ``RuntimeError`` when the chat has no task yet to run again."""
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    for index in range(len(history) - 1, -1, -1):
+        message = history[index]
+        if isinstance(message, ModelRequest) and any(
+            isinstance(part, UserPromptPart) for part in message.parts
+        ):
+            return list(history[: index + 1])
+    raise RuntimeError(
+        "every steer is empty and the chat has no task yet to run again: "
+        "type the task first, or a steer per row"
+    )
+
+
 def offline_greeting() -> str:
     """The first words a user without an LLM reads: what works now and how to get a real one."""
     keys = ", ".join(MODEL_ENV_KEYS)
     return (
+        "New here? `forkdeck demo` forks three fixes of a failing test and opens the merge "
+        "picker (offline, one minute).\n"
         "No LLM configured: the offline model (scripted, no network) answers. It turns a "
         "prompt into tool calls (`ls`, `read PATH`, `glob PATTERN`, `grep REGEX`, and "
         "`write PATH` with the file's lines below it up to a line `end`: ctrl+j starts a "
@@ -508,4 +547,5 @@ __all__ = [
     "TurnSink",
     "env_has_model_key",
     "offline_greeting",
+    "resample_seed",
 ]

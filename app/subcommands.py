@@ -18,7 +18,10 @@ from .entry import HEADLESS_COMMANDS
 
 #: One-line descriptions for commands the CLI parser does not describe (a command handled
 #: by the app itself, say). The parser's ``help=`` wins where both exist.
-EXTRA_HELP: dict[str, str] = {}
+EXTRA_HELP: dict[str, str] = {
+    "demo": "a throwaway project with a failing test, forked three ways on the offline "
+            "model (no key needed); opens the merge picker",
+}
 
 
 def command_help(
@@ -36,10 +39,10 @@ def command_help(
         if isinstance(action, argparse._SubParsersAction):
             for choice in action._choices_actions:
                 described[choice.dest] = choice.help or ""
-    # A name in HEADLESS_COMMANDS that no parser handles (and EXTRA_HELP does not
-    # describe) is not a working command: neither listed nor suggested.
+    # A name in HEADLESS_COMMANDS that no parser handles is not a working command:
+    # neither listed nor suggested.
     listed = [n for n in described if n in commands]
-    listed += sorted((commands & EXTRA_HELP.keys()) - set(listed))
+    listed += sorted(EXTRA_HELP.keys() - set(listed))  # the app's own (tui.main routes them)
     return {name: described.get(name) or EXTRA_HELP[name] for name in listed}
 
 

@@ -112,6 +112,10 @@ def load_subagents(spec: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "demo":  # `forkdeck demo [PATH]` (a workspace named demo: ./demo)
+        from .demo import main as demo_main
+
+        return demo_main(argv[1:])
     args = build_parser().parse_args(argv)
     root = Path(args.path).expanduser()
     if not root.exists():

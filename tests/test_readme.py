@@ -132,12 +132,13 @@ def test_every_runnable_python_block_runs_as_written(block: Block, tmp_path: Pat
 
 def _known_subcommands() -> set[str]:
     from forkdeck.entry import HEADLESS_COMMANDS
+    from forkdeck.subcommands import EXTRA_HELP
 
     from branching_core.cli import build_parser
 
     for action in build_parser()._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return set(action.choices) | set(HEADLESS_COMMANDS)
+            return set(action.choices) | set(HEADLESS_COMMANDS) | set(EXTRA_HELP)
     raise AssertionError("the CLI has no subcommands")
 
 

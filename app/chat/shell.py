@@ -36,6 +36,7 @@ class ShellRunner(OneTask):
                 screen.notice(str(exc), "error")
                 return
             area.panel(label).add_note(f"$ {command}")
+            coordinator.get_branch(label).user_commands.append(command)  # the process view
         else:
             target = ShellTarget(screen.session.root)
         screen.messages.add_user(f"!{command}")

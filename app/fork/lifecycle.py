@@ -76,19 +76,38 @@ async def _confirm_escape(screen: ChatScreen, label: str | None) -> None:
     screen.refresh_status()
 
 
-def offer_recovery(screen: ChatScreen, open_forks: list[dict[str, Any]]) -> None:
-    """A fork left open by an earlier session: reopen it, merge a branch, or abort it."""
-    screen.run_worker(_recovery(screen, open_forks), group="recover")
+def offer_recovery(
+    screen: ChatScreen, open_forks: list[dict[str, Any]], *, at_start: bool = False
+) -> None:
+    """A fork left open by an earlier session: reopen it, merge a branch, or abort it.
+
+    ``at_start``: offered unasked as the app starts, so a typing burst under way as it
+    appears is not taken as an answer (``/fork`` asked for it: the next key answers)."""
+    if any(w.group == "recover" and w.is_running for w in screen.workers):
+        # a /fork typed ahead while the dialog was up (or its choice is being carried
+        # out): one dialog, answered once
+        screen.notice("the fork from an earlier session is being handled: see the dialog")
+        return
+    screen.run_worker(_recovery(screen, open_forks, at_start), group="recover")
 
 
-async def _recovery(screen: ChatScreen, open_forks: list[dict[str, Any]]) -> None:
-    from ..merge.screen_flow import apply_merge
-
+async def _recovery(
+    screen: ChatScreen, open_forks: list[dict[str, Any]], at_start: bool = False
+) -> None:
     modal_cls = lazy("forkdeck.modals.recover_fork", "RecoverForkModal")
     session = screen.session
-    choice = await screen.app.push_screen_wait(modal_cls(open_forks))
+    modal = modal_cls(open_forks)
+    modal.REFUSE_BURST = at_start
+    choice = await screen.app.push_screen_wait(modal)
     if choice is None:
         screen.notice("the open fork is kept; you will be asked again next time")
+        return
+    prepared = getattr(screen.app, "prepared", None)
+    if prepared is not None and not session.ready:  # offered before start-up finished
+        with session.busy("starting"):
+            await prepared.wait()
+    if not session.ready:
+        screen.notice("the workspace could not be opened: the fork stays open", "error")
         return
     coordinator = await asyncio.to_thread(session.adopt_recovered, choice[1])
     if coordinator is None:
@@ -101,6 +120,9 @@ async def _recovery(screen: ChatScreen, open_forks: list[dict[str, Any]]) -> Non
         screen.notice(f"fork {choice[1]} aborted; no file changed")
         return
     if choice[0] == "merge" and len(choice) > 2 and choice[2]:
+        # imported only now: it loads pydantic-ai, which start-up may be importing meanwhile
+        from ..merge.screen_flow import apply_merge
+
         await apply_merge(screen, f"pick:{choice[2]}")
         if not session.fork_active:
             return  # merged; else (a conflict) the fork is shown, still open

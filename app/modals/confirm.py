@@ -19,11 +19,14 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from .type_ahead import TypeAheadGuard
 
-class ConfirmModal(ModalScreen[bool]):
+
+class ConfirmModal(TypeAheadGuard, ModalScreen[bool]):
     """Ask ``question``; True for yes, False for no."""
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")  # absolute: subclasses elsewhere work
+    REFUSE_BURST = False  # asked for by the user's own key: only keys typed before it drop
     AUTO_FOCUS = "#no"
     BINDINGS = [
         Binding("y", "answer(True)", "Yes"),

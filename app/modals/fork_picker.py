@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
@@ -60,6 +60,9 @@ ESTIMATE_PAUSE_S = 0.15
 _MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*:\S+$")
 _BARE_MODELS = frozenset({"offline", "test"})
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+STEER_PLACEHOLDER = "empty: the same task again"
+"""Drawn dim and italic (fork_picker.tcss), so it never reads as a typed value: a user took
+the old "what makes this branch different" for a filled cell and met ``steer is empty``."""
 
 
 @dataclass
@@ -188,7 +191,7 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
         cells: list[Static | Input] = [
             Static(str(slot), classes="slot", id=f"slot-{slot}"),
             self._input(label, "label", f"label-{slot}"),
-            self._input("", "what makes this branch different", f"steer-{slot}"),
+            self._input("", STEER_PLACEHOLDER, f"steer-{slot}"),
             self._input(settings.branch_models.get(slot, ""), "(default)", f"model-{slot}"),
             self._input(format_usd(settings.per_branch_budget_usd), "none", f"budget-{slot}"),
         ]
@@ -209,6 +212,8 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
                     yield Static(heading, classes="heading")
                 for slot in range(1, self.n + 1):
                     yield from self._row(slot)
+            # a long steer, wrapped in full while it is typed (its cell shows only a window)
+            yield Static("", id="steer-full", markup=False)
             if self.estimator is not None:
                 yield Static(total_text(None), id="estimate-total")
             # A placeholder is cut at the field's width, so the default model is named here.
@@ -225,7 +230,8 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
             yield Static("", id="error")
             with Horizontal(id="buttons"):
                 yield Static(
-                    "Enter: fork · Tab: next field · ctrl+n/ctrl+r: add/remove row · Esc: cancel",
+                    "Enter: fork · Tab: next field · ctrl+n/ctrl+r: add/remove row · Esc: cancel"
+                    " · all steers empty: best-of-N on the last task",
                     id="hint",
                 )
                 yield Button("+ row", id="add-row", compact=True)
@@ -260,16 +266,28 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
                 )
             seen[label] = slot
             steer = self._value(f"steer-{slot}").strip()
-            if not steer:
-                raise PickerError(f"{where}: steer is empty", f"steer-{slot}")
             model = check_model(self._value(f"model-{slot}"), where, f"model-{slot}",
                                 getattr(self.defaults, "agents", None))
             budget = parse_budget(
                 self._value(f"budget-{slot}"), f"{where} budget", f"budget-{slot}"
             )
             specs.append(BranchSpec(label=label, steer=steer, model=model, budget_usd=budget))
+        self._check_steers(specs)
         aggregate = parse_budget(self._value("aggregate"), "aggregate budget", "aggregate")
         return ForkRequest(specs=specs, aggregate_budget_usd=aggregate)
+
+    @staticmethod
+    def _check_steers(specs: list[BranchSpec]) -> None:
+        """Every steer empty (best-of-N: the last task re-sampled in each branch) or every
+        steer given: an empty row beside steered ones would have nothing to do."""
+        empty = [slot for slot, spec in enumerate(specs, start=1) if not spec.steer]
+        given = [slot for slot, spec in enumerate(specs, start=1) if spec.steer]
+        if empty and given:
+            raise PickerError(
+                f"row {empty[0]}: steer is empty but row {given[0]} has one: leave all "
+                "empty (the same task again) or fill each",
+                f"steer-{empty[0]}",
+            )
 
     @property
     def error_text(self) -> str:
@@ -366,6 +384,22 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
     @on(Input.Changed)
     def _field_changed(self, event: Input.Changed) -> None:
         self.schedule_estimate()  # labels too: the total line names flagged rows
+        self._show_steer(event.input)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self._show_steer(event.widget)
+
+    def _show_steer(self, widget: object) -> None:
+        """The focused steer in full, wrapped under the rows, once it outgrows its cell."""
+        for line in self.query("#steer-full").results(Static):
+            text = ""
+            field_id = widget.id or "" if isinstance(widget, Input) else ""
+            if isinstance(widget, Input) and field_id.startswith("steer-"):
+                width = widget.content_region.width or widget.size.width
+                if len(widget.value) >= max(width - 1, 1):
+                    text = f"steer {field_id.removeprefix('steer-')}: {widget.value}"
+            line.update(text)
+            line.set_class(bool(text), "-shown")
 
     def schedule_estimate(self, pause: float = ESTIMATE_PAUSE_S) -> None:
         """Recompute the estimate for the rows as they are now (the newest call wins)."""

@@ -2,10 +2,12 @@
 
 One column per branch (fork order) with its label, state badge, cost and the head of its
 diff, so the choice is made on what each branch actually changed rather than on its last
-chat message. Keys: ``1``-``9`` pick that branch at once; ``←``/``→`` move the highlight and
-``Enter`` picks it; ``o`` opens the detected external diff tool on the highlighted branch vs.
-the parent over the whole tree (``tui`` kind: the diff explorer instead); ``d`` pushes the
-diff explorer; ``s`` on a running branch stops it and merges what it has; ``Esc`` cancels.
+chat message. Keys: ``1``-``9`` choose that branch and say what merging it will do (issue
+24.14: a stray digit merged at once); the same digit again or ``Enter`` confirms, ``Esc``
+takes the choice back; ``←``/``→`` move the highlight and ``Enter`` picks it; ``o`` opens
+the detected external diff tool on the highlighted branch vs. the parent over the whole tree
+(``tui`` kind: the diff explorer instead); ``d`` pushes the diff explorer; ``s`` on a
+running branch stops it and merges what it has; ``Esc`` cancels.
 Dismisses with ``"pick:<label>"`` (what ``ForkCoordinator.merge_or_select`` takes) or
 ``None``.
 
@@ -62,7 +64,7 @@ from ..widgets.merge_diff import (
 LIVE_STATES = frozenset({"running", "awaiting_approval"})
 LIVE_EVENTS = frozenset({"BranchStateChanged", "BranchCostUpdated", "BranchToolResult"})
 PICKER_HINT = (
-    "1-9 pick · ←/→ move · Enter merge · c merge and commit · b export as branch · "
+    "1-9 choose · ←/→ move · Enter merge · c merge and commit · b export as branch · "
     "s stop+merge a running one · o diff tool · d explorer · Esc cancel"
 )
 
@@ -216,6 +218,8 @@ class MergePickerModal(ModalScreen[Any]):
         self.highlighted = self.labels.index(preselect) if preselect in self.labels else 0
         self.last_launch: LaunchOutcome | None = None
         self._git_state: RepoState | None = None
+        self.armed: str | None = None
+        """The branch a digit chose, waiting for its confirmation (None: nothing chosen)."""
 
     @classmethod
     def from_outcome(
@@ -293,6 +297,7 @@ class MergePickerModal(ModalScreen[Any]):
                         self.branch_tests.get(label, self._tests_pending(label)),
                         edited=self._edited_by_you(label),
                     )
+            yield Static("", id="merge-picker-confirm")
             yield Static(PICKER_HINT, id="merge-picker-help")
 
     def on_resize(self) -> None:
@@ -429,19 +434,49 @@ class MergePickerModal(ModalScreen[Any]):
     # ------------------------------------------------------------------ actions
 
     def action_move(self, step: int) -> None:
+        self._arm(None)
         self.highlight(self.highlighted + step)
 
     def action_pick(self, number: int) -> None:
-        if 1 <= number <= len(self.labels):
-            self.dismiss(f"pick:{self.labels[number - 1]}")
-        else:
+        """Choose branch ``number`` and say what merging it does; the same digit again
+        (or Enter) merges it."""
+        if not 1 <= number <= len(self.labels):
             self.notify(f"there is no branch {number}", severity="warning", markup=False)
+            return
+        label = self.labels[number - 1]
+        if self.armed == label:
+            self.dismiss(f"pick:{label}")
+            return
+        self.highlight(number - 1)
+        self._arm(label)
+
+    def what_merging_does(self, label: str) -> str:
+        """One line: what lands where if ``label`` is merged, and how to confirm."""
+        changes = self._changes(label)
+        counts = change_counts(changes)
+        lands = "no file changes" if not changes else f"{counts} land in the workspace"
+        others = len(self.labels) - 1
+        dropped = f"; the other {others} branch{'es are' if others != 1 else ' is'} discarded"
+        number = self.labels.index(label) + 1
+        return (
+            f"Merge {label}? {lands}, its chat becomes yours{dropped if others else ''}. "
+            f"Enter or {number} again: merge · c: merge and commit · Esc: back"
+        )
+
+    def _arm(self, label: str | None) -> None:
+        self.armed = label
+        for line in self.query("#merge-picker-confirm").results(Static):
+            line.update(Text(self.what_merging_does(label)) if label else "")
+            line.set_class(label is not None, "-shown")
 
     def action_pick_highlighted(self) -> None:
         if self.labels:
             self.dismiss(f"pick:{self.labels[self.highlighted]}")
 
     def action_cancel(self) -> None:
+        if self.armed is not None:  # back to choosing, the picker stays
+            self._arm(None)
+            return
         self.dismiss(None)
 
     async def action_stop_and_pick(self) -> None:

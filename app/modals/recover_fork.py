@@ -31,6 +31,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..widgets.fork_tabs import STATE_BADGES
+from .type_ahead import TypeAheadGuard
 
 RecoverChoice = tuple[str, str, str] | tuple[str, str]
 
@@ -105,7 +106,7 @@ def branch_line(branch: OpenBranch) -> str:
     return line
 
 
-class RecoverForkModal(ModalScreen["RecoverChoice | None"]):
+class RecoverForkModal(TypeAheadGuard, ModalScreen["RecoverChoice | None"]):
     """Reopen a leftover fork, merge one of its branches, or abort it."""
 
     CSS_PATH = Path(__file__).with_suffix(".tcss")  # absolute: subclasses elsewhere work

@@ -86,7 +86,8 @@ class ToolOutputModal(ModalScreen[None]):
         lines = output.text.count("\n") + 1
         self.query_one("#title", Static).update(
             Content(
-                f"branch {self.label} · {output.tool_name} · result {self.index + 1} of "
+                f"{'branch ' + self.label if self.label else 'the chat'}"
+                f" · {output.tool_name} · result {self.index + 1} of "
                 f"{len(self.outputs)} · {lines} line{'s' if lines != 1 else ''}"
             )
         )

@@ -88,28 +88,55 @@ def estimator_for(session: ChatSession) -> Estimator | None:
     return estimate
 
 
+def tokens_text(count: int) -> str:
+    """``~850 tok``, ``~41k tok``, ``~1.2M tok``: a size a glance can compare."""
+    if count >= 1_000_000:
+        return f"~{count / 1_000_000:.1f}M tok"
+    if count >= 1_000:
+        return f"~{count / 1_000:.0f}k tok"
+    return f"~{count} tok"
+
+
+def _branch_tokens(branch: BranchEstimate) -> int:
+    return branch.input_tokens + branch.output_tokens
+
+
 def cost_cell(branch: BranchEstimate | None) -> Text:
-    """``~$0.0312``, ``~$0.0312 !`` (budget below it) or ``price ?``."""
+    """``~$0.0312``, ``~$0.0312 !`` (budget below it), or the tokens when no price is
+    known (issue 24.11: an unknown price is never drawn as ``$0``)."""
     if branch is None:
         return Text("…", style="dim")
     if branch.cost_usd is None:
-        return Text("price ?", style="dim")
+        return Text(tokens_text(_branch_tokens(branch)), style="dim")
     if branch.over_budget:
         return Text(f"~${branch.cost_usd:.4f} !", style="bold red")
     return Text(f"~${branch.cost_usd:.4f}")
 
 
 def total_text(estimate: ForkEstimate | None) -> Text:
-    """The total line under the rows, with what it is based on and any budget flags."""
+    """The total line under the rows, with what it is based on and any budget flags.
+
+    Unknown prices show the tokens those branches will use, never a dollar figure that
+    reads as free (``at least ~$0.0000`` told a user nothing)."""
     if estimate is None:
         return Text("estimating…", style="dim italic")
     total = estimate.total_usd
+    tokens = sum(_branch_tokens(b) for b in estimate.branches)
     text = Text("estimated: ", style="bold")
-    if total is None:
-        unknown = sum(1 for b in estimate.branches if b.cost_usd is None)
-        text.append(f"at least ~${estimate.known_total_usd:.4f} ({unknown} price(s) unknown)")
+    unpriced = [b for b in estimate.branches if b.cost_usd is None]
+    if total is None and len(unpriced) == len(estimate.branches):
+        text.append(f"{tokens_text(tokens)} in total", style="bold")
+        text.append(" (no price known for the model: cost unknown)")
+    elif total is None:
+        unknown_tokens = sum(_branch_tokens(b) for b in unpriced)
+        text.append(f"~${estimate.known_total_usd:.4f}", style="bold")
+        text.append(
+            f" + {tokens_text(unknown_tokens)} at unknown prices "
+            f"({len(unpriced)} branch{'es' if len(unpriced) != 1 else ''})"
+        )
     else:
         text.append(f"~${total:.4f} in total", style="bold")
+        text.append(f" ({tokens_text(tokens)})")
     requests = estimate.branches[0].requests if estimate.branches else 0
     text.append(
         f" · ~{requests} requests per branch ({estimate.requests_source}) · parent history "
@@ -133,5 +160,6 @@ __all__ = [
     "cost_cell",
     "estimator_for",
     "lenient_specs",
+    "tokens_text",
     "total_text",
 ]

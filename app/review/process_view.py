@@ -17,7 +17,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from branching_core.fork.process_report import ProcessReport, ToolStep
+from branching_core.fork.process_report import ProcessMoment, ProcessReport, ToolStep
 
 STATUS_STYLES = {
     "success": "green",
@@ -69,6 +69,39 @@ def process_table(report: ProcessReport) -> Table:
     return table
 
 
+MOMENT_STYLES = {
+    "prompt": "bold",
+    "steer": "bold magenta",
+    "request": "",
+    "command": "cyan",
+    "edit": "yellow",
+}
+
+
+def moment_cell(moment: ProcessMoment | None) -> Text:
+    if moment is None:
+        return Text("")
+    return Text(moment.text, style=MOMENT_STYLES.get(moment.kind, ""))
+
+
+def moments_table(report: ProcessReport) -> Table:
+    """Each branch's prompts, steers, model requests, ``!cmd``s and IDE edits, in order
+    (issue 24.12: a branch that only talked showed an empty view)."""
+    table = Table(expand=True, show_lines=False, pad_edge=False)
+    table.add_column("#", justify="right", style="dim", no_wrap=True, width=4)
+    labels = list(report.moments)
+    for label in labels:
+        table.add_column(label, overflow="fold", ratio=1)
+    n = max((len(m) for m in report.moments.values()), default=0)
+    for i in range(n):
+        cells = [
+            moment_cell(report.moments[label][i] if i < len(report.moments[label]) else None)
+            for label in labels
+        ]
+        table.add_row(Text(str(i + 1)), *cells)
+    return table
+
+
 def divergence_line(report: ProcessReport) -> str:
     if not report.steps:
         return "no branches"
@@ -96,14 +129,21 @@ class ProcessViewModal(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         steps = sum(len(s) for s in self.report.steps.values())
+        requests = sum(
+            1 for ms in self.report.moments.values() for m in ms if m.kind == "request"
+        )
         with Vertical(id="process-view"):
             yield Static(
-                f"How the branches worked · {len(self.report.steps)} branches · {steps} tool calls",
+                f"How the branches worked · {len(self.report.steps)} branches · "
+                f"{requests} model requests · {steps} tool calls",
                 id="process-title",
             )
             yield Static(Text(divergence_line(self.report)), id="process-divergence")
             with VerticalScroll(id="process-body"):
+                if any(self.report.moments.values()):
+                    yield Static(moments_table(self.report), id="process-moments")
                 if any(self.report.steps.values()):
+                    yield Static(Text("tool calls, aligned", style="bold"), classes="heading")
                     yield Static(process_table(self.report), id="process-table")
                 else:
                     yield Static("no branch has called a tool yet", id="process-table")
@@ -116,4 +156,11 @@ class ProcessViewModal(ModalScreen[None]):
         self.dismiss(None)
 
 
-__all__ = ["ProcessViewModal", "divergence_line", "process_table", "step_cell"]
+__all__ = [
+    "ProcessViewModal",
+    "divergence_line",
+    "moment_cell",
+    "moments_table",
+    "process_table",
+    "step_cell",
+]

@@ -288,6 +288,15 @@ class ChatScreen(Screen[None]):
     def action_full_output(self) -> None:
         if self.fork_area is not None:
             self.fork_area.open_output()
+            return
+        # no fork shown: the chat's own tool results, newest first (as on a branch panel)
+        from ..modals.tool_output import ToolOutput, ToolOutputModal
+
+        outputs = [ToolOutput(name, text) for name, text in self.messages.tool_outputs()]
+        if not outputs:
+            self.notice("no tool output in the chat yet")
+            return
+        self.app.push_screen(ToolOutputModal("", outputs))  # "": the chat
 
     def action_open_forward(self) -> None:
         """``ctrl+b``: the forward of the branch in front (or the only one) in $BROWSER."""

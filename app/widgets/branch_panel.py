@@ -365,6 +365,16 @@ class BranchPanelWidget(Vertical):
         (self._steers_later if self._in_response else self._steers_next).append(message)
         self._update_header()
 
+    def begin_request(self) -> None:
+        """A model request was sent (issue 24.9): steers queued before it are in it and are
+        drawn here, above its response; a steer sent from now until that response ends
+        missed it and waits for the next request. (The in-flight state began at the first
+        streamed token, so with a real model's long wait for it a steer typed meanwhile was
+        drawn above a response that never saw it.)"""
+        self._end_stream()
+        if not self._in_response:
+            self._begin_response()
+
     def end_response(self) -> None:
         """One model response is complete (the coordinator priced it): the next text
         starts a new block (issue 14.12: responses were glued into one paragraph)."""

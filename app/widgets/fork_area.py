@@ -339,7 +339,7 @@ class ForkArea(Vertical):
                 continue
             if isinstance(event, ev.BranchResponseStarted):  # never glue two responses
                 if panel is not None and label is not None:
-                    panel.end_text_block()
+                    panel.begin_request()  # steers drawn where the model reads them
                 continue
             if isinstance(event, ev.BranchResponseRestarted) and panel is not None:
                 panel.add_note("↻ the server cut the response; asking again")

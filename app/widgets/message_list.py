@@ -17,6 +17,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
 ARGS_PREVIEW = 60
+RESULT_PREVIEW_LINES = 4
+"""Lines of a tool result shown under its call while collapsed (issue 24.8: a result was
+hidden behind its title, and the offline summary showed only its first line)."""
 
 
 class UserMessage(Static):
@@ -60,12 +63,39 @@ class ToolCallView(Collapsible):
         self.subagent_text: str | None = None
         self._subagent: Static | None = None
         self._result = Static("(running…)", markup=False, classes="tool-result")
+        self._preview = Static("", markup=False, classes="tool-preview")
+        self._preview.display = False
         super().__init__(
             Static(self.args_text, markup=False, classes="tool-args"),
             self._result,
             title=self._title_text(),
             collapsed=True,
         )
+
+    def compose(self) -> Any:
+        yield from super().compose()
+        yield self._preview
+
+    def preview_text(self) -> str:
+        """The head of the result, and how much more there is (empty: nothing yet)."""
+        if not self.result_text:
+            return ""
+        lines = self.result_text.rstrip("\n").splitlines() or [""]
+        head = "\n".join(lines[:RESULT_PREVIEW_LINES])
+        more = len(lines) - RESULT_PREVIEW_LINES
+        if more > 0:
+            plural = "s" if more != 1 else ""
+            head += f"\n… {more} more line{plural} (click: expand · ctrl+o: full output)"
+        return head
+
+    def _show_preview(self) -> None:
+        text = self.preview_text()
+        self._preview.update(text)
+        self._preview.display = bool(text) and self.collapsed
+
+    def _watch_collapsed(self, collapsed: bool) -> None:
+        super()._watch_collapsed(collapsed)
+        self._show_preview()
 
     def _title_text(self) -> str:
         preview = " ".join(self.args_text.split())
@@ -79,6 +109,7 @@ class ToolCallView(Collapsible):
         self.ok = ok
         self._result.update(content)
         self.title = self._title_text()
+        self._show_preview()
 
     def show_subagent(self, run: Any) -> None:
         """Render a sub-agent run (``SubAgentRun``) inside this ``branch`` call: its state,
@@ -222,6 +253,14 @@ class MessageList(VerticalScroll):
             elif isinstance(child, ToolCallView):
                 out.append(f"tool {child.tool_name}: {child.args_text} -> {child.result_text}")
         return out
+
+    def tool_outputs(self) -> list[tuple[str, str]]:
+        """(tool name, whole result) of every finished tool call, oldest first (ctrl+o)."""
+        return [
+            (child.tool_name, child.result_text)
+            for child in self.children
+            if isinstance(child, ToolCallView) and child.result_text is not None
+        ]
 
     def last_assistant_text(self) -> str | None:
         for child in reversed(self.children):

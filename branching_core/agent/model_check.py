@@ -41,13 +41,24 @@ def list_server_models(
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
+    if not url.startswith(("http://", "https://")):
+        return [], f"{base_url!r} has no scheme: write http://{base_url.strip()}"
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             data = json.loads(response.read(1_000_000) or b"{}")
     except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            sent = "the key sent was refused" if api_key else "no key was sent"
+            return [], (
+                f"GET {url} answered HTTP {exc.code} ({sent}): put the server's key in "
+                "FORKDECK_API_KEY (or the variable [model] api_key_env names)"
+            )
         return [], f"GET {url} answered HTTP {exc.code}"
     except urllib.error.URLError as exc:
-        return [], f"cannot reach {url}: {exc.reason}"
+        reason = exc.reason
+        if isinstance(reason, ConnectionRefusedError):
+            return [], f"cannot reach {url}: connection refused (is the server running?)"
+        return [], f"cannot reach {url}: {reason}"
     except (TimeoutError, OSError) as exc:
         return [], f"cannot reach {url}: {exc}"
     except ValueError:
@@ -77,16 +88,35 @@ class ServerCheck:
     wanted: str | None = None
 
     @property
+    def missing_model(self) -> bool:
+        """The model in use is not among the server's: vLLM and LM Studio answer 404 for it
+        (a server listing one model, as llama.cpp does, serves it whatever the name)."""
+        return bool(
+            self.reachable and self.wanted and self.wanted not in self.models
+            and len(self.models) != 1
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.reachable and not self.missing_model
+
+    @property
     def verdict(self) -> str:
         if not self.reachable:
             return f"UNREACHABLE: {self.problem}"
+        listed = ", ".join(self.models[:5])
+        if self.missing_model:
+            return (
+                f"NO SUCH MODEL: it does not list {self.wanted!r} (it lists: {listed}); "
+                f"use one of those, e.g. --model openai-compatible:{self.models[0]}@{self.url}"
+            )
         if self.wanted and self.wanted not in self.models:
             return (
-                f"OK, but WARNING: it does not list {self.wanted!r} (it lists: "
-                f"{', '.join(self.models[:5])}); vLLM and LM Studio answer 404 for an "
-                "unknown name, llama.cpp serves its one model whatever the name"
+                f"OK, but WARNING: it does not list {self.wanted!r} (it lists: {listed}); "
+                "llama.cpp serves its one model whatever the name, vLLM and LM Studio "
+                "answer 404"
             )
-        return f"OK: answers /models ({len(self.models)} model(s): {', '.join(self.models[:5])})"
+        return f"OK: answers /models ({len(self.models)} model(s): {listed})"
 
 
 @dataclass
@@ -103,12 +133,18 @@ class ModelsReport:
     branch_models: dict[int, str]
     branch_resolved: dict[int, tuple[str, str | None]] = field(default_factory=dict)
     """slot -> (what the branch model resolves to, the problem if it cannot be used)."""
+    config_problems: list[str] = field(default_factory=list)
+    """What is wrong in config.toml (each with its key and reason): shown first, and the
+    verdict is not OK while any is left (the file's values are not what runs)."""
+    hosted: str | None = None
+    """The hosted provider the model in use talks to (not asked: only its key is checked)."""
 
     @property
     def ok(self) -> bool:
         return (
             self.resolve_error is None
-            and all(s.reachable for s in self.servers)
+            and not self.config_problems
+            and all(s.ok for s in self.servers)
             and not any(problem for _, problem in self.branch_resolved.values())
         )
 
@@ -129,12 +165,24 @@ class ModelsReport:
             "branch_resolved": {
                 str(k): {"model": m, "problem": p} for k, (m, p) in self.branch_resolved.items()
             },
+            "config_problems": self.config_problems,
+            "hosted": self.hosted,
             "ok": self.ok,
         }
 
     def text(self) -> str:
-        lines = [f"[model] default: {self.default or '(not set)'}"]
+        lines: list[str] = []
+        for problem in self.config_problems:
+            lines.append(f"CONFIG PROBLEM: {problem} (its default is used)")
+        if self.config_problems:
+            lines.append("  fix .pydantic-deep/config.toml; the values below are what runs now")
+        lines.append(f"[model] default: {self.default or '(not set)'}")
         lines.append(f"model in use: {self.resolved}")
+        if self.hosted:
+            lines.append(
+                f"  {self.hosted} is a hosted provider: its key is set, it was not asked "
+                "(the first request tells)"
+            )
         if "offline" in self.resolved and not self.resolve_error:
             lines.append("  (no LLM configured: see docs/models.md, \"Real models\")")
         if self.resolve_error:
@@ -185,6 +233,11 @@ def check_models(
         urls.append(("[model] base_url", config.base_url))
     if config.openai_base_url:
         urls.append(("[model] openai_base_url", config.openai_base_url))
+    from branching_core.agent.models import env_server
+
+    env_url, env_key = env_server(env)
+    if env_url and not config.server_url:
+        urls.append(("OPENAI_BASE_URL", env_url))
     ollama = config.ollama_base_url or env.get("OLLAMA_BASE_URL", "").strip()
     if ollama:
         base = ollama.rstrip("/")
@@ -194,7 +247,8 @@ def check_models(
         if url in seen:
             continue
         seen.add(url)
-        names, problem = list_server_models(url, api_key=config.api_key, timeout=timeout)
+        key = config.api_key or (env_key if url == env_url else None)
+        names, problem = list_server_models(url, api_key=key, timeout=timeout)
         # Only the server the model in use talks to must list its name.
         wanted = wanted_name if used_url and _same_url(url, used_url) else None
         servers.append(ServerCheck(role, url, not problem, names, problem, wanted or None))
@@ -208,9 +262,12 @@ def check_models(
     for slot, name in sorted((branch_models or {}).items()):
         shown, problem, _ = _resolve(name, config, env)
         branch_resolved[slot] = (shown, problem)
+    hosted = None
+    if error is None and used_url is None and ":" in resolved and "offline" not in resolved:
+        hosted = resolved.split(":", 1)[0]
     return ModelsReport(
         config.default, resolved, error, keys_set, keys_unset, servers, limits,
-        dict(branch_models or {}), branch_resolved,
+        dict(branch_models or {}), branch_resolved, hosted=hosted,
     )
 
 

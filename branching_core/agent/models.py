@@ -150,6 +150,28 @@ def _is_url(name: str) -> bool:
     return name.startswith(("http://", "https://"))
 
 
+def require_scheme(url: str, what: str = "base URL") -> str:
+    """``url`` when it starts with ``http://``/``https://``; else a ``ConfigError`` that says
+    what to write (``localhost:8000/v1`` used to be accepted unchecked and fail later)."""
+    text = url.strip()
+    if _is_url(text):
+        return text
+    hint = f"http://{text}" if text else "http://host:port/v1"
+    raise ConfigError(
+        f"{what} {text!r} has no scheme: write {hint}", key="model.base_url"
+    )
+
+
+def env_server(env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """``OPENAI_BASE_URL`` (and ``OPENAI_API_KEY``) from the environment: the server the
+    OpenAI client would reach anyway, so a default model is asked of it, never a made-up
+    hosted name sent to a local server."""
+    url = env.get("OPENAI_BASE_URL", "").strip()
+    if not url:
+        return None, None
+    return url, env.get("OPENAI_API_KEY", "").strip() or None
+
+
 PROVIDER_PREFIXES_COMPATIBLE = ("openai-compatible", "openai_compatible")
 
 
@@ -201,6 +223,7 @@ def openai_compatible_model(base_url: str, model_name: str, *, api_key: str | No
             f"a model name is needed for the server at {base_url}: set [model] default",
             key="model.default",
         )
+    base_url = require_scheme(base_url)
     # Local servers usually ignore the key, but the OpenAI client insists on one.
     provider = OpenAIProvider(base_url=base_url, api_key=api_key or "not-needed")
     return OpenAIChatModel(model_name, provider=provider, profile=_CUT_IS_ERROR)
@@ -285,6 +308,11 @@ def resolve_model(
     env = os.environ if env is None else env
     server = config.server_url
     api_key = config.api_key
+    if not server:
+        server, env_key = env_server(env)
+        api_key = api_key or env_key
+    if server:
+        require_scheme(server)
     if name is None or not str(name).strip():
         name = config.default
         if not name and server:
@@ -460,9 +488,11 @@ __all__ = [
     "default_model",
     "detect_providers",
     "display_name",
+    "env_server",
     "first_server_model",
     "is_offline",
     "openai_compatible_model",
+    "require_scheme",
     "resolve_model",
     "response_cost_usd",
 ]

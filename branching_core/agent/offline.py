@@ -21,7 +21,10 @@ anything else          plain text, echoed back in the answer
 A keyword line counts only in exactly that shape (``write a poem`` is text, not a write).
 It issues one tool call per model response, so steps run strictly in order and the
 history shows each one; when all are done it answers with a short summary of the
-results (and echoes the text lines). A prompt with no steps gets
+results (and echoes the text lines). A prompt with no steps (a plain request such as
+``fix the bug in calc.py``) is answered with what the offline model can do and how to get
+a real one, in a few lines (:func:`plain_request_reply`); once that help was given in the
+history (a fork's branches inherit it), only its first line. The ``echo`` variant answers
 ``offline model (no LLM) received: <prompt>``. Steps whose tool is not offered in the
 request are skipped and said so: it never calls a tool that does not exist.
 
@@ -123,6 +126,39 @@ def parse_script(prompt: str) -> Script:
     return Script(tuple(steps), tuple(text))
 
 
+PLAIN_REPLY_PREFIX = "offline model (no LLM) got"
+_QUOTE_LIMIT = 80
+
+
+def plain_request_reply(prompt: str, messages: list[ModelMessage] | None = None) -> str:
+    """The answer to a request that is no script: what works offline and how to get a real
+    model (the first words a newcomer reads; an echo told them nothing). Short once said."""
+    quoted = " ".join(prompt.split())
+    if len(quoted) > _QUOTE_LIMIT:
+        quoted = quoted[: _QUOTE_LIMIT - 1] + "…"
+    first = f'{PLAIN_REPLY_PREFIX} "{quoted}": it cannot read requests, it runs scripted steps.'
+    said = any(
+        isinstance(m, ModelResponse)
+        and any(
+            isinstance(p, TextPart) and p.content.startswith(PLAIN_REPLY_PREFIX) for p in m.parts
+        )
+        for m in messages or ()
+    )
+    if said:
+        return first
+    return "\n".join(
+        [
+            first,
+            "Steps, one per line: `!CMD`, `ls [PATH]`, `read PATH`, `grep REGEX`, "
+            "`glob PATTERN`, `write PATH` + lines + `end`.",
+            "See a fork of three approaches and a merge: `forkdeck demo`.",
+            "A real model: `forkdeck --model anthropic:claude-sonnet-4-5` (with "
+            "ANTHROPIC_API_KEY) or `--model openai-compatible:NAME@http://host:port/v1`; "
+            "`forkdeck models` checks it.",
+        ]
+    )
+
+
 def _prompt_text(part: UserPromptPart) -> str:
     if isinstance(part.content, str):
         return part.content
@@ -157,6 +193,12 @@ def _result_line(part: ToolReturnPart) -> str:
             rest = body[1].split("\n", 1)
             output = _first_line(rest[1]) if len(rest) > 1 else ""
         return f"{status}: {output}" if output and output != "(no output)" else status
+    lines = [line for line in content.strip().splitlines() if line.strip()]
+    if part.tool_name in ("list_dir", "glob", "grep") and len(lines) > 1:
+        # every name, not the first one (a git repository's `ls` said only `.git/`)
+        return _first_line(f"{len(lines)} entries: " + ", ".join(s.strip() for s in lines))
+    if part.tool_name == "read_file" and len(lines) > 1:
+        return _first_line(f"{len(lines)} lines: " + " / ".join(s.strip() for s in lines[:3]))
     return _first_line(content)
 
 
@@ -196,7 +238,10 @@ def plan_response(
         call = ToolCallPart(step.tool, dict(step.args), tool_call_id=f"offline-{total_calls + 1}")
         return ModelResponse(parts=[call])
     if not script.steps:
-        return ModelResponse(parts=[TextPart(f"offline model (no LLM) received: {prompt.strip()}")])
+        if variant == "echo":
+            echoed = f"offline model (no LLM) received: {prompt.strip()}"
+            return ModelResponse(parts=[TextPart(echoed)])
+        return ModelResponse(parts=[TextPart(plain_request_reply(prompt, messages[:index]))])
     results = [
         p
         for m in later
@@ -287,6 +332,7 @@ def offline_model(name: str = OFFLINE_PREFIX) -> OfflineModel:
 
 __all__ = [
     "OFFLINE_SYSTEM",
+    "PLAIN_REPLY_PREFIX",
     "VARIANTS",
     "OfflineModel",
     "Script",
@@ -294,5 +340,6 @@ __all__ = [
     "is_offline_name",
     "offline_model",
     "parse_script",
+    "plain_request_reply",
     "plan_response",
 ]

@@ -25,17 +25,11 @@ def cmd_models(args: argparse.Namespace) -> int:
         branch_models=loaded.settings.branch_models,
         timeout=args.timeout,
     )
+    # every problem of the file, not only [model]'s: a broken file is not what runs
+    report.config_problems = [p.message for p in loaded.problems]
     data = {"command": "models", **report.to_json()}
-    data["config_problems"] = [p.message for p in loaded.problems if _model_key(p.key)]
-    text = report.text()
-    for problem in data["config_problems"]:
-        text += f"\nconfig: {problem}"
-    emit(args, data, text)
+    emit(args, data, report.text())
     return 0 if report.ok else 1
-
-
-def _model_key(key: str | None) -> bool:
-    return key is None or key.startswith(("model", "fork.models", "fork.prices"))
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -74,7 +74,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         "forks": forks,
         "forks_store": fork_totals,
     }
-    lines = [f"workspace: {ws.path}", f"backend: {ws.fstype}"]
+    from branching_core.config import load_settings
+    from branching_core.sandbox.privileges import unprivileged_limits
+
+    problems = [p.message for p in load_settings(ws.path).problems]
+    data["config_problems"] = problems
+    lines = [f"CONFIG PROBLEM: {p} (its default is used)" for p in problems]
+    lines += [f"workspace: {ws.path}", f"backend: {ws.fstype}"]
+    gives_up = unprivileged_limits(ws.fstype)
+    data["unprivileged"] = gives_up
+    if gives_up:
+        lines.append("unprivileged (not root): " + "; ".join(gives_up))
     for name, why in ws.passed_over.items():
         lines.append(f"  passed over {name}: {why}")
     if details:

@@ -374,7 +374,9 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
             crash_point("fork:manifest")
             self._publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(self._handle.branches)))
             for rt in runtimes:
-                self._start(rt, rt.spec.steer, seed)
+                # An empty steer sends no new prompt: the branch runs on from the seed (a
+                # seed ending in the user's request re-samples that turn: best-of-N).
+                self._start(rt, rt.spec.steer.strip() or None, seed)
             return self._handle
 
     # -- the user's edits in the mirror (fork/mirror/edits.py) ------------------------------
@@ -499,7 +501,9 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """Each branch's tool calls, aligned, with where they diverged (``fork.process_report``)."""
         from branching_core.fork.process_report import build_process_report
 
-        return build_process_report(self._branches.values(), price_fn=self.price_fn)
+        return build_process_report(
+            self._branches.values(), price_fn=self.price_fn, edits=self.user_edits()
+        )
 
     def combine_preview(self, selection: Any, *, base: str | None = None) -> Any:
         """Plan ``merge_or_select("combine", selection=...)`` without writing anything."""

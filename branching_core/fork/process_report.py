@@ -14,6 +14,11 @@ same ``tool_call_id`` gives its status (``success``, ``failed``, ``denied``,
 the other calls of the same response); the cost is the response's price split evenly over
 its tool calls (``None`` when the price is unknown).
 
+Besides the tool steps, ``moments`` lists per branch everything else that shaped it, in
+order (issue 24.12: a text-only branch showed an empty view): the prompts and steers it
+received, each model request and what came back, then the user's ``!cmd``s and IDE edits
+in that branch.
+
 Alignment is by step index; ``diverged_at`` is the first index at which the branches'
 steps differ by tool name and arguments (the full arguments are compared, through a digest;
 the short ``args`` summary is for display), or where one branch stopped calling tools.
@@ -23,16 +28,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai.messages import (
+    ModelMessage,
     ModelRequest,
     ModelResponse,
     RetryPromptPart,
+    TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 
 SUMMARY_CHARS = 2_000
@@ -61,11 +69,59 @@ class ToolStep:
         return f"{self.tool}({self.args}){tail}"
 
 
+@dataclass(frozen=True)
+class ProcessMoment:
+    """One thing in a branch's run: ``kind`` is ``prompt``, ``steer``, ``request`` (a model
+    request and what it answered), ``command`` (a user's ``!cmd``) or ``edit`` (a file the
+    user edited in the branch's mirror)."""
+
+    kind: str
+    text: str
+
+
+MOMENT_TEXT_CHARS = 70
+
+
+def _short(text: str, limit: int = MOMENT_TEXT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def branch_moments(
+    history: Sequence[ModelMessage], commands: Sequence[str] = (), edits: Sequence[str] = ()
+) -> list[ProcessMoment]:
+    """The moments of one branch from its history after the fork point (see the module
+    docstring); ``commands`` and ``edits`` follow (they carry no time in the history)."""
+    moments: list[ProcessMoment] = []
+    prompts_seen = 0
+    requests = 0
+    for message in history:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    kind = "prompt" if prompts_seen == 0 else "steer"
+                    prompts_seen += 1
+                    moments.append(ProcessMoment(kind, _short(part.content)))
+        elif isinstance(message, ModelResponse):
+            requests += 1
+            calls = [p.tool_name for p in message.parts if isinstance(p, ToolCallPart)]
+            text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
+            said = f"answered {_short(text, 50)!r}" if text.strip() else ""
+            called = f"called {', '.join(calls)}" if calls else ""
+            what = "; ".join(x for x in (said, called) if x) or "answered nothing"
+            moments.append(ProcessMoment("request", f"request {requests}: {what}"))
+    moments.extend(ProcessMoment("command", f"!{_short(c)}") for c in commands)
+    moments.extend(ProcessMoment("edit", f"you edited {path}") for path in edits)
+    return moments
+
+
 @dataclass
 class ProcessReport:
     """Every branch's tool steps (by label, fork order) and where the branches diverged."""
 
     steps: dict[str, list[ToolStep]] = field(default_factory=dict)
+    moments: dict[str, list[ProcessMoment]] = field(default_factory=dict)
+    """label -> prompts, steers, model requests, ``!cmd``s and IDE edits, in order."""
     diverged_at: int | None = None
     """First step index where the branches differ; ``None`` when they all made the same calls."""
 
@@ -213,23 +269,34 @@ def diverged_at(sequences: Iterable[Sequence[ToolStep]]) -> int | None:
 
 
 def build_process_report(
-    runtimes: Iterable[Any], *, price_fn: Callable[[ModelResponse], float | None] | None = None
+    runtimes: Iterable[Any],
+    *,
+    price_fn: Callable[[ModelResponse], float | None] | None = None,
+    edits: Mapping[str, Sequence[str]] | None = None,
 ) -> ProcessReport:
     """The process report of a fork's branches (``BranchRuntime``-like: ``label``,
-    ``history``, ``seed_history``)."""
+    ``history``, ``seed_history``, optionally ``user_commands``); ``edits``: label -> the
+    paths the user edited in that branch (``coord.user_edits()``)."""
     report = ProcessReport()
     for rt in runtimes:
         history = list(getattr(rt, "history", []) or [])
         seed = len(getattr(rt, "seed_history", []) or [])
         report.steps[rt.label] = tool_steps(history[seed:], price_fn)
+        report.moments[rt.label] = branch_moments(
+            history[seed:],
+            list(getattr(rt, "user_commands", []) or []),
+            list((edits or {}).get(rt.label, [])),
+        )
     report.diverged_at = diverged_at(report.steps.values())
     return report
 
 
 __all__ = [
     "SUMMARY_CHARS",
+    "ProcessMoment",
     "ProcessReport",
     "ToolStep",
+    "branch_moments",
     "build_process_report",
     "diverged_at",
     "tool_steps",

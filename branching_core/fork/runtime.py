@@ -86,6 +86,9 @@ class BranchRuntime:
     """Tool calls waiting for :meth:`ForkCoordinator.approve` (state ``awaiting_approval``)."""
     save_error: str | None = None
     external: Any = None  # a running external agent's handle (fork/external_branch.py)
+    user_commands: list[str] = field(default_factory=list)
+    """``!cmd``s the user ran in this branch's directory (front ends append; the process
+    report shows them among the model's requests)."""
     spend: Any = None  # the branch's SpendContext (model_run.branch_spend), for fork-wide caps
     """Why the latest save of this branch's state or history failed (logged too)."""
     _done: asyncio.Event | None = None

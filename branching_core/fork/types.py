@@ -59,7 +59,9 @@ class BranchSpec:
     """One branch of a fork.
 
     ``steer`` is the first user message the branch receives (what makes it differ from its
-    siblings); ``model`` overrides the model for this branch (a name the coordinator's model
+    siblings); an empty steer sends none, so the branch runs on from the parent history as
+    given (ending in the user's request, that request is re-sampled: best-of-N); ``model``
+    overrides the model for this branch (a name the coordinator's model
     resolver understands, e.g. ``anthropic:claude-sonnet-4-6`` or ``offline``);
     ``budget_usd`` caps this branch's spend; ``extra_instructions`` is appended to the
     branch's instructions.

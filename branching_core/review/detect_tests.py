@@ -12,7 +12,9 @@ a test command. The workspace usually says how it is tested; we read only marker
 3. ``Cargo.toml``: ``cargo test --no-fail-fast`` (every test binary runs, each prints its
    summary line);
 4. ``go.mod``: ``go test -json ./...``;
-5. a ``Makefile`` with a ``test:`` target: ``make test``.
+5. a ``Makefile`` with a ``test:`` target: ``make test``;
+6. plain Python test files with no configuration at all (``test_*.py`` or ``*_test.py`` at
+   the top or in ``tests/``/``test/``): pytest, which collects exactly those names.
 
 ``kind`` tells ``branch_tests`` which machine output to expect; ``source`` says which file
 decided (shown in the merge picker and ``/fork diff``).
@@ -153,6 +155,27 @@ def detect_test_command(path: Path | str) -> DetectedTestCommand | None:
         text = _read(root / name)
         if text is not None and _MAKE_TEST.search(text):
             return DetectedTestCommand("make test", name, "make")
+    plain = _plain_test_file(root)
+    if plain is not None:
+        return DetectedTestCommand(_pytest_command(root), plain, "pytest")
+    return None
+
+
+_PLAIN_TEST_GLOBS = ("test_*.py", "*_test.py")
+
+
+def _plain_test_file(root: Path) -> str | None:
+    """The first ``test_*.py``/``*_test.py`` (relative) at the top or in ``tests/``/``test/``:
+    a project of a module and its test file has no marker file, and said "none detected"
+    beside its ``test_calc.py``. Only these three directories are read (never a walk)."""
+    for folder in (root, root / "tests", root / "test"):
+        if not folder.is_dir():
+            continue
+        found = sorted(
+            path for pattern in _PLAIN_TEST_GLOBS for path in folder.glob(pattern) if path.is_file()
+        )
+        if found:
+            return found[0].relative_to(root).as_posix()
     return None
 
 

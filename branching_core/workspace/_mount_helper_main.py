@@ -59,10 +59,13 @@ def _enter_namespace():
         _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user+mount)")
         with open("/proc/self/setgroups", "w") as fh:
             fh.write("deny")
+        # The user's own ids inside (as `unshare --map-current-user`), not root: commands
+        # run in this namespace (every branch's, `forkdeck run`'s) are the user, as the
+        # TUI's !cmd is; the creator keeps its capabilities here for mounting either way.
         with open("/proc/self/uid_map", "w") as fh:
-            fh.write(f"0 {uid} 1")
+            fh.write(f"{uid} {uid} 1")
         with open("/proc/self/gid_map", "w") as fh:
-            fh.write(f"0 {gid} 1")
+            fh.write(f"{gid} {gid} 1")
     else:
         _check(libc.unshare(CLONE_NEWNS), "unshare(mount)")
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")

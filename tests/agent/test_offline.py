@@ -25,7 +25,7 @@ from branching_core.agent import (
     plan_response,
     response_cost_usd,
 )
-from branching_core.agent.offline import Step
+from branching_core.agent.offline import Step, plain_request_reply
 
 
 def agent_for(tools: WorkspaceToolset, model: OfflineModel | None = None) -> Agent[None, str]:
@@ -97,10 +97,26 @@ async def test_steps_run_in_order_one_per_response(tools: WorkspaceToolset, ws: 
     assert "- list_dir d: (d is empty)" in result.output
 
 
-async def test_plain_text_is_echoed(tools: WorkspaceToolset) -> None:
-    result = await agent_for(tools).run("Branch B: try the hash table approach")
-    assert result.output == "offline model (no LLM) received: Branch B: try the hash table approach"
+async def test_a_plain_request_is_answered_with_help_not_an_echo(tools: WorkspaceToolset) -> None:
+    """Issue 24.6: a newcomer's first request gets what works offline and how to get a real
+    model, in a few lines; a later plain request (a fork's steer) only its first line."""
+    result = await agent_for(tools).run("fix the bug in calc.py so the test passes")
+    lines = result.output.splitlines()
+    assert lines[0] == (
+        'offline model (no LLM) got "fix the bug in calc.py so the test passes": it cannot '
+        "read requests, it runs scripted steps."
+    )
+    assert 3 <= len(lines) <= 5
+    assert "forkdeck demo" in result.output and "--model" in result.output
+    assert "forkdeck models" in result.output
     assert tool_calls(result.all_messages()) == []
+    again = await agent_for(tools).run(
+        "Branch B: try the hash table approach", message_history=result.all_messages()
+    )
+    assert again.output == (
+        'offline model (no LLM) got "Branch B: try the hash table approach": it cannot read '
+        "requests, it runs scripted steps."
+    )
 
 
 async def test_failed_steps_are_summarised(tools: WorkspaceToolset) -> None:
@@ -144,7 +160,8 @@ def test_steering_message_replaces_the_rest_of_the_script() -> None:
         ),
     ]
     reply = plan_response(history, tools, variant="scripted")
-    assert reply.text == "offline model (no LLM) received: >>a: switch to plan B"
+    assert reply.text is not None
+    assert reply.text.startswith('offline model (no LLM) got ">>a: switch to plan B"')
     history[-1].parts[1] = UserPromptPart("!plan b")
     call = plan_response(history, tools, variant="scripted").parts[0]
     assert isinstance(call, ToolCallPart) and call.args == {"command": "plan b"}
@@ -177,8 +194,8 @@ async def test_streaming_yields_several_text_deltas(tools: WorkspaceToolset) -> 
     async with agent.run_stream("tell the other branches that the cache idea works") as stream:
         deltas = [d async for d in stream.stream_text(delta=True, debounce_by=None)]
     assert len(deltas) >= 5
-    assert "".join(deltas) == (
-        "offline model (no LLM) received: tell the other branches that the cache idea works"
+    assert "".join(deltas) == plain_request_reply(
+        "tell the other branches that the cache idea works"
     )
 
 

@@ -37,7 +37,9 @@ def test_fork_two_offline_branches_merge_one_and_quit(terminal: tuple[Terminal, 
     term.type("/merge")
     term.key("Enter")
     term.wait_for(lambda s: "Merge: pick the winning branch" in s, "the merge picker")
-    term.key("1")
+    term.key("1")  # chooses and says what will happen (issue 24.14); Enter merges
+    term.wait_for(lambda s: "Merge a? " in s, "the merge confirmation")
+    term.key("Enter")
     term.wait_for(lambda s: "merged branch a" in s, "the merge notice")
     assert (workspace / "a.txt").read_text() == "a\n"
     assert not (workspace / "b.txt").exists()

@@ -57,7 +57,7 @@ def test_o_in_the_merge_picker_hands_the_tool_the_forks_mirror(
     assert argv == [str(fork_dir / "parent"), str(fork_dir / "branches" / "b")]
     assert (fork_dir / "branches" / "b" / "b.txt").read_text() == "b\n"
     assert not (fork_dir / "parent" / "b.txt").exists()
-    terminal.key("2")
+    terminal.key("2", "2")  # choose b, then the same digit again confirms (issue 24.14)
     terminal.wait_for(lambda s: "merged branch b" in s, "the merge notice")
     assert (terminal.workspace / "b.txt").read_text() == "b\n"
     assert (terminal.workspace / "README.txt").read_text() == "hello\n"
@@ -83,7 +83,7 @@ def test_kill_9_then_reopen_the_fork_and_merge(terminal: Terminal) -> None:
     terminal.type("/merge")
     terminal.key("Enter")
     terminal.wait_for(lambda s: "Merge: pick the winning branch" in s, "the merge picker")
-    terminal.key("2")
+    terminal.key("2", "2")  # choose b, then the same digit again confirms (issue 24.14)
     terminal.wait_for(lambda s: "merged branch b" in s, "the merge notice")
     assert (terminal.workspace / "b.txt").read_text() == "b\n"
     assert not (terminal.workspace / "a.txt").exists()

@@ -71,7 +71,7 @@ async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_histo
 
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
-        await pilot.press("2")
+        await pilot.press("2", "enter")
         await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
         assert (project / "b.txt").read_text() == "b\n"
         assert not (project / "README.txt").exists()
@@ -460,7 +460,7 @@ async def test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree(
         argv = json.loads(out.read_text().splitlines()[-1])
         assert [Path(a) for a in argv] == [mirror / "parent", mirror / "branches" / "b"]
         assert all(Path(a).is_dir() for a in argv)
-        await pilot.press("2")
+        await pilot.press("2", "enter")
         await wait_for(pilot, lambda: not app.session.fork_active)
     assert (project / "new.txt").read_text() == "new\n"
     assert not (mirror / "parent").exists() and not (mirror / "absent").exists()
@@ -539,7 +539,7 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
         assert not (project / "more.txt").exists()
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
-        await pilot.press("2")
+        await pilot.press("2", "enter")
         await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
     assert (project / "b.txt").read_text() == "b\n"
     assert (project / "more.txt").read_text() == ""
@@ -632,7 +632,7 @@ async def test_a_merge_appends_the_winners_turns_and_keeps_notices_and_output(
         cost_notice = chat.last_notice
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
-        await pilot.press("1")
+        await pilot.press("1", "enter")
         await wait_for(pilot, lambda: not app.session.fork_active and chat.fork_area is None)
         transcript = chat.messages.transcript()
         joined = "\n".join(transcript)
@@ -848,7 +848,7 @@ async def test_a_merge_waiting_on_a_running_branch_shows_a_spinner_and_seconds(
         assert seen[:2] == ["spawning 2 branches", None]
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
-        await pilot.press("2")  # b is still running: the merge waits for it
+        await pilot.press("2", "enter")  # b is still running: the merge waits for it
         await wait_for(pilot, lambda: "waiting for branch b to finish…" in bar.text)
         first = bar.text
         await wait_for(pilot, lambda: bar.text != first, what="the spinner to move")

@@ -171,9 +171,9 @@ async def test_picker_reports_bad_input_inline_and_stays_open() -> None:
         assert isinstance(picker, ForkPickerModal)
 
         cases = [
-            ([], "row 1: steer is empty", "steer-1"),
+            ([("steer-2", "y")], "row 1: steer is empty but row 2 has one", "steer-1"),
             (
-                [("steer-1", "x"), ("steer-2", "y"), ("label-2", "a")],
+                [("steer-1", "x"), ("label-2", "a")],
                 "row 2: label 'a' is already used by row 1",
                 "label-2",
             ),

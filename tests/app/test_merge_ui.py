@@ -93,10 +93,28 @@ def _recorded(out: Path, launch: Any) -> list[list[str]]:
 
 
 async def test_number_key_picks_branch_and_the_pick_merges(fork_run: ForkRun) -> None:
+    """Issue 24.14: a digit chooses and says what the merge will do; it merges only once
+    confirmed (Enter, or the digit again); Esc takes the choice back, the picker stays."""
     app = ScreenHost(lambda: _picker(fork_run))
     async with app.run_test(size=SIZE) as pilot:
-        assert isinstance(app.screen, MergePickerModal)
+        picker = app.screen
+        assert isinstance(picker, MergePickerModal)
+        confirm = picker.query_one("#merge-picker-confirm", Static)
+        assert not confirm.display
         await pilot.press("2")
+        await pilot.pause()
+        assert app.screen is picker and app.results == []  # not merged yet
+        assert picker.highlighted_label == "b" and picker.armed == "b"
+        line = _text(confirm)
+        assert confirm.display and line.startswith("Merge b? ")
+        assert "land in the workspace" in line and "Enter or 2 again: merge" in line
+        await pilot.press("escape")  # back to choosing: nothing merged, still open
+        await pilot.pause()
+        assert app.screen is picker and picker.armed is None and not confirm.display
+        await pilot.press("3", "2")  # another digit re-chooses, it does not confirm
+        await pilot.pause()
+        assert app.screen is picker and picker.armed == "b" and app.results == []
+        await pilot.press("2")  # the same digit again: merge
         await pilot.pause()
     assert app.results == ["pick:b"]
     # The result is exactly what the coordinator takes: b's files land in the parent.
@@ -258,7 +276,7 @@ async def test_d_opens_explorer_and_selecting_paths_shows_their_diffs(fork_run: 
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, MergePickerModal)
-        await pilot.press("1")
+        await pilot.press("1", "enter")
         await pilot.pause()
     assert app.results == ["pick:a"]
 
@@ -554,7 +572,7 @@ async def test_empty_report_says_so_everywhere() -> None:
         assert _text(app.screen.query_one("#diff-path-title", Static)) == (
             "the branches changed no files"
         )
-        await pilot.press("o", "escape", "2")
+        await pilot.press("o", "escape", "2", "enter")
         await pilot.pause()
     assert app.results == ["pick:y"]
     assert app.notices == ["no directory known for branch x", "no path selected"]

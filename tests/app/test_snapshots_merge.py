@@ -24,6 +24,12 @@ def test_merge_picker_three_branches(snap_compare: Any) -> None:
     assert snap_compare(app, press=["right"], terminal_size=SIZE)
 
 
+def test_merge_picker_digit_waits_for_confirmation(snap_compare: Any) -> None:
+    """Issue 24.14: ``2`` chose beta and says what merging it does; nothing merged yet."""
+    app = ScreenHost(lambda: MergePickerModal(fixed_report(), fixed_statuses()))
+    assert snap_compare(app, press=["2"], terminal_size=SIZE)
+
+
 def test_merge_picker_preselected_by_judge(snap_compare: Any) -> None:
     outcome = fixed_outcome()
     assert outcome.verdict is not None

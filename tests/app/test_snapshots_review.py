@@ -106,6 +106,42 @@ def test_process_view(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=SIZE)
 
 
+def test_process_view_of_text_only_branches(snap_compare: Any) -> None:
+    """Issue 24.12: branches that only talked show their prompts, requests, steers,
+    ``!cmd``s and IDE edits (the view was empty: "no branch has called a tool yet")."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from branching_core.fork.process_report import ProcessReport, branch_moments
+
+    def talk(prompt: str, answer: str, steer: str | None = None) -> list[Any]:
+        history: list[Any] = [
+            ModelRequest(parts=[UserPromptPart(prompt)]),
+            ModelResponse(parts=[TextPart(answer)]),
+        ]
+        if steer:
+            history += [
+                ModelRequest(parts=[UserPromptPart(steer)]),
+                ModelResponse(parts=[TextPart("ok, shorter")]),
+            ]
+        return history
+
+    report = ProcessReport(
+        steps={"terse": [], "chatty": []},
+        moments={
+            "terse": branch_moments(
+                talk("answer in one line", "Use a dict.", steer="even shorter"),
+                commands=["pytest -q"],
+            ),
+            "chatty": branch_moments(
+                talk("explain the options", "There are three ways: a dict, a list, a trie."),
+                edits=["notes.md"],
+            ),
+        },
+    )
+    app = ScreenHost(lambda: ProcessViewModal(report))
+    assert snap_compare(app, terminal_size=SIZE)
+
+
 def test_merge_picker_with_detected_test_command(snap_compare: Any) -> None:
     detected = DetectedTestCommand("pytest -q", "pyproject.toml", "pytest")
     tests = {"alpha": "tests ✓ 12/12 passed", "beta": "tests ✗ 9/12 passed, 3 failed"}

@@ -80,6 +80,11 @@ def _write(root: Path, files: dict[str, str]) -> Path:
         ({"Cargo.toml": "[package]\n"}, "Cargo.toml", "cargo", "cargo test --no-fail-fast"),
         ({"go.mod": "module x\n"}, "go.mod", "go", "go test -json ./..."),
         ({"Makefile": "all:\n\ttrue\ntest: all\n\t./run\n"}, "Makefile", "make", "make test"),
+        # issue 24.14: a module and its test file, no configuration at all
+        ({"calc.py": "", "test_calc.py": ""}, "test_calc.py", "pytest", None),
+        ({"calc.py": "", "calc_test.py": ""}, "calc_test.py", "pytest", None),
+        ({"tests/test_calc.py": ""}, "tests/test_calc.py", "pytest", None),
+        ({"test/io_test.py": ""}, "test/io_test.py", "pytest", None),
     ],
 )
 def test_detection_per_marker(
@@ -104,6 +109,7 @@ def test_detection_per_marker(
         {"pyproject.toml": "[project]\nname = 'x'\n"},  # no tests anywhere
         {"pyproject.toml": "[tool.pytest.ini_options\n"},  # broken TOML is skipped, not fatal
         {"Makefile": "TEST := 1\nbuild:\n\ttrue\n"},
+        {"calc.py": "", "testing.py": "", "deep/nested/test_x.py": ""},  # no walk below
     ],
 )
 def test_nothing_detected(tmp_path: Path, files: dict[str, str]) -> None:

@@ -94,8 +94,11 @@ class ScriptedServer:
         interrupt: bool = False,
         default: Reply | None = None,
         port: int = 0,
+        require_key: str | None = None,
     ) -> None:
         self.models = models
+        self.require_key = require_key
+        """When set, ``GET /models`` without ``Authorization: Bearer <it>`` answers 401."""
         self.single_slot = single_slot
         self.interrupt = interrupt
         self.default = default or Reply.text("Hello", " from", " the server.")
@@ -166,7 +169,10 @@ class ScriptedServer:
                 return
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                wanted = server.require_key
+                if wanted and self.headers.get("Authorization") != f"Bearer {wanted}":
+                    self._json(401, {"error": {"message": "invalid api key"}})
+                elif self.path.rstrip("/").endswith("/models"):
                     data = {
                         "object": "list",
                         "data": [
