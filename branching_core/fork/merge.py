@@ -26,7 +26,8 @@ from branching_core.fork.types import (
     FlushReport,
     MergeResult,
 )
-from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.apply import changed_since
+from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
 
 
@@ -221,7 +222,7 @@ class Merging(CoordinatorParts):
             # same conflict rule, so the winner's work is never thrown away.
             conflicts = changed_since(changes, parent_dir, branch.created_ns)
             report.conflicts = conflicts
-            self._apply_paths(branch_dir, parent_dir, changes, set(conflicts), is_dir, report)
+            self._land_paths(branch, branch_dir, changes, set(conflicts), report)
             branch.abort()
         else:
             try:
@@ -235,9 +236,7 @@ class Merging(CoordinatorParts):
                     report.errors.append(FlushError("*", str(exc)))
                 else:
                     report.conflicts = sorted(exc.paths)
-                    self._apply_paths(
-                        branch_dir, parent_dir, changes, set(exc.paths), is_dir, report
-                    )
+                    self._land_paths(branch, branch_dir, changes, set(exc.paths), report)
                     if branch.is_open:
                         branch.abort()
         report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
@@ -260,16 +259,29 @@ class Merging(CoordinatorParts):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    @staticmethod
-    def _apply_paths(
-        src_root: Path,
-        dst_root: Path,
-        changes: Any,
-        conflicts: set[str],
-        is_dir: set[str],
-        report: FlushReport,
+    def _land_paths(
+        self, branch: Any, branch_dir: Path, changes: Any, conflicts: set[str], report: FlushReport
     ) -> None:
-        done = apply_paths(src_root, dst_root, changes, skip=conflicts, is_dir=is_dir)
-        report.applied_paths.extend(done.applied)
-        report.deleted_paths.extend(done.deleted)
-        report.errors.extend(FlushError(rel, msg) for rel, msg in done.errors)
+        """Land the branch's paths but ``conflicts`` in one journaled commit (the one
+        landing function, so the landing rule holds here too); a path the parent changed
+        meanwhile is one more conflict, and nothing is applied."""
+        files, dirs = branch_files(branch_dir, changes, skip=conflicts)
+        if not files and not dirs:
+            return
+        try:
+            landed = land_files(
+                self.parent_node,
+                files,
+                dirs=dirs,
+                since_ns=branch.created_ns,
+                source_root=branch_dir,
+                label=f"{branch.branch_path} (path by path)",
+            )
+        except ConflictError as exc:
+            report.conflicts = sorted({*report.conflicts, *exc.paths})
+            report.errors.append(FlushError("*", str(exc)))
+            return
+        report.applied_paths.extend(
+            sorted(p for p in {*landed.created, *landed.modified} if p not in dirs)
+        )
+        report.deleted_paths.extend(landed.deleted)

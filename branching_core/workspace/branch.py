@@ -39,7 +39,8 @@ from branching_core.workspace.changes import (
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.journal import Journal
 from branching_core.workspace.names import validate_branch_name
-from branching_core.workspace.precheck import refuse_unapplicable
+from branching_core.workspace.guard import check_landing
+from branching_core.workspace.paths import is_internal_path
 from branching_core.workspace.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -377,8 +378,13 @@ class Branch(_Node):
             )
             return summary
 
-    def commit(self) -> None:
+    def commit(self, *, keep_privileges: bool = False) -> None:
         """Publish this branch's changes into its parent, atomically; then close it.
+
+        The one landing rule applies (``workspace.guard``): a change holding a device, a
+        FIFO or a socket, or a path reached through a symlink, is refused as a whole with
+        ``UnsafeChangeError`` (branch left open); setuid/setgid bits and file capabilities
+        are stripped from what the branch produced unless ``keep_privileges``.
 
         Raises ``ConflictError`` (and aborts this branch) when a sibling already
         committed; raises ``ConflictError`` listing the paths (branch left open) when
@@ -409,7 +415,7 @@ class Branch(_Node):
                 backend.freeze(self._layout)
                 try:
                     ops = backend.collect(self._layout, parent)
-                    self._refuse_unapplicable(ops, parent.root)
+                    ops = self._checked(ops, parent.root, keep_privileges)
                     journal = Journal.prepare(
                         store.journal_dir,
                         store.new_branch_id(),
@@ -429,16 +435,20 @@ class Branch(_Node):
                     raise
                 self._publish(journal, parent)
 
-    def _refuse_unapplicable(self, ops: list[Op], parent_root: Path) -> None:
-        """Everything that would make the commit fail half way, refused before it starts."""
-        refuse_unapplicable(
-            ops,
+    def _checked(self, ops: list[Op], parent_root: Path, keep_privileges: bool) -> list[Op]:
+        """The landing rule (paths, links, special files, privileges, conflicts), refused
+        before the commit starts; internal paths (``paths.is_internal_path``) are never
+        changes and are dropped first."""
+        return check_landing(
+            [op for op in ops if not is_internal_path(op.path)],
             parent_root,
             since_ns=self.created_ns,
             root_names=self.root_names,
             parent_name=self.parent.branch_path,
             since=f"{self.branch_path} was created",
             cannot=f"commit {self.branch_path}",
+            what=self.branch_path,
+            keep_privileges=keep_privileges,
         )
 
     def _publish(self, journal: Journal, parent: ParentView) -> None:

@@ -31,7 +31,7 @@ def refuse_unapplicable(
     ops: list[Op],
     parent_root: Path,
     *,
-    since_ns: int,
+    since_ns: int | None,
     parent_name: str,
     since: str,
     cannot: str,
@@ -41,12 +41,13 @@ def refuse_unapplicable(
 
     Shared by ``Branch.commit`` and ``land_files`` (one rule for both). Raises
     ``ConflictError`` naming the paths the parent changed after ``since_ns`` (``since``
-    says when that was, e.g. "x was created") or cannot take, then ``CommitError`` for
+    says when that was, e.g. "x was created"; None when the caller checked against its own
+    record, e.g. a Ray snapshot's manifest) or cannot take, then ``CommitError`` for
     paths this process may not write (``cannot`` is what was refused, e.g. "commit x").
     """
     conflicts = sorted(
         {
-            *find_conflicts(ops, parent_root, since_ns, root_names),
+            *(find_conflicts(ops, parent_root, since_ns, root_names) if since_ns is not None else ()),
             *structural_conflicts(ops, parent_root),
         }
     )
