@@ -111,7 +111,7 @@ def _linked_or_special(ops: Iterable[Op], parent_root: Path) -> list[tuple[str, 
     model: dict[str, str | None] = {}  # what the change leaves at a path: d, f, l or None
     problems: list[tuple[str, str]] = []
     for op in ordered(ops):
-        link = _linked_ancestor(op.path, model, parent_root)
+        link = linked_ancestor(op.path, model, parent_root)
         if link is not None:
             problems.append((op.path, f"{op.path}: {link} is a symlink; not followed"))
             continue
@@ -133,7 +133,10 @@ def _linked_or_special(ops: Iterable[Op], parent_root: Path) -> list[tuple[str, 
     return problems
 
 
-def _linked_ancestor(rel: str, model: dict[str, str | None], root: Path) -> str | None:
+def linked_ancestor(rel: str, model: dict[str, str | None], root: Path) -> str | None:
+    """The first directory of ``rel`` that is a symlink: in ``model`` (what the change
+    makes of a path so far: d, f, l, or None for gone) or else in ``root``; None when
+    there is none (a missing or file ancestor is the structural check's business)."""
     parts = rel.split("/")
     for depth in range(1, len(parts)):
         head = "/".join(parts[:depth])
@@ -209,6 +212,7 @@ __all__ = [
     "CAPABILITY_XATTR",
     "PRIVILEGE_BITS",
     "check_landing",
+    "linked_ancestor",
     "refuse",
     "special_kind",
     "strip_file",

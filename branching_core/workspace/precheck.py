@@ -127,10 +127,16 @@ def unwritable(ops: Iterable[Op], parent_root: Path) -> list[str]:
     checked: dict[str, bool] = {}
     needs_scratch = False
 
+    ops = list(ops)
+    made = {op.path for op in ops if op.kind == "mkdir"}
+
     def dir_ok(rel_dir: str) -> bool:
         if rel_dir not in checked:
             full = parent_root / rel_dir if rel_dir else parent_root
-            checked[rel_dir] = lstat_or_none(full) is None or _writable(full)
+            st = lstat_or_none(full)
+            # missing, or a file this commit replaces by a directory it makes (ours)
+            replaced = rel_dir in made and st is not None and not stat.S_ISDIR(st.st_mode)
+            checked[rel_dir] = st is None or replaced or _writable(full)
         return checked[rel_dir]
 
     for op in ops:
