@@ -229,4 +229,13 @@ def apply(parent: Any, delta: Any, manifest: Manifest, name: str) -> None:
     land_files(parent, files, dirs=delta.dirs, since_ns=None, label=name)
 
 
-__all__ = ["MAX_BYTES", "MAX_ENTRIES", "Delta", "apply", "collect", "conflicts", "vet", "write_into"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_ENTRIES",
+    "Delta",
+    "apply",
+    "collect",
+    "conflicts",
+    "vet",
+    "write_into",
+]

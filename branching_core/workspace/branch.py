@@ -37,9 +37,9 @@ from branching_core.workspace.changes import (
     summarize,
 )
 from branching_core.workspace.faults import crash_point
+from branching_core.workspace.guard import check_landing
 from branching_core.workspace.journal import Journal
 from branching_core.workspace.names import validate_branch_name
-from branching_core.workspace.guard import check_landing
 from branching_core.workspace.paths import is_internal_path
 from branching_core.workspace.signals import deferred_signals
 

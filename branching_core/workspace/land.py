@@ -6,10 +6,10 @@ winner's or sub-agent's paths (:func:`branch_files`), a Ray node's delta
 (``cluster.delta.apply``). ``Branch.commit`` shares everything from the landing rule on
 (``guard.check_landing``, the journal, the publish step), so both land alike.
 
-Why no intermediate branch: a combined merge (``fork.combine``) knows every byte it wants in the parent before
-it writes anything. Routing that through a fresh branch cost a branch (on the copy
-backend a full copy of the tree: ~600 ms for 1,000 files, to publish 100), a copy-up of
-every target on overlay, two diffs of the branch and its disposal. Here the new contents
+Why no intermediate branch: a combined merge (``fork.combine``) knows every byte it
+wants in the parent before it writes anything. Routing that through a fresh branch cost
+a branch (on the copy backend a full copy of the tree: ~600 ms for 1,000 files, to
+publish 100), a copy-up of every target on overlay, two diffs of the branch and its disposal. Here the new contents
 are staged straight into the commit's scratch on the parent's filesystem, and the very
 same commit engine as ``Branch.commit`` publishes them: conflict rule (ctime after
 ``since_ns``, or gone from the parent), structural and permission pre-checks, the journal
@@ -158,8 +158,7 @@ def branch_files(
     written = {*files, *dirs}
     for rel in changes.deleted:
         if not skipped(rel) and rel not in written:
-            if not any(rel.startswith(d + "/") for d in dirs):
-                files[rel] = None
+            files[rel] = None
     return files, dirs
 
 

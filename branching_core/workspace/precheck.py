@@ -45,12 +45,8 @@ def refuse_unapplicable(
     record, e.g. a Ray snapshot's manifest) or cannot take, then ``CommitError`` for
     paths this process may not write (``cannot`` is what was refused, e.g. "commit x").
     """
-    conflicts = sorted(
-        {
-            *(find_conflicts(ops, parent_root, since_ns, root_names) if since_ns is not None else ()),
-            *structural_conflicts(ops, parent_root),
-        }
-    )
+    changed = [] if since_ns is None else find_conflicts(ops, parent_root, since_ns, root_names)
+    conflicts = sorted({*changed, *structural_conflicts(ops, parent_root)})
     if conflicts:
         raise ConflictError(
             f"{len(conflicts)} path(s) changed in {parent_name} since {since}: {_shown(conflicts)}",
