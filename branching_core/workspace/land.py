@@ -9,13 +9,14 @@ winner's or sub-agent's paths (:func:`branch_files`), a Ray node's delta
 Why no intermediate branch: a combined merge (``fork.combine``) knows every byte it
 wants in the parent before it writes anything. Routing that through a fresh branch cost
 a branch (on the copy backend a full copy of the tree: ~600 ms for 1,000 files, to
-publish 100), a copy-up of every target on overlay, two diffs of the branch and its disposal. Here the new contents
-are staged straight into the commit's scratch on the parent's filesystem, and the very
-same commit engine as ``Branch.commit`` publishes them: conflict rule (ctime after
-``since_ns``, or gone from the parent), structural and permission pre-checks, the journal
-as commit point, rename into place, roll forward after a crash or back after a failed
-step, and the parent's generation bumped (open siblings become stale, as after any
-commit). Staging that never reached its journal is swept at the next open.
+publish 100), a copy-up of every target on overlay, two diffs of the branch and its
+disposal. Here the new contents are staged straight into the commit's scratch on the
+parent's filesystem, and the very same commit engine as ``Branch.commit`` publishes
+them: conflict rule (ctime after ``since_ns``, or gone from the parent), structural and
+permission pre-checks, the journal as commit point, rename into place, roll forward
+after a crash or back after a failed step, and the parent's generation bumped (open
+siblings become stale, as after any commit). Staging that never reached its journal is
+swept at the next open.
 """
 
 from __future__ import annotations
