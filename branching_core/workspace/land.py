@@ -61,6 +61,8 @@ class NewFile:
     source: Path | str | None = None
     mode: int | None = None
     link: str | None = None
+    root: Path | None = None
+    """For ``source``: the root it is relative to (else ``land_files``' ``source_root``)."""
 
 
 def land_files(
@@ -212,7 +214,7 @@ def _stage(
         if content.link is not None:
             os.symlink(content.link, staged)
         elif content.source is not None:
-            _copy_source(rel, content.source, staged, source_root)
+            _copy_source(rel, content.source, staged, content.root or source_root)
         else:
             staged.write_bytes(content.data or b"")
             if content.mode is not None:
