@@ -15,6 +15,7 @@ from typing import Any
 
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
+from branching_core.fork.actions import MergeAction, MergeActionError
 from branching_core.fork.checkpoints import HeldFiles
 from branching_core.fork.history import dumps_history
 from branching_core.fork.parts import CoordinatorParts
@@ -65,11 +66,15 @@ class Merging(CoordinatorParts):
             )
             return ids
 
-    async def merge_or_select(self, action: str, **judge_options: Any) -> MergeResult:
-        """``"pick:<label or id>"`` merges that branch; ``"abort"`` discards them all;
-        ``"auto"`` lets the judge pick and merges its pick (``judge_options`` go to
+    async def merge_or_select(
+        self, action: MergeAction | str, **judge_options: Any
+    ) -> MergeResult:
+        """End the fork as ``action`` says (a :class:`MergeAction`, or its string form,
+        parsed by ``MergeAction.parse``): ``pick`` merges that branch; ``abort`` discards
+        them all; ``auto`` lets the judge pick and merges its pick (``judge_options`` go to
         :meth:`resolve`, e.g. ``judges=[...]``, ``test_command=...``); a judge that cannot
-        name a branch raises ``RuntimeError`` and nothing is merged.
+        name a branch raises ``RuntimeError`` and nothing is merged; ``combine`` lands a
+        selection (``fork.combine``; with the string form, ``selection=`` comes here).
 
         The winner (awaited if still running) is committed into the parent: conflicting paths
         (changed in the parent since the fork) are reported and left alone, the rest applied.
@@ -77,8 +82,12 @@ class Merging(CoordinatorParts):
         terminated winner merges its files and its partial history.
         """
         handle = self._require_handle()
-        action = action.strip()
-        if action == "abort":
+        merge = MergeAction.coerce(action)
+        if merge.git_commit is not None:
+            raise MergeActionError(
+                "committing the landed paths to git is not available yet; nothing was merged"
+            )
+        if merge.kind == "abort":
             ids = await self.abort_fork()
             return MergeResult(
                 fork_id=handle.fork_id,
@@ -86,7 +95,7 @@ class Merging(CoordinatorParts):
                 discarded_branch_ids=ids,
                 pre_fork_checkpoint_id=handle.parent_checkpoint_id,
             )
-        if action == "auto":
+        if merge.kind == "auto":
             outcome = await self.resolve(
                 replace(handle.merge_strategy, kind="auto"), **judge_options
             )
@@ -96,21 +105,20 @@ class Merging(CoordinatorParts):
                 f"the judge did not pick a branch ({outcome.fallback_reason or 'no verdict'}): "
                 "use 'pick:<label>' or 'abort'"
             )
-        if action == "combine":  # per path / per hunk from several branches (fork.combine)
+        if merge.kind == "combine":  # per path / per hunk from several branches (fork.combine)
             from branching_core.fork.combine import merge_combined
 
+            if merge.selection is not None:
+                judge_options = {"selection": merge.selection, "base": merge.base, **judge_options}
             return await merge_combined(self, **judge_options)
-        if not action.startswith("pick:"):
-            raise ValueError(
-                f"unknown action {action!r}: use 'pick:<label or id>', 'combine', 'auto' or "
-                "'abort'"
-            )
+        assert merge.label is not None
+        action = str(merge)
         async with self._lock:
             if self._resolved:
                 raise RuntimeError(
                     f"fork {handle.fork_id} is already resolved ({self._resolution})"
                 )
-            winner = self.get_branch(action[5:].strip())
+            winner = self.get_branch(merge.label)
             if winner.ws_branch is None:
                 raise RuntimeError(f"branch {winner.label} has no workspace branch left to merge")
             if winner.task is not None and not winner.task.done():
