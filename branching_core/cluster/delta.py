@@ -31,7 +31,7 @@ from typing import Any
 from branching_core.cluster.snapshot import Entry, Manifest, entry_for, scan
 from branching_core.errors import ConflictError, UnsafeChangeError
 from branching_core.workspace import beneath
-from branching_core.workspace.guard import PRIVILEGE_BITS, linked_ancestor, refuse
+from branching_core.workspace.guard import PRIVILEGE_BITS, linked_steps, refuse
 from branching_core.workspace.land import NewFile, land_files
 from branching_core.workspace.paths import MAX_PATH_BYTES, is_internal_path, path_problem
 
@@ -104,18 +104,13 @@ def vet(delta: Any, root: Path, what: str = "a node's delta") -> Delta:
     if problems:
         raise refuse(problems, what)
     # in the order write_into and the commit apply them: deletes, dirs, links, files
-    model: dict[str, str | None] = {}
     steps = [
         *((rel, None) for rel in sorted(delta.deleted)),
         *((rel, "d") for rel in sorted(delta.dirs, key=lambda r: r.count("/"))),
         *((rel, "l") for rel in sorted(delta.symlinks)),
         *((rel, "f") for rel in sorted(delta.files)),
     ]
-    for rel, kind in steps:
-        link = linked_ancestor(rel, model, root)
-        if link is not None:
-            problems.append((rel, f"{rel}: {link} is a symlink; not followed"))
-        model[rel] = kind
+    problems = linked_steps(steps, root)
     if problems:
         raise refuse(problems, what)
     return delta

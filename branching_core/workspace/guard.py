@@ -153,6 +153,26 @@ def linked_ancestor(rel: str, model: dict[str, str | None], root: Path) -> str |
     return None
 
 
+def linked_steps(steps: Iterable[tuple[str, str | None]], root: Path) -> list[tuple[str, str]]:
+    """For a change described before it is staged, as ``(path, what it leaves there: d, f,
+    l or None)`` in the order it applies: the paths reached through a symlink (of
+    ``root``, or one an earlier step makes). Checked on the request itself, so even a
+    step that would turn out to be a no-op (a directory that "already exists" behind a
+    link) is refused."""
+    steps = list(steps)
+    links = {rel for rel, kind in steps if kind == "l"}  # in any order: below a link is out
+    model: dict[str, str | None] = {}
+    problems: list[tuple[str, str]] = []
+    for rel, kind in steps:
+        parts = rel.split("/")
+        heads = ("/".join(parts[:depth]) for depth in range(1, len(parts)))
+        link = next((h for h in heads if h in links), None) or linked_ancestor(rel, model, root)
+        if link is not None:
+            problems.append((rel, f"{rel}: {link} is a symlink; not followed"))
+        model[rel] = kind
+    return problems
+
+
 def _special_in_tree(rel: str, tree: Path) -> list[tuple[str, str]]:
     out = []
     for dirpath, dirnames, filenames in os.walk(tree):
@@ -213,6 +233,7 @@ __all__ = [
     "PRIVILEGE_BITS",
     "check_landing",
     "linked_ancestor",
+    "linked_steps",
     "refuse",
     "special_kind",
     "strip_file",

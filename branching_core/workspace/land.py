@@ -33,7 +33,7 @@ from branching_core.errors import CommitError, UnsafeChangeError
 from branching_core.workspace import beneath
 from branching_core.workspace.changes import BranchChanges, Op, summarize
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, lstat_or_none
-from branching_core.workspace.guard import check_landing, refuse, special_kind
+from branching_core.workspace.guard import check_landing, linked_steps, refuse, special_kind
 from branching_core.workspace.journal import (
     Journal,
     _make_scratch,
@@ -98,6 +98,19 @@ def land_files(
     ws = node.workspace
     store = ws.tree.store
     parent_root = node.parent_view().root
+    depth = str.count
+    steps = [
+        *((rel, None) for rel, c in files.items() if c is None),
+        *((rel, "d") for rel in sorted(dirs, key=lambda r: depth(r, "/"))),
+        *(
+            (rel, "l" if c.link is not None else "f")
+            for rel, c in sorted(files.items(), key=lambda item: depth(item[0], "/"))
+            if c is not None
+        ),
+    ]
+    problems = linked_steps(steps, parent_root)
+    if problems:
+        raise refuse(problems, label)
     with store.commit_lock():
         commit_id = store.new_branch_id()
         scratch = scratch_dir(parent_root, commit_id)
