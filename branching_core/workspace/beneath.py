@@ -73,7 +73,9 @@ def _open_existing(part: str, fd: int, rel: str, upto: list[str]) -> int:
         raise _not_a_dir(exc, part, fd, rel, upto) from None
 
 
-def _not_a_dir(exc: OSError, part: str, fd: int, rel: str, upto: list[str]) -> OSError:
+def _not_a_dir(
+    exc: OSError, part: str, fd: int, rel: str, upto: list[str]
+) -> OSError | UnsafeChangeError:
     if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
         return exc
     try:

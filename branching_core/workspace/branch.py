@@ -371,7 +371,7 @@ class Branch(_Node):
         with self._lock:
             self._require_open()
             parent = self.parent.parent_view()
-            ops = self.tree.backend.collect(self._layout, parent)
+            ops = self._collect(parent)
             summary = summarize(ops, parent.root)
             summary.lost_in_parent = lost_in_parent(
                 ops, parent.root, self.created_ns, self.root_names
@@ -414,8 +414,7 @@ class Branch(_Node):
                 backend = tree.backend
                 backend.freeze(self._layout)
                 try:
-                    ops = backend.collect(self._layout, parent)
-                    ops = self._checked(ops, parent.root, keep_privileges)
+                    ops = self._checked(self._collect(parent), parent.root, keep_privileges)
                     journal = Journal.prepare(
                         store.journal_dir,
                         store.new_branch_id(),
@@ -435,12 +434,17 @@ class Branch(_Node):
                     raise
                 self._publish(journal, parent)
 
+    def _collect(self, parent: ParentView) -> list[Op]:
+        """The backend's ops, less internal paths (``paths.is_internal_path``): those are
+        never changes, whatever a backend saw."""
+        ops = self.tree.backend.collect(self._layout, parent)
+        return [op for op in ops if not is_internal_path(op.path)]
+
     def _checked(self, ops: list[Op], parent_root: Path, keep_privileges: bool) -> list[Op]:
         """The landing rule (paths, links, special files, privileges, conflicts), refused
-        before the commit starts; internal paths (``paths.is_internal_path``) are never
-        changes and are dropped first."""
+        before the commit starts."""
         return check_landing(
-            [op for op in ops if not is_internal_path(op.path)],
+            ops,
             parent_root,
             since_ns=self.created_ns,
             root_names=self.root_names,

@@ -179,8 +179,8 @@ def test_top_level_names_are_judged_exactly(ws_dir: Path, backend: str) -> None:
 def test_path_by_path_apply_does_not_resurrect_third_party_deletes(
     ws_dir: Path, backend: str
 ) -> None:
-    """``changed_since``/``branch_files`` + ``land_files`` (what a fork's stale winner and sub-agents use
-    instead of a commit) flag the same paths as conflicts and leave them deleted."""
+    """``changed_since``/``branch_files`` + ``land_files`` (what a fork's stale winner and
+    sub-agents use instead of a commit) flag the same paths as conflicts and leave them deleted."""
     ws = Workspace(ws_dir, backend=backend)
     branch = ws.branch("b")
     time.sleep(TICK)

@@ -56,6 +56,7 @@ from branching_core.fork.mirror.stamps import (
     fingerprint,
     stash,
 )
+from branching_core.workspace.paths import is_internal_path
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +139,7 @@ def relevant(rel: str) -> bool:
     """False for the project state directory (never part of a branch) and our temp files."""
     if not rel or rel == "." or rel.startswith("../") or rel.startswith("/"):
         return False
-    first = rel.split("/", 1)[0]
-    return first != PROJECT_STATE_DIR and TMP_MARK not in rel.rsplit("/", 1)[-1]
+    return not is_internal_path(rel) and TMP_MARK not in rel.rsplit("/", 1)[-1]
 
 
 def walk_files(root: Path) -> Iterator[str]:

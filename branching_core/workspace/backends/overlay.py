@@ -51,6 +51,7 @@ from branching_core.workspace.mount_helper import (
     UmountError,
     shared_helper,
 )
+from branching_core.workspace.paths import is_internal_path
 from branching_core.workspace.reaper import discard_dirs
 
 OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
@@ -267,7 +268,7 @@ class OverlayBackend(Backend):
             return
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            if not rel_dir and entry.name == PROJECT_STATE_DIR:
+            if is_internal_path(rel):  # never a change (paths.py: the one predicate)
                 continue
             st = entry.stat(follow_symlinks=False)
             parent_st = lstat_or_none(parent_root / rel)
