@@ -210,6 +210,9 @@ def strip_file(path: Path, what: str = "the change") -> None:
     elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISUID:
         os.chmod(path, stat.S_IMODE(st.st_mode) & ~stat.S_ISUID)
     try:
+        # look first: an unprivileged removexattr of a security.* name is EPERM even when
+        # the file has none
+        os.getxattr(path, CAPABILITY_XATTR, follow_symlinks=False)
         os.removexattr(path, CAPABILITY_XATTR, follow_symlinks=False)
     except OSError as exc:
         if exc.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):

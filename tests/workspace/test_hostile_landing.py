@@ -24,6 +24,7 @@ import hashlib
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -203,6 +204,43 @@ def test_land_files_refuses_fifos_and_strips_setuid_setgid(
     assert stat.S_IMODE(os.stat(project / "tool").st_mode) == 0o755
     assert stat.S_IMODE(os.stat(project / "data.bin").st_mode) == 0o755
     guard.canary_intact()
+    ws.close()
+
+
+def _give_caps(path: Path) -> None:
+    """``setcap cap_net_raw+ep``: a v2 ``security.capability`` (effective flag, permitted
+    bit 13), as the kernel stores it."""
+    blob = struct.pack("<IIIII", 0x02000001, 1 << 13, 0, 0, 0)
+    os.setxattr(path, "security.capability", blob, follow_symlinks=False)
+
+
+def _has_caps(path: Path) -> bool:
+    try:
+        os.getxattr(path, "security.capability", follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+@needs_root
+async def test_file_capabilities_are_stripped_on_a_pick_and_by_land_files(
+    project: Path, canary: Path, tmp_path: Path, backend: str
+) -> None:
+    coord, views = await _fork(project, backend, "a", "b")
+    shutil.copy(sys.executable, views["a"] / "capped")
+    _give_caps(views["a"] / "capped")
+    assert _has_caps(views["a"] / "capped")
+    await coord.merge_or_select(MergeAction.pick("a"))
+    assert (project / "capped").exists() and not _has_caps(project / "capped")
+    await coord.aclose()
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    shutil.copy(sys.executable, sources / "capped2")
+    _give_caps(sources / "capped2")
+    ws = Workspace(project, backend=backend)
+    land_files(ws, {"capped2": NewFile(source="capped2")}, since_ns=time.time_ns(),
+               source_root=sources)
+    assert not _has_caps(project / "capped2")
     ws.close()
 
 
