@@ -109,9 +109,10 @@ def _linked_or_special(ops: Iterable[Op], parent_root: Path) -> list[tuple[str, 
     """Paths whose directory is (or, earlier in the same change, becomes) a symlink, and
     puts of devices, FIFOs or sockets."""
     model: dict[str, str | None] = {}  # what the change leaves at a path: d, f, l or None
+    seen: dict[str, str | None] = {}
     problems: list[tuple[str, str]] = []
     for op in ordered(ops):
-        link = linked_ancestor(op.path, model, parent_root)
+        link = linked_ancestor(op.path, model, parent_root, seen)
         if link is not None:
             problems.append((op.path, f"{op.path}: {link} is a symlink; not followed"))
             continue
@@ -133,24 +134,39 @@ def _linked_or_special(ops: Iterable[Op], parent_root: Path) -> list[tuple[str, 
     return problems
 
 
-def linked_ancestor(rel: str, model: dict[str, str | None], root: Path) -> str | None:
+def linked_ancestor(
+    rel: str,
+    model: dict[str, str | None],
+    root: Path,
+    seen: dict[str, str | None] | None = None,
+) -> str | None:
     """The first directory of ``rel`` that is a symlink: in ``model`` (what the change
     makes of a path so far: d, f, l, or None for gone) or else in ``root``; None when
-    there is none (a missing or file ancestor is the structural check's business)."""
+    there is none (a missing or file ancestor is the structural check's business).
+    ``seen`` caches what ``root`` holds at a path across calls (one ``lstat`` per
+    directory of a large change, not one per file)."""
     parts = rel.split("/")
     for depth in range(1, len(parts)):
         head = "/".join(parts[:depth])
-        if head in model:
-            kind = model[head]
-            if kind == "l":
-                return head
-            if kind != "d":
-                return None  # gone or a file: the structural check refuses it
-            continue
-        st = lstat_or_none(root / head)
-        if st is None or not stat.S_ISDIR(st.st_mode):
-            return head if st is not None and stat.S_ISLNK(st.st_mode) else None
+        kind = model[head] if head in model else _kind_in(root, head, seen)
+        if kind == "l":
+            return head
+        if kind != "d":
+            return None  # gone, missing or a file: the structural check refuses it
     return None
+
+
+def _kind_in(root: Path, rel: str, seen: dict[str, str | None] | None) -> str | None:
+    if seen is not None and rel in seen:
+        return seen[rel]
+    st = lstat_or_none(root / rel)
+    kind = None
+    if st is not None:
+        mode = st.st_mode
+        kind = "l" if stat.S_ISLNK(mode) else "d" if stat.S_ISDIR(mode) else "f"
+    if seen is not None:
+        seen[rel] = kind
+    return kind
 
 
 def linked_steps(steps: Iterable[tuple[str, str | None]], root: Path) -> list[tuple[str, str]]:
@@ -162,11 +178,14 @@ def linked_steps(steps: Iterable[tuple[str, str | None]], root: Path) -> list[tu
     steps = list(steps)
     links = {rel for rel, kind in steps if kind == "l"}  # in any order: below a link is out
     model: dict[str, str | None] = {}
+    seen: dict[str, str | None] = {}
     problems: list[tuple[str, str]] = []
     for rel, kind in steps:
         parts = rel.split("/")
         heads = ("/".join(parts[:depth]) for depth in range(1, len(parts)))
-        link = next((h for h in heads if h in links), None) or linked_ancestor(rel, model, root)
+        link = next((h for h in heads if h in links), None) or linked_ancestor(
+            rel, model, root, seen
+        )
         if link is not None:
             problems.append((rel, f"{rel}: {link} is a symlink; not followed"))
         model[rel] = kind
