@@ -183,8 +183,9 @@ def symlink(root: Path | str, rel: str, target: str, *, make_dirs: bool = True) 
         os.symlink(target, name, dir_fd=dfd)
 
 
-def mkdir(root: Path | str, rel: str, mode: int) -> None:
-    """Make ``rel`` a directory with ``mode`` (replacing a file or link standing there)."""
+def mkdir(root: Path | str, rel: str, mode: int | None) -> None:
+    """Make ``rel`` a directory with ``mode`` (None: as ``mkdir`` does, under the umask),
+    replacing a file or link standing there."""
     dirs, name = _split(rel)
     with open_dir(root, dirs, create=True) as dfd:
         st = _lstat_at(name, dfd)
@@ -192,7 +193,9 @@ def mkdir(root: Path | str, rel: str, mode: int) -> None:
             _remove_at(name, dfd, st)
             st = None
         if st is None:
-            os.mkdir(name, 0o700, dir_fd=dfd)
+            os.mkdir(name, 0o777 if mode is None else 0o700, dir_fd=dfd)
+        if mode is None:
+            return
         fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
         try:
             os.fchmod(fd, stat.S_IMODE(mode))

@@ -391,6 +391,26 @@ async def test_a_stale_winner_lands_path_by_path_under_the_same_rule(
     await coord.aclose()
 
 
+async def test_a_rewind_never_writes_through_a_link_made_after_the_merge(
+    project: Path, canary: Path, backend: str
+) -> None:
+    """Sibling of the landing paths: rewinding to a pre-fork checkpoint restores the
+    paths the merged branch touched (here ``out/keep.txt``). When ``out/`` has since
+    become ``out -> canary`` (a later merge, a model, a third party), the restore refuses
+    that path instead of writing it through the link into the canary."""
+    (project / "out" / "keep.txt").write_text("keep\n")
+    coord, views = await _fork(project, backend, "a", "b")
+    (views["a"] / "out" / "keep.txt").write_text("changed by a\n")
+    result = await coord.merge_or_select(MergeAction.pick("a"))
+    await coord.flush()
+    _swap_out_for_link(project, canary)
+    guard = Guarded(canary, project)
+    with pytest.raises(UnsafeChangeError, match="out is a symlink"):
+        await coord.rewind_to_checkpoint(result.pre_fork_checkpoint_id)
+    guard.unchanged()
+    await coord.aclose()
+
+
 async def test_combine_resolves_selected_paths_without_following_links(
     project: Path, canary: Path, backend: str
 ) -> None:

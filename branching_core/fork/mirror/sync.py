@@ -60,7 +60,6 @@ from branching_core.workspace.paths import is_internal_path
 
 log = logging.getLogger(__name__)
 
-PROJECT_STATE_DIR = ".pydantic-deep"
 TMP_MARK = ".mirror-tmp-"
 CONFLICTS_DIR = "conflicts"
 """``<fork dir>/conflicts/<dir>/<rel>``: the user's version of a path both sides changed."""
