@@ -283,7 +283,7 @@ class Merging(CoordinatorParts):
                 dirs=dirs,
                 since_ns=branch.created_ns,
                 source_root=branch_dir,
-                label=f"{branch.branch_path} (path by path)",
+                label=f"branch {branch.name} (path by path)",
             )
         except ConflictError as exc:
             report.conflicts = sorted({*report.conflicts, *exc.paths})

@@ -56,7 +56,7 @@ def _land_paths(branch: Any, changes: Any) -> None:
         dirs=dirs,
         since_ns=branch.created_ns,
         source_root=root,
-        label=f"{branch.branch_path} (path by path)",
+        label=f"branch {branch.name} (path by path)",
     )
 
 
