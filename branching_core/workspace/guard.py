@@ -88,11 +88,11 @@ def check_landing(
     problems = [(op.path, reason) for op in ops if (reason := path_problem(op.path))]
     if problems:
         raise refuse(problems, what)
-    problems = _linked_or_special(ops, parent_root)
+    problems, stats = _linked_or_special(ops, parent_root)
     if problems:
         raise refuse(problems, what)
     if not keep_privileges:
-        ops = _strip_privileges(ops, what)
+        ops = _strip_privileges(ops, what, stats)
     refuse_unapplicable(
         ops,
         parent_root,
@@ -105,9 +105,13 @@ def check_landing(
     return ops
 
 
-def _linked_or_special(ops: Iterable[Op], parent_root: Path) -> list[tuple[str, str]]:
+def _linked_or_special(
+    ops: Iterable[Op], parent_root: Path
+) -> tuple[list[tuple[str, str]], dict[str, os.stat_result]]:
     """Paths whose directory is (or, earlier in the same change, becomes) a symlink, and
-    puts of devices, FIFOs or sockets."""
+    puts of devices, FIFOs or sockets; and the ``lstat`` of each put's source (one per
+    source for the whole landing rule)."""
+    stats: dict[str, os.stat_result] = {}
     model: dict[str, str | None] = {}  # what the change leaves at a path: d, f, l or None
     seen: dict[str, str | None] = {}
     problems: list[tuple[str, str]] = []
@@ -121,8 +125,9 @@ def _linked_or_special(ops: Iterable[Op], parent_root: Path) -> list[tuple[str, 
         elif op.kind == "mkdir":
             model[op.path] = "d"
         elif op.kind == "put" and op.source is not None:
-            st = lstat_or_none(Path(op.source))
-            if st is None:
+            try:
+                st = stats[op.source] = os.lstat(op.source)
+            except (FileNotFoundError, NotADirectoryError):
                 continue  # a replay's source already moved in; the commit engine decides
             odd = special_kind(st.st_mode)
             if odd is not None:
@@ -131,7 +136,7 @@ def _linked_or_special(ops: Iterable[Op], parent_root: Path) -> list[tuple[str, 
             elif op.tree:
                 problems.extend(_special_in_tree(op.path, Path(op.source)))
             model[op.path] = "l" if stat.S_ISLNK(st.st_mode) else "d" if op.tree else "f"
-    return problems
+    return problems, stats
 
 
 def linked_ancestor(
@@ -204,30 +209,36 @@ def _special_in_tree(rel: str, tree: Path) -> list[tuple[str, str]]:
     return out
 
 
-def _strip_privileges(ops: list[Op], what: str) -> list[Op]:
+def _strip_privileges(ops: list[Op], what: str, stats: dict[str, os.stat_result]) -> list[Op]:
     out = []
     for op in ops:
         if op.kind == "put" and op.source is not None:
-            source = Path(op.source)
             if op.tree:
-                strip_tree(source, what)
+                strip_tree(Path(op.source), what)
             else:
-                strip_file(source, what)
+                strip_file(op.source, what, stats.get(op.source))
         elif op.kind in ("mkdir", "chmod") and op.mode is not None and op.mode & stat.S_ISUID:
             op = replace(op, mode=op.mode & ~stat.S_ISUID)
         out.append(op)
     return out
 
 
-def strip_file(path: Path, what: str = "the change") -> None:
-    """Drop setuid/setgid and file capabilities from one entry (links are left alone)."""
-    st = lstat_or_none(path)
-    if st is None or stat.S_ISLNK(st.st_mode):
-        return
-    if stat.S_ISREG(st.st_mode) and st.st_mode & PRIVILEGE_BITS:
-        os.chmod(path, stat.S_IMODE(st.st_mode) & ~PRIVILEGE_BITS)
-    elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISUID:
+def strip_file(
+    path: Path | str, what: str = "the change", st: os.stat_result | None = None
+) -> None:
+    """Drop setuid/setgid and file capabilities from one entry (links are left alone;
+    ``st`` its ``lstat`` when the caller has it)."""
+    if st is None:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+    if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISUID:
         os.chmod(path, stat.S_IMODE(st.st_mode) & ~stat.S_ISUID)
+    if not stat.S_ISREG(st.st_mode):
+        return  # the kernel honours file capabilities on regular files only
+    if st.st_mode & PRIVILEGE_BITS:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & ~PRIVILEGE_BITS)
     try:
         # look first: an unprivileged removexattr of a security.* name is EPERM even when
         # the file has none
@@ -237,8 +248,8 @@ def strip_file(path: Path, what: str = "the change") -> None:
         if exc.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
             raise UnsafeChangeError(
                 f"refused to land {what}: cannot remove the file capabilities of "
-                f"{path.name} ({exc.strerror}); nothing was applied",
-                [path.name],
+                f"{os.path.basename(path)} ({exc.strerror}); nothing was applied",
+                [os.path.basename(path)],
             ) from exc
 
 
