@@ -78,7 +78,6 @@ __all__ = [
     "INTERNAL_TOP",
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
-    "STATE_DIR",
     "STORE_DIR",
     "is_internal_path",
     "path_problem",
