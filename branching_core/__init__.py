@@ -50,6 +50,7 @@ _LAZY: dict[str, str] = {
     "BranchApprovalRequested": "branching_core.fork",
     "MergeStrategy": "branching_core.fork",
     "MergeResult": "branching_core.fork",
+    "MergeAction": "branching_core.fork",
     "ForkCostSummary": "branching_core.fork",
     "BranchCost": "branching_core.fork",
     "FileChange": "branching_core.fork",

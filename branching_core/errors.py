@@ -80,6 +80,23 @@ class ConflictError(CommitError):
         self.stale = stale
 
 
+class UnsafeChangeError(CommitError, ValueError):
+    """A change offered for landing is refused as a whole, before anything is applied.
+
+    Raised by the one landing rule (``workspace.guard``) for every landing path (a branch
+    commit, a fork merge, a combine, a sub-agent's result, a Ray node's delta, an IDE save
+    relayed from the mirror): a path that is absolute, holds ``..`` or NUL, names
+    forkdeck's own state, passes through a symlink inside the root it lands in (one the
+    same change made included), an entry that is a device, FIFO or socket, or a change
+    bigger than the bounds. ``paths`` names what was refused. A ``ValueError`` too: it is
+    bad input, and callers that validated paths before caught that.
+    """
+
+    def __init__(self, message: str, paths: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.paths = list(paths)
+
+
 class AbortError(BranchError):
     """An abort failed."""
 
@@ -176,6 +193,7 @@ __all__ = [
     "ProcessBranchError",
     "ProcessForkError",
     "ResourceLimitError",
+    "UnsafeChangeError",
     "WorkspaceError",
     "WorkspaceNotADirectoryError",
     "WorkspaceNotFoundError",

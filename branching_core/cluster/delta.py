@@ -6,24 +6,39 @@ and mode) and symlinks (target). A rename arrives as a delete plus a create. It
 never carries the tree, so what a task sends back is about the size of what it
 changed.
 
-``apply`` lands a delta in the real workspace the same way a local branch lands:
-it makes a local branch of the parent, checks every path the delta touches
-against the snapshot (changed in the parent since the snapshot *and* by the
-candidate: ``ConflictError``, nothing applied), writes the delta into the branch
-and commits it through the journaled commit, so a crash mid-way rolls forward or
-leaves the workspace as it was.
+A node is untrusted: what it sends is checked before anything is looked up with it
+(:func:`vet`: every key of every part, whatever its type, is a plain relative path
+outside forkdeck's state, no path goes through a symlink of the root or one the delta
+itself makes, modes are permission bits, link targets and sizes are bounded); a bad
+delta raises ``UnsafeChangeError`` and nothing is applied.
+
+``apply`` lands a delta in the real workspace through the one landing function
+(``workspace.land.land_files``: the landing rule, setuid/setgid/capabilities stripped,
+one journaled commit, so a crash mid-way rolls forward or leaves the workspace as it
+was), after checking every path the delta touches against the snapshot (changed in
+the parent since the snapshot *and* by the candidate: ``ConflictError``, nothing
+applied). ``write_into`` (a remote fork branch's local view) writes with the
+``workspace.beneath`` operations, which never follow a link below the view.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from branching_core.cluster.snapshot import EXCLUDED_TOP, Entry, Manifest, entry_for, scan
-from branching_core.errors import ConflictError
+from branching_core.cluster.snapshot import Entry, Manifest, entry_for, scan
+from branching_core.errors import ConflictError, UnsafeChangeError
+from branching_core.workspace import beneath
+from branching_core.workspace.guard import PRIVILEGE_BITS, linked_steps, refuse
+from branching_core.workspace.land import NewFile, land_files
+from branching_core.workspace.paths import MAX_PATH_BYTES, is_internal_path, path_problem
+
+MAX_ENTRIES = 1_000_000
+"""Paths one delta may touch."""
+MAX_BYTES = 8 << 30
+"""File content one delta may carry (8 GiB), in total."""
 
 
 @dataclass
@@ -45,7 +60,60 @@ class Delta:
 
 
 def _excluded(rel: str) -> bool:
-    return rel.split("/", 1)[0] in EXCLUDED_TOP
+    return is_internal_path(rel)
+
+
+def vet(delta: Any, root: Path, what: str = "a node's delta") -> Delta:
+    """``delta`` as received (from an untrusted node), checked whole: returns it when
+    every part is well formed (module doc), else raises ``UnsafeChangeError`` naming
+    each bad path. ``root`` is where it would be written (its links are not followed)."""
+    if not isinstance(delta, Delta):
+        raise UnsafeChangeError(f"refused to land {what}: not a Delta ({type(delta).__name__})")
+    parts = (delta.deleted, delta.dirs, delta.files, delta.symlinks)
+    kinds = (list, dict, dict, dict)
+    if not all(isinstance(p, k) for p, k in zip(parts, kinds, strict=True)):
+        raise UnsafeChangeError(f"refused to land {what}: malformed delta")
+    problems: list[tuple[str, str]] = []
+    total = sum(len(p) for p in parts)
+    if total > MAX_ENTRIES:
+        raise UnsafeChangeError(f"refused to land {what}: {total} paths (at most {MAX_ENTRIES})")
+    for rel in [*delta.deleted, *delta.dirs, *delta.files, *delta.symlinks]:
+        reason = path_problem(rel)
+        if reason is not None:
+            problems.append((str(rel), reason))
+    for rel, mode in delta.dirs.items():
+        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+            problems.append((str(rel), f"{rel!r}: directory mode {mode!r} is not permission bits"))
+    size = 0
+    for rel, value in delta.files.items():
+        ok = isinstance(value, tuple) and len(value) == 2
+        mode, data = value if ok else (None, None)
+        if not (isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode <= 0o7777):
+            problems.append((str(rel), f"{rel!r}: file mode {mode!r} is not permission bits"))
+        if not isinstance(data, bytes):
+            problems.append((str(rel), f"{rel!r}: file content is not bytes"))
+        else:
+            size += len(data)
+    if size > MAX_BYTES:
+        problems.append(("*", f"{size} bytes of content (at most {MAX_BYTES})"))
+    for rel, target in delta.symlinks.items():
+        if not isinstance(target, str) or not target or "\0" in target:
+            problems.append((str(rel), f"{rel!r}: symlink target {target!r} is not a path"))
+        elif len(target.encode("utf-8", "surrogateescape")) >= MAX_PATH_BYTES:
+            problems.append((str(rel), f"{rel!r}: symlink target longer than {MAX_PATH_BYTES}"))
+    if problems:
+        raise refuse(problems, what)
+    # in the order write_into and the commit apply them: deletes, dirs, links, files
+    steps = [
+        *((rel, None) for rel in sorted(delta.deleted)),
+        *((rel, "d") for rel in sorted(delta.dirs, key=lambda r: r.count("/"))),
+        *((rel, "l") for rel in sorted(delta.symlinks)),
+        *((rel, "f") for rel in sorted(delta.files)),
+    ]
+    problems = linked_steps(steps, root)
+    if problems:
+        raise refuse(problems, what)
+    return delta
 
 
 def collect(branch: Any, base: Path) -> Delta:
@@ -86,6 +154,7 @@ def conflicts(parent_root: Path, delta: Delta, manifest: Manifest) -> list[str]:
     found: list[str] = []
     for rel in delta.paths():
         expected: Entry | None = manifest.get(rel)
+        beneath.lstat(parent_root, rel)  # a symlink on the way: UnsafeChangeError
         now = entry_for(parent_root / rel)
         if _norm(now) != _norm(expected):
             found.append(rel)
@@ -104,60 +173,64 @@ def _norm(entry: Entry | None) -> tuple[Any, ...] | None:
 
 
 def write_into(root: Path, delta: Delta) -> None:
-    """Make ``root`` (a branch view of the parent) hold the delta's changes."""
+    """Make ``root`` (a local branch view of the parent) hold the delta's changes.
+
+    Checked whole first (:func:`vet`), then written with ``workspace.beneath``, which
+    never follows a link below ``root``; file modes lose setuid/setgid."""
+    vet(delta, root)
     for rel in delta.deleted:
-        _remove(root / rel)
+        beneath.remove(root, rel)
     for rel in sorted(delta.dirs, key=lambda r: r.count("/")):
-        path = root / rel
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            _remove(path)
-        path.mkdir(mode=0o700, exist_ok=True)
+        st = beneath.lstat(root, rel)
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            beneath.mkdir(root, rel, 0o700)
     for rel, target in delta.symlinks.items():
-        path = root / rel
-        _remove(path)
-        os.symlink(target, path)
+        st = beneath.lstat(root, rel)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            beneath.remove(root, rel)
+        beneath.symlink(root, rel, target)
     for rel, (mode, data) in delta.files.items():
-        path = root / rel
-        if path.is_symlink() or path.is_dir():
-            _remove(path)
-        tmp = path.with_name(f".{path.name}.forkdeck-delta")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        st = beneath.lstat(root, rel)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            beneath.remove(root, rel)
+        beneath.write_file(
+            root, rel, data, mode=mode & ~PRIVILEGE_BITS, tmp_prefix=".forkdeck-delta-"
+        )
     for rel in sorted(delta.dirs, key=lambda r: -r.count("/")):
-        os.chmod(root / rel, delta.dirs[rel])
+        beneath.mkdir(root, rel, delta.dirs[rel] & ~stat.S_ISUID)
 
 
-def _remove(path: Path) -> None:
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
+def apply(parent: Any, delta: Any, manifest: Manifest, name: str) -> None:
+    """Commit ``delta`` into ``parent`` (workspace or open branch), all or nothing:
+    ``UnsafeChangeError`` for a malformed or hostile delta, ``ConflictError`` for a path
+    the parent changed since the snapshot; nothing applied either way."""
+    root = Path(parent.path)
+    delta = vet(delta, root)
+    found = conflicts(root, delta, manifest)
+    if found:
+        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+        raise ConflictError(
+            f"{len(found)} path(s) changed in {parent.path} since the snapshot the "
+            f"candidate ran on: {shown}; nothing applied",
+            found,
+        )
+    files: dict[str, NewFile | None] = {rel: None for rel in delta.deleted}
+    files.update({rel: NewFile(link=target) for rel, target in delta.symlinks.items()})
+    files.update({rel: NewFile(data=data, mode=mode) for rel, (mode, data) in delta.files.items()})
+    for rel in delta.dirs:  # a file turned into a directory: land_files replaces it
+        files.pop(rel, None)
+    # the snapshot's manifest is this landing's record of "since": conflicts are decided
+    # above, against it (since_ns None); the landing rule and the journal are land_files'
+    land_files(parent, files, dirs=delta.dirs, since_ns=None, label=name)
 
 
-def apply(parent: Any, delta: Delta, manifest: Manifest, name: str) -> None:
-    """Commit ``delta`` into ``parent`` (workspace or open branch), all or nothing."""
-    branch = parent.branch(name, on_success=None, on_error=None)
-    try:
-        found = conflicts(Path(parent.path), delta, manifest)
-        if found:
-            shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
-            raise ConflictError(
-                f"{len(found)} path(s) changed in {parent.path} since the snapshot the "
-                f"candidate ran on: {shown}; nothing applied",
-                found,
-            )
-        write_into(Path(branch.path), delta)
-        branch.commit()
-    finally:
-        if branch.is_open:
-            branch.abort()
-
-
-__all__ = ["Delta", "apply", "collect", "conflicts", "write_into"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_ENTRIES",
+    "Delta",
+    "apply",
+    "collect",
+    "conflicts",
+    "vet",
+    "write_into",
+]

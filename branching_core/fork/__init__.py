@@ -12,6 +12,7 @@ The agent-facing pieces (``LiveForkCapability``, the forking toolset, and the pu
 
 from __future__ import annotations
 
+from branching_core.fork.actions import GitCommitRequest, MergeAction, MergeActionError
 from branching_core.fork.budget import PriceFn, UsageMeter, default_price
 from branching_core.fork.checkpoints import Checkpoint, CheckpointStore
 from branching_core.fork.coordinator import (
@@ -100,6 +101,9 @@ __all__ = [
     "ForkOptions",
     "ForkResolved",
     "ForkStore",
+    "GitCommitRequest",
+    "MergeAction",
+    "MergeActionError",
     "MergeResult",
     "MergeStrategy",
     "PriceFn",

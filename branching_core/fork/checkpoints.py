@@ -26,6 +26,7 @@ index.json, files/...}``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -35,8 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from branching_core.errors import UnsafeChangeError
 from branching_core.fork.history import load_history
 from branching_core.fork.store import ForkStore, _atomic_write
+from branching_core.workspace import beneath
+from branching_core.workspace.guard import refuse
+from branching_core.workspace.paths import path_problem
 
 KINDS = ("fork", "post-fork")
 
@@ -291,34 +296,53 @@ class CheckpointStore:
 
     @staticmethod
     def _restore(index: dict[str, str], files: Path, target: Path) -> None:
-        def remove(path: Path) -> None:
-            if path.is_symlink() or path.is_file():
-                path.unlink()
-            elif path.is_dir():
-                shutil.rmtree(path)
-
+        """Put every indexed path back as it was, through ``workspace.beneath``: the paths
+        are those a merged branch touched, and that branch may have left a symlink where
+        a directory was (``d -> ~``), so no link below ``target`` is ever followed (the
+        link itself is removed or replaced, as the index says). A path that is not a
+        plain relative path is refused (``UnsafeChangeError``) before anything changes."""
+        bad = [(rel, reason) for rel in index if (reason := path_problem(rel))]
+        if bad:
+            raise refuse(bad, "a checkpoint's files")
         # Deepest first for removals, shallowest first for creations.
         for rel in sorted(index, key=lambda p: -p.count("/")):
             if index[rel] == "absent":
-                remove(target / rel) if os.path.lexists(target / rel) else None
+                with contextlib.suppress(UnsafeChangeError):  # below a link: not ours
+                    beneath.remove(target, rel)
+        below_links: list[tuple[str, str]] = []
         for rel in sorted(index, key=lambda p: p.count("/")):
-            state = index[rel]
-            dst = target / rel
-            if state == "dir":
-                if os.path.lexists(dst) and not dst.is_dir():
-                    remove(dst)
-                dst.mkdir(parents=True, exist_ok=True)
-            elif state == "file":
-                if os.path.lexists(dst) and (dst.is_dir() or dst.is_symlink()):
-                    remove(dst)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_write(dst, (files / rel).read_bytes())
-                os.chmod(dst, os.stat(files / rel).st_mode & 0o7777)
-            elif state.startswith("link:"):
-                if os.path.lexists(dst):
-                    remove(dst)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(state[5:], dst)
+            try:
+                _restore_one(index[rel], files, target, rel)
+            except UnsafeChangeError as exc:
+                below_links.append((rel, str(exc)))
+        if below_links:
+            raise refuse(below_links, "a checkpoint's files (the rest were restored)")
+
+
+def _restore_one(state: str, files: Path, target: Path, rel: str) -> None:
+    """One indexed path back as the checkpoint holds it (no link below ``target``
+    followed)."""
+    if state == "dir":
+        st = beneath.lstat(target, rel)
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            beneath.remove(target, rel)
+            beneath.mkdir(target, rel, None)
+    elif state == "file":
+        st = beneath.lstat(target, rel)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            beneath.remove(target, rel)
+        beneath.write_file(
+            target,
+            rel,
+            (files / rel).read_bytes(),
+            mode=os.stat(files / rel).st_mode & 0o7777,
+            tmp_prefix=".forkdeck-rewind-",
+        )
+    elif state.startswith("link:"):
+        st = beneath.lstat(target, rel)
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            beneath.remove(target, rel)
+        beneath.symlink(target, rel, state[5:])
 
 
 __all__ = ["Checkpoint", "CheckpointStore", "HeldFiles", "parse_checkpoint_id"]

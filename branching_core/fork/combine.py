@@ -43,12 +43,13 @@ from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from branching_core.errors import ConflictError
+from branching_core.errors import ConflictError, UnsafeChangeError
 from branching_core.fork import events as ev
 from branching_core.fork.history import dumps_history
 from branching_core.fork.types import MergeResult
+from branching_core.workspace import beneath
 from branching_core.workspace.land import NewFile, land_files
-from branching_core.workspace.paths import is_internal_path
+from branching_core.workspace.paths import path_problem
 
 PARENT = "parent"
 HunkChoice = str | tuple[str, int] | Mapping[str, Any]
@@ -98,6 +99,8 @@ class PathPlan:
     data: bytes | None = None
     source: Path | None = None
     """``copy``: the branch's file (copied with its mode; a symlink is recreated)."""
+    root: Path | None = None
+    """``copy``: the branch's root, below which ``path`` is read without following links."""
     taken: list[str] = field(default_factory=list)
     """Where the content came from: ``["a"]`` or ``["a#0", "b#2"]``."""
 
@@ -137,15 +140,26 @@ def _is_text(data: bytes) -> bool:
     return True
 
 
-def _read(path: Path) -> bytes | None:
-    """A regular file's bytes; ``None`` when absent. Refuses directories and links."""
+def _lstat(root: Path, rel: str, where: str) -> os.stat_result | None:
+    """What ``rel`` is in ``root`` (a branch view or the parent), found without following
+    any link on the way: a path below a symlink is refused, the link is chosen itself."""
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
+        return beneath.lstat(root, rel)
+    except UnsafeChangeError as exc:
+        raise CombineError(
+            f"{exc} in {where}: choose the link itself (a link is combined as a link)"
+        ) from None
+
+
+def _read(root: Path, rel: str, where: str) -> bytes | None:
+    """A regular file's bytes; ``None`` when absent. Refuses directories and links, and
+    paths below a link."""
+    st = _lstat(root, rel, where)
+    if st is None:
         return None
     if not stat.S_ISREG(st.st_mode):
-        raise CombineError(f"{path.name}: not a regular file; choose it per file")
-    return path.read_bytes()
+        raise CombineError(f"{PurePosixPath(rel).name}: not a regular file; choose it per file")
+    return beneath.read_bytes(root, rel)
 
 
 def hunks_of(label: str, parent: bytes | None, branch: bytes | None) -> list[Hunk]:
@@ -164,10 +178,10 @@ def hunks_of(label: str, parent: bytes | None, branch: bytes | None) -> list[Hun
 
 
 def _check_path(rel: str) -> str:
-    p = PurePosixPath(rel)
-    if not rel or p.is_absolute() or ".." in p.parts or is_internal_path(str(p)):
-        raise CombineError(f"{rel!r}: not a path inside the workspace")
-    return str(p)
+    reason = path_problem(rel)
+    if reason is not None:
+        raise CombineError(f"not a path inside the workspace: {reason}")
+    return rel
 
 
 def _choice(choice: HunkChoice) -> tuple[str, int]:
@@ -210,11 +224,11 @@ def branch_hunks(coordinator: Any, path: str) -> dict[str, list[Hunk]]:
     file raises ``CombineError`` (choose it per file)."""
     rel = _check_path(path)
     src = _Sources(coordinator)
-    parent = _read(src.parent / rel)
+    parent = _read(src.parent, rel, PARENT)
     out: dict[str, list[Hunk]] = {}
     for label, directory in src.dirs.items():
         try:
-            out[label] = hunks_of(label, parent, _read(directory / rel))
+            out[label] = hunks_of(label, parent, _read(directory, rel, label))
         except CombineError as exc:
             raise CombineError(f"{rel}: {exc}") from None
     return out
@@ -223,14 +237,16 @@ def branch_hunks(coordinator: Any, path: str) -> dict[str, list[Hunk]]:
 def _plan_hunks(
     rel: str, choices: Sequence[HunkChoice], src: _Sources
 ) -> tuple[PathPlan, list[str]]:
-    parent_data = _read(src.parent / rel)
+    parent_data = _read(src.parent, rel, PARENT)
     cache: dict[str, list[Hunk]] = {}
     chosen: list[Hunk] = []
     for choice in choices:
         label, index = _choice(choice)
         if label not in cache:
             try:
-                cache[label] = hunks_of(label, parent_data, _read(src.dir(label) / rel))
+                cache[label] = hunks_of(
+                    label, parent_data, _read(src.dir(label), rel, label)
+                )
             except CombineError as exc:
                 raise CombineError(f"{rel}: {exc}") from None
         hunks = cache[label]
@@ -284,12 +300,15 @@ def plan_combination(
             if label == PARENT:
                 plans.append(PathPlan(rel, "keep", taken=[PARENT]))
                 continue
-            path = src.dir(label) / rel
-            if os.path.lexists(path):
-                if path.is_dir() and not path.is_symlink():
+            root = src.dir(label)
+            st = _lstat(root, rel, label)
+            if st is not None:
+                if stat.S_ISDIR(st.st_mode):
                     raise CombineError(f"{rel}: a directory; choose the files in it")
-                plans.append(PathPlan(rel, "copy", source=path, taken=[label]))
-            elif os.path.lexists(src.parent / rel):
+                plans.append(
+                    PathPlan(rel, "copy", source=root / rel, root=root, taken=[label])
+                )
+            elif _lstat(src.parent, rel, PARENT) is not None:
                 plans.append(PathPlan(rel, "delete", taken=[label]))
             else:
                 raise CombineError(f"{rel}: neither {label} nor the parent has this path")
@@ -317,7 +336,8 @@ def _new_files(plan: CombinePlan) -> dict[str, NewFile | None]:
         if p.action == "delete":
             out[p.path] = None
         elif p.action == "copy":
-            out[p.path] = NewFile(source=p.source)
+            # read below the branch's root without following a link (not via ``source``)
+            out[p.path] = NewFile(source=p.path, root=p.root)
         elif p.action == "write":
             out[p.path] = NewFile(data=p.data)
     return out

@@ -15,6 +15,7 @@ from typing import Any
 
 from branching_core.errors import ConflictError
 from branching_core.fork import events as ev
+from branching_core.fork.actions import MergeAction
 from branching_core.fork.checkpoints import HeldFiles
 from branching_core.fork.git_landing import (
     GitLanding,
@@ -34,7 +35,8 @@ from branching_core.fork.types import (
     FlushReport,
     MergeResult,
 )
-from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.apply import changed_since
+from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
 
 
@@ -85,7 +87,7 @@ class Merging(CoordinatorParts):
 
     async def merge_or_select(
         self,
-        action: str,
+        action: MergeAction | str,
         *,
         git: GitLanding | None = None,
         git_commit: bool | str | None = None,
@@ -93,10 +95,12 @@ class Merging(CoordinatorParts):
         git_ff: bool = False,
         **judge_options: Any,
     ) -> MergeResult:
-        """``"pick:<label or id>"`` merges that branch; ``"abort"`` discards them all;
-        ``"auto"`` lets the judge pick and merges its pick (``judge_options`` go to
+        """End the fork as ``action`` says (a :class:`MergeAction`, or its string form,
+        parsed by ``MergeAction.parse``): ``pick`` merges that branch; ``abort`` discards
+        them all; ``auto`` lets the judge pick and merges its pick (``judge_options`` go to
         :meth:`resolve`, e.g. ``judges=[...]``, ``test_command=...``); a judge that cannot
-        name a branch raises ``RuntimeError`` and nothing is merged.
+        name a branch raises ``RuntimeError`` and nothing is merged; ``combine`` lands a
+        selection (``fork.combine``; with the string form, ``selection=`` comes here).
 
         The winner (awaited if still running) is committed into the parent: conflicting paths
         (changed in the parent since the fork) are reported and left alone, the rest applied.
@@ -119,11 +123,14 @@ class Merging(CoordinatorParts):
                 branch=git_branch,
                 fast_forward=git_ff,
             )
+        merge = MergeAction.coerce(action)
+        if git is None and merge.git_commit is not None:  # the typed spelling of the same
+            git = GitLanding(commit=True, message=merge.git_commit.message,
+                             branch=merge.git_commit.branch)
         if git is None:
             git = _configured_git(self.workspace.path)
         handle = self._require_handle()
-        action = action.strip()
-        if action == "abort":
+        if merge.kind == "abort":
             ids = await self.abort_fork()
             return MergeResult(
                 fork_id=handle.fork_id,
@@ -131,7 +138,7 @@ class Merging(CoordinatorParts):
                 discarded_branch_ids=ids,
                 pre_fork_checkpoint_id=handle.parent_checkpoint_id,
             )
-        if action == "auto":
+        if merge.kind == "auto":
             outcome = await self.resolve(
                 replace(handle.merge_strategy, kind="auto"), **judge_options
             )
@@ -141,12 +148,14 @@ class Merging(CoordinatorParts):
                 f"the judge did not pick a branch ({outcome.fallback_reason or 'no verdict'}): "
                 "use 'pick:<label>' or 'abort'"
             )
-        if action == "combine":  # per path / per hunk from several branches (fork.combine)
+        if merge.kind == "combine":  # per path / per hunk from several branches (fork.combine)
             from branching_core.fork.combine import merge_combined
 
             why = refusal(git, self.parent_path)
             if why is not None:
                 raise RuntimeError(f"nothing merged: git: {why}")
+            if merge.selection is not None:
+                judge_options = {"selection": merge.selection, "base": merge.base, **judge_options}
             combined = await merge_combined(self, **judge_options)
             if git is not None and git.commit and not combined.aborted:
                 outcome = GitOutcome()
@@ -159,17 +168,14 @@ class Merging(CoordinatorParts):
                 combined.git_commit = outcome.commit.commit if outcome.commit else None
                 combined.git_notes.extend(outcome.notes)
             return combined
-        if not action.startswith("pick:"):
-            raise ValueError(
-                f"unknown action {action!r}: use 'pick:<label or id>', 'combine', 'auto' or "
-                "'abort'"
-            )
+        assert merge.label is not None
+        action = str(merge)
         async with self._lock:
             if self._resolved:
                 raise RuntimeError(
                     f"fork {handle.fork_id} is already resolved ({self._resolution})"
                 )
-            winner = self.get_branch(action[5:].strip())
+            winner = self.get_branch(merge.label)
             if winner.ws_branch is None:
                 raise RuntimeError(f"branch {winner.label} has no workspace branch left to merge")
             if winner.task is not None and not winner.task.done():
@@ -307,7 +313,7 @@ class Merging(CoordinatorParts):
             # same conflict rule, so the winner's work is never thrown away.
             conflicts = changed_since(changes, parent_dir, branch.created_ns)
             report.conflicts = conflicts
-            self._apply_paths(branch_dir, parent_dir, changes, set(conflicts), is_dir, report)
+            self._land_paths(branch, branch_dir, changes, set(conflicts), report)
             branch.abort()
         else:
             try:
@@ -321,9 +327,7 @@ class Merging(CoordinatorParts):
                     report.errors.append(FlushError("*", str(exc)))
                 else:
                     report.conflicts = sorted(exc.paths)
-                    self._apply_paths(
-                        branch_dir, parent_dir, changes, set(exc.paths), is_dir, report
-                    )
+                    self._land_paths(branch, branch_dir, changes, set(exc.paths), report)
                     if branch.is_open:
                         branch.abort()
         report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
@@ -346,16 +350,29 @@ class Merging(CoordinatorParts):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    @staticmethod
-    def _apply_paths(
-        src_root: Path,
-        dst_root: Path,
-        changes: Any,
-        conflicts: set[str],
-        is_dir: set[str],
-        report: FlushReport,
+    def _land_paths(
+        self, branch: Any, branch_dir: Path, changes: Any, conflicts: set[str], report: FlushReport
     ) -> None:
-        done = apply_paths(src_root, dst_root, changes, skip=conflicts, is_dir=is_dir)
-        report.applied_paths.extend(done.applied)
-        report.deleted_paths.extend(done.deleted)
-        report.errors.extend(FlushError(rel, msg) for rel, msg in done.errors)
+        """Land the branch's paths but ``conflicts`` in one journaled commit (the one
+        landing function, so the landing rule holds here too); a path the parent changed
+        meanwhile is one more conflict, and nothing is applied."""
+        files, dirs = branch_files(branch_dir, changes, skip=conflicts)
+        if not files and not dirs:
+            return
+        try:
+            landed = land_files(
+                self.parent_node,
+                files,
+                dirs=dirs,
+                since_ns=branch.created_ns,
+                source_root=branch_dir,
+                label=f"branch {branch.name} (path by path)",
+            )
+        except ConflictError as exc:
+            report.conflicts = sorted({*report.conflicts, *exc.paths})
+            report.errors.append(FlushError("*", str(exc)))
+            return
+        report.applied_paths.extend(
+            sorted(p for p in {*landed.created, *landed.modified} if p not in dirs)
+        )
+        report.deleted_paths.extend(landed.deleted)

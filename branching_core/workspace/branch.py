@@ -39,9 +39,9 @@ from branching_core.workspace.changes import (
     without_internal,
 )
 from branching_core.workspace.faults import crash_point
+from branching_core.workspace.guard import check_landing
 from branching_core.workspace.journal import Journal
 from branching_core.workspace.names import validate_branch_name
-from branching_core.workspace.precheck import refuse_unapplicable
 from branching_core.workspace.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -426,15 +426,20 @@ class Branch(_Node):
         with self._lock:
             self._require_open()
             parent = self.parent.parent_view()
-            ops = without_internal(self.tree.backend.collect(self._layout, parent))
+            ops = self._collect(parent)
             summary = summarize(ops, parent.root)
             summary.lost_in_parent = lost_in_parent(
                 ops, parent.root, self.created_ns, self.root_names
             )
             return summary
 
-    def commit(self) -> None:
+    def commit(self, *, keep_privileges: bool = False) -> None:
         """Publish this branch's changes into its parent, atomically; then close it.
+
+        The one landing rule applies (``workspace.guard``): a change holding a device, a
+        FIFO or a socket, or a path reached through a symlink, is refused as a whole with
+        ``UnsafeChangeError`` (branch left open); setuid/setgid bits and file capabilities
+        are stripped from what the branch produced unless ``keep_privileges``.
 
         Raises ``ConflictError`` (and aborts this branch) when a sibling already
         committed; raises ``ConflictError`` listing the paths (branch left open) when
@@ -467,8 +472,7 @@ class Branch(_Node):
                 backend = tree.backend
                 backend.freeze(self._layout)
                 try:
-                    ops = without_internal(backend.collect(self._layout, parent))
-                    self._refuse_unapplicable(ops, parent.root)
+                    ops = self._checked(self._collect(parent), parent.root, keep_privileges)
                     journal = Journal.prepare(
                         store.journal_dir,
                         store.new_branch_id(),
@@ -488,9 +492,16 @@ class Branch(_Node):
                     raise
                 self._publish(journal, parent)
 
-    def _refuse_unapplicable(self, ops: list[Op], parent_root: Path) -> None:
-        """Everything that would make the commit fail half way, refused before it starts."""
-        refuse_unapplicable(
+    def _collect(self, parent: ParentView) -> list[Op]:
+        """The backend's ops, less internal paths (``paths.is_internal_path``): those are
+        never changes, whatever a backend saw (a new tree holding a ``.git`` is split,
+        ``changes.without_internal``)."""
+        return without_internal(self.tree.backend.collect(self._layout, parent))
+
+    def _checked(self, ops: list[Op], parent_root: Path, keep_privileges: bool) -> list[Op]:
+        """The landing rule (paths, links, special files, privileges, conflicts), refused
+        before the commit starts."""
+        return check_landing(
             ops,
             parent_root,
             since_ns=self.created_ns,
@@ -498,6 +509,8 @@ class Branch(_Node):
             parent_name=self.parent.branch_path,
             since=f"{self.branch_path} was created",
             cannot=f"commit {self.branch_path}",
+            what=self.branch_path,
+            keep_privileges=keep_privileges,
         )
 
     def _publish(self, journal: Journal, parent: ParentView) -> None:

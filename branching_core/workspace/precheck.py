@@ -31,7 +31,7 @@ def refuse_unapplicable(
     ops: list[Op],
     parent_root: Path,
     *,
-    since_ns: int,
+    since_ns: int | None,
     parent_name: str,
     since: str,
     cannot: str,
@@ -41,15 +41,12 @@ def refuse_unapplicable(
 
     Shared by ``Branch.commit`` and ``land_files`` (one rule for both). Raises
     ``ConflictError`` naming the paths the parent changed after ``since_ns`` (``since``
-    says when that was, e.g. "x was created") or cannot take, then ``CommitError`` for
+    says when that was, e.g. "x was created"; None when the caller checked against its own
+    record, e.g. a Ray snapshot's manifest) or cannot take, then ``CommitError`` for
     paths this process may not write (``cannot`` is what was refused, e.g. "commit x").
     """
-    conflicts = sorted(
-        {
-            *find_conflicts(ops, parent_root, since_ns, root_names),
-            *structural_conflicts(ops, parent_root),
-        }
-    )
+    changed = [] if since_ns is None else find_conflicts(ops, parent_root, since_ns, root_names)
+    conflicts = sorted({*changed, *structural_conflicts(ops, parent_root)})
     if conflicts:
         raise ConflictError(
             f"{len(conflicts)} path(s) changed in {parent_name} since {since}: {_shown(conflicts)}",
@@ -126,10 +123,16 @@ def unwritable(ops: Iterable[Op], parent_root: Path) -> list[str]:
     checked: dict[str, bool] = {}
     needs_scratch = False
 
+    ops = list(ops)
+    made = {op.path for op in ops if op.kind == "mkdir"}
+
     def dir_ok(rel_dir: str) -> bool:
         if rel_dir not in checked:
             full = parent_root / rel_dir if rel_dir else parent_root
-            checked[rel_dir] = lstat_or_none(full) is None or _writable(full)
+            st = lstat_or_none(full)
+            # missing, or a file this commit replaces by a directory it makes (ours)
+            replaced = rel_dir in made and st is not None and not stat.S_ISDIR(st.st_mode)
+            checked[rel_dir] = st is None or replaced or _writable(full)
         return checked[rel_dir]
 
     for op in ops:

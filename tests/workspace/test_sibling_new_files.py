@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from branching_core.workspace import Workspace
-from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.apply import changed_since
+from branching_core.workspace.land import branch_files, land_files
 
 
 def test_sibling_new_files_in_one_directory_land_path_by_path(ws_dir: Path, backend: str) -> None:
@@ -22,6 +23,7 @@ def test_sibling_new_files_in_one_directory_land_path_by_path(ws_dir: Path, back
     changes = second.changes()
     assert changes.lost_in_parent == []
     assert changed_since(changes, ws_dir, second.created_ns) == []
-    apply_paths(Path(second.path), ws_dir, changes)
+    files, dirs = branch_files(Path(second.path), changes)
+    land_files(ws, files, dirs=dirs, since_ns=second.created_ns, source_root=Path(second.path))
     assert sorted(p.name for p in (ws_dir / "reports").iterdir()) == ["a.md", "b.md", "index.md"]
     second.abort()

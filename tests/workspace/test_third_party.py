@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from branching_core import ConflictError, Workspace
-from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.apply import changed_since
+from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.store import Store
 from tests.workspace.test_crash_safety import REPO, _seed
 from tests.workspace.treeutil import snapshot
@@ -178,8 +179,8 @@ def test_top_level_names_are_judged_exactly(ws_dir: Path, backend: str) -> None:
 def test_path_by_path_apply_does_not_resurrect_third_party_deletes(
     ws_dir: Path, backend: str
 ) -> None:
-    """``changed_since``/``apply_paths`` (what a fork's stale winner and sub-agents use
-    instead of a commit) flag the same paths as conflicts and leave them deleted."""
+    """``changed_since``/``branch_files`` + ``land_files`` (what a fork's stale winner and
+    sub-agents use instead of a commit) flag the same paths as conflicts and leave them deleted."""
     ws = Workspace(ws_dir, backend=backend)
     branch = ws.branch("b")
     time.sleep(TICK)
@@ -193,7 +194,8 @@ def test_path_by_path_apply_does_not_resurrect_third_party_deletes(
     conflicts = changed_since(changes, ws_dir, branch.created_ns)
     assert "a.txt" in conflicts
     assert {"sub", "sub/new.txt"} & set(conflicts)
-    apply_paths(branch.path, ws_dir, changes, skip=set(conflicts))
+    files, dirs = branch_files(branch.path, changes, skip=set(conflicts))
+    land_files(ws, files, dirs=dirs, since_ns=branch.created_ns, source_root=branch.path)
     assert not (ws_dir / "a.txt").exists() and not (ws_dir / "sub").exists()
     assert (ws_dir / "fine.txt").read_text() == "fine\n"
     branch.abort()

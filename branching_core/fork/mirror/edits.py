@@ -12,7 +12,9 @@ path, and only when the entry is not what the mirror itself last left there
   not touched), the user's version is kept under ``<fork dir>/conflicts/<dir>/<rel>``, the
   mirror shows the branch's version again, and an :class:`EditConflict` is reported;
 * a symlink, a path through a symlink (in the mirror or in the view), or anything that
-  is not a regular file is refused (:class:`EditRefused`): nothing is applied.
+  is not a regular file is refused (:class:`EditRefused`): nothing is applied. The write
+  into the view itself never follows a link (``workspace.beneath``), and a branch's link
+  that leaves the branch is mirrored dead (``links``), so the IDE cannot save through it.
 
 The batch's :meth:`EditBatch.note` is what the branch's model is told at its next
 request (once per batch).
@@ -20,18 +22,19 @@ request (once per batch).
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
-import shutil
 import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from branching_core.errors import UnsafeChangeError
 from branching_core.fork.mirror.stamps import Stamp, digest, lstat, stash
 from branching_core.fork.mirror.sync import TMP_MARK, MirroredBranch, MirrorTree, relevant
+from branching_core.workspace import beneath
+from branching_core.workspace.guard import PRIVILEGE_BITS
 
 EDITOR_DIRS = frozenset({".idea"})
 """Top-level directories an IDE makes on its own when it opens a folder: never applied."""
@@ -179,12 +182,25 @@ def describe(rel: str, old: Path, new: Path) -> UserEdit:
     return UserEdit(rel, operation, added, removed, text)
 
 
-def _write_view(source: Path, target: Path) -> None:
-    tmp = target.with_name(f"{TMP_MARK}{target.name}-{threading.get_ident()}")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    shutil.copy2(source, tmp, follow_symlinks=False)
-    os.replace(tmp, target)
+def _write_view(source: Path, view_root: Path, rel: str) -> None:
+    """The user's file into the branch's view at ``rel``, by temporary file + rename,
+    through ``workspace.beneath``: no symlink below the view is followed (one the branch
+    made a moment after ``_unsafe`` looked included), and the file lands without
+    setuid/setgid."""
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeChangeError(f"{rel}: only regular files are applied", [rel])
+        beneath.write_file(
+            view_root,
+            rel,
+            source_fd=fd,
+            mode=stat.S_IMODE(st.st_mode) & ~PRIVILEGE_BITS,
+            tmp_prefix=f"{TMP_MARK}{threading.get_ident()}-",
+        )
+    finally:
+        os.close(fd)
 
 
 def _expand(tree: MirrorTree, b: MirroredBranch, rels: set[str]) -> list[str]:
@@ -249,10 +265,12 @@ def apply_user_edits(
             try:
                 if est is None:
                     if vst is not None:
-                        os.unlink(view)
+                        beneath.remove(b.view, rel)
                 else:
-                    view.parent.mkdir(parents=True, exist_ok=True)
-                    _write_view(entry, view)
+                    _write_view(entry, b.view, rel)
+            except UnsafeChangeError as exc:
+                batch.refused.append(EditRefused(rel, str(exc)))
+                continue
             except OSError as exc:
                 batch.refused.append(EditRefused(rel, f"{rel}: not applied ({exc})"))
                 continue

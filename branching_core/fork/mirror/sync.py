@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from branching_core.fork.mirror.links import mirrored_target
 from branching_core.fork.mirror.stamps import (
     PARENT_VERSION,
     Fingerprint,
@@ -59,7 +60,6 @@ from branching_core.workspace.paths import GIT_NAME, is_internal_path
 
 log = logging.getLogger(__name__)
 
-PROJECT_STATE_DIR = ".pydantic-deep"
 TMP_MARK = ".mirror-tmp-"
 CONFLICTS_DIR = "conflicts"
 """``<fork dir>/conflicts/<dir>/<rel>``: the user's version of a path both sides changed."""
@@ -113,13 +113,14 @@ def _remove(path: Path) -> None:
             os.unlink(path)
 
 
-def _same_file(a: Path, a_st: os.stat_result, b: Path) -> bool:
-    """Same type, executable bits, symlink target or bytes (what a diff tool would show)."""
+def _same_file(a: Path, a_st: os.stat_result, b: Path, rel: str) -> bool:
+    """Same type, executable bits, symlink target (as the mirror shows it at ``rel``:
+    ``links.mirrored_target``) or bytes (what a diff tool would show)."""
     b_st = _lstat(b)
     if b_st is None or _kind(a_st) != _kind(b_st):
         return False
     if stat.S_ISLNK(a_st.st_mode):
-        return os.readlink(a) == os.readlink(b)
+        return mirrored_target(rel, os.readlink(a)) == mirrored_target(rel, os.readlink(b))
     if stat.S_IMODE(a_st.st_mode) & 0o111 != stat.S_IMODE(b_st.st_mode) & 0o111:
         return False
     if a_st.st_size != b_st.st_size:
@@ -211,7 +212,7 @@ class MirrorTree:
             target = self.parent_dir / rel
             self._ensure_dir(self.parent_dir, target.parent)
             try:
-                _copy_atomic(source, target, st)
+                _copy_atomic(source, target, st, rel)
             except FileNotFoundError:
                 kind = "-"
         self._base[rel] = kind
@@ -238,7 +239,7 @@ class MirrorTree:
                 root = self.branch_root(dirname)
                 target = root / rel
                 if source_st is not None:
-                    if _same_file(source, source_st, target):
+                    if _same_file(source, source_st, target, rel):
                         self.stamps.adopt(dirname, rel, PARENT_VERSION, source)
                         continue
                     if self._yield_to_user(dirname, rel, None):
@@ -338,7 +339,7 @@ class MirrorTree:
             return removed
         # a file or a symlink in the branch
         assert st is not None
-        if base in ("f", "l") and _same_file(source, st, self.parent_dir / rel):
+        if base in ("f", "l") and _same_file(source, st, self.parent_dir / rel, rel):
             removed = 0
             if not self._yield_to_user(b.dirname, rel, source):
                 removed = int(_lstat(target) is not None)
@@ -352,7 +353,7 @@ class MirrorTree:
                 if self._capture(sub) in ("f", "l"):
                     self._touch(b.dirname, sub)
         existing = _lstat(target)
-        if existing is not None and _kind(existing) == kind and _same_file(source, st, target):
+        if existing is not None and _kind(existing) == kind and _same_file(source, st, target, rel):
             self.stamps.adopt(b.dirname, rel, "same", source)
             self._touch(b.dirname, rel)
             return 0
@@ -394,8 +395,10 @@ class MirrorTree:
         self, dirname: str, rel: str, source: Path, st: os.stat_result | None, view: str | None
     ) -> None:
         """Copy ``source`` to ``branches/<dirname>/<rel>`` and stamp it as the mirror's."""
-        mirror, fp = _copy_atomic(source, self.branch_root(dirname) / rel, st, stamp=True)
-        self.stamps.record(dirname, rel, Stamp(mirror, mirror if view == "same" else view, fp))
+        mirror, fp = _copy_atomic(source, self.branch_root(dirname) / rel, st, rel, stamp=True)
+        if view == "same":  # a link leaving the branch is mirrored dead: its view differs
+            view = digest(source) if st is not None and stat.S_ISLNK(st.st_mode) else mirror
+        self.stamps.record(dirname, rel, Stamp(mirror, view, fp))
 
     def _drop(self, dirname: str, rel: str, view: str | None) -> None:
         """Remove ``branches/<dirname>/<rel>`` (file or directory) as the mirror."""
@@ -460,15 +463,16 @@ class MirrorTree:
 
 
 def _copy_atomic(
-    source: Path, target: Path, st: os.stat_result | None, *, stamp: bool = False
+    source: Path, target: Path, st: os.stat_result | None, rel: str, *, stamp: bool = False
 ) -> tuple[str, Fingerprint | None]:
     """Copy via a temporary file + rename; with ``stamp``, the digest and fingerprint of
     what was written (taken from the temporary file: a rename keeps both, and no one else
-    writes it, so a user's write racing ours is never taken for ours)."""
+    writes it, so a user's write racing ours is never taken for ours). A symlink at
+    ``rel`` is recreated as ``links.mirrored_target`` says: never one leaving the tree."""
     tmp = target.with_name(f"{TMP_MARK}{target.name}-{threading.get_ident()}")
     _remove(tmp)
     if st is not None and stat.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(source), tmp)
+        os.symlink(mirrored_target(rel, os.readlink(source)), tmp)
     else:
         shutil.copy2(source, tmp, follow_symlinks=False)
     written = (digest(tmp), fingerprint(_lstat(tmp))) if stamp else ("", None)

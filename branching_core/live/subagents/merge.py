@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.errors import ConflictError
-from branching_core.workspace.apply import apply_paths, changed_since
+from branching_core.workspace.apply import changed_since
+from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
 
 
@@ -32,7 +33,7 @@ class Landing:
     committed: bool = False
     method: str | None = None
     """``commit`` (the workspace's atomic commit), ``per_path`` (a stale sibling's changes
-    copied path by path) or ``nothing`` (no file changed)."""
+    landed path by path in one journaled commit) or ``nothing`` (no file changed)."""
     conflicts: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
@@ -44,9 +45,19 @@ def _parent_dir(branch: Any) -> Path:
     return Path(branch.parent.path)
 
 
-def _apply_paths(src_root: Path, dst_root: Path, changes: Any, landing: Landing) -> None:
-    done = apply_paths(src_root, dst_root, changes)
-    landing.errors.extend(f"{rel}: {msg}" for rel, msg in done.errors)
+def _land_paths(branch: Any, changes: Any) -> None:
+    """A stale branch's paths in one journaled commit through the one landing function
+    (its landing rule included): all of them or, on a conflict found meanwhile, none."""
+    root = Path(branch.path)
+    files, dirs = branch_files(root, changes)
+    land_files(
+        branch.parent,
+        files,
+        dirs=dirs,
+        since_ns=branch.created_ns,
+        source_root=root,
+        label=f"branch {branch.name} (path by path)",
+    )
 
 
 async def abort_quietly(branch: Any) -> None:
@@ -96,8 +107,12 @@ async def _land_locked(branch: Any) -> Landing:
     if conflicts:
         landing.conflicts = conflicts
         return landing
-    await asyncio.to_thread(_apply_paths, Path(branch.path), parent_dir, changes, landing)
-    landing.committed = not landing.errors
+    try:
+        await asyncio.to_thread(_land_paths, branch, changes)
+    except ConflictError as exc:
+        landing.conflicts = sorted(exc.paths)
+        return landing
+    landing.committed = True
     landing.method = "per_path"
     return landing
 

@@ -268,8 +268,8 @@ class OverlayBackend(Backend):
             return
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            if is_internal_path(rel):
-                continue  # the state dir, or a repository's internals (see paths)
+            if is_internal_path(rel):  # never a change (paths.py: the one predicate)
+                continue
             st = entry.stat(follow_symlinks=False)
             parent_st = lstat_or_none(parent_root / rel)
             parent_is_dir = parent_st is not None and stat.S_ISDIR(parent_st.st_mode)
