@@ -489,6 +489,7 @@ class ChatSession:
             if status.state == "running":
                 await coordinator.terminate_branch(status.branch_id)
         await coordinator.flush()
+        await coordinator.release_networks()  # services, forwards: not past this session
         # The mirror's watcher thread stops with the session; the mirror itself stays on
         # disk (recovery rebuilds it), like the fork.
         hook = getattr(coordinator, "mirror_hook", None)

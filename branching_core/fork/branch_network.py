@@ -49,6 +49,18 @@ class ForkNetworks:
                     branch, label=match.group(1) if match else name)
             return net
 
+    def close_all(self) -> None:
+        """Stop every branch's services and forwards and end its namespace, leaving the
+        branches themselves alone: a fork left open for recovery (``ChatSession.aclose``)
+        keeps its files, and its branches get fresh networks when it is reopened."""
+        with self._lock:
+            nets, self._nets = list(self._nets.values()), {}
+        for net in nets:
+            try:
+                net.close()
+            except Exception as exc:  # one stuck service must not keep the others up
+                log.warning("closing the network of %s: %s", getattr(net, "label", net), exc)
+
     def start_soon(self, branch: Any) -> None:
         """Make the branch's network (and start its autostart services) in a thread now,
         so they are up when the branch starts, not at its first command."""

@@ -167,6 +167,13 @@ class Persistence(CoordinatorParts):
         while self._background:
             await asyncio.wait(list(self._background))
 
+    async def release_networks(self) -> None:
+        """End every branch's network, services and port forwards now, keeping the fork
+        (for a front end that leaves it open for recovery: no process outlives it)."""
+        networks = getattr(self.branch_files, "networks", None)
+        if networks is not None:
+            await asyncio.to_thread(networks.close_all)
+
     # -- recovery ------------------------------------------------------------------------------
     @classmethod
     def recover(

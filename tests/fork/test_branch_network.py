@@ -49,3 +49,25 @@ async def test_each_fork_branch_reaches_its_own_service(ws: Workspace) -> None:
     assert wait_until_gone(MARKER) == []
     assert live_networks() == []
     assert (ws.path / "who.txt").read_text() == "a\n"
+
+
+async def test_a_fork_left_open_releases_its_services_and_keeps_its_files(ws: Workspace) -> None:
+    """A front end that leaves the fork open for recovery (the TUI at quit) ends every
+    branch's service, forward and namespace, and the branches' files stay mergeable."""
+    (ws.path / "server.py").write_text(SERVER)
+    web = ServiceSpec("web", f"exec python3 server.py {MARKER} 8000", port=8000, ready="http",
+                      autostart=True, stop_timeout=3)
+    scripted = Scripted({f"do {label}": script(label) for label in ("a", "b")})
+    coord = ForkCoordinator(Agent(scripted.model), workspace=ws,
+                            network=NetworkSetup(mode="private", services=(web,)))
+    await coord.fork([BranchSpec(label, f"do {label}") for label in ("a", "b")],
+                     parent_history=[])
+    await coord.wait(timeout=60)
+    assert len(processes_with(MARKER)) == 2
+    await coord.release_networks()
+    assert wait_until_gone(MARKER) == []
+    assert live_networks() == []
+    assert not coord.is_resolved
+    await coord.merge_or_select("pick:b")
+    assert (ws.path / "who.txt").read_text() == "b\n"
+    assert live_networks() == []
