@@ -30,6 +30,7 @@ from branching_core.workspace.journal import (
     _make_scratch,
     _remove_empty_state_dirs,
     scratch_dir,
+    state_intent,
 )
 from branching_core.workspace.precheck import refuse_unapplicable
 from branching_core.workspace.signals import deferred_signals
@@ -72,8 +73,9 @@ def land_files(
         commit_id = store.new_branch_id()
         scratch = scratch_dir(parent_root, commit_id)
         made_state_dir = not (parent_root / PROJECT_STATE_DIR).exists()
+        intent = state_intent(store.journal_dir, commit_id) if made_state_dir else None
         try:
-            ops = _stage(files, parent_root, scratch / "new", made_state_dir)
+            ops = _stage(files, parent_root, scratch / "new", intent)
             changes = summarize(ops, parent_root)
             refuse_unapplicable(
                 ops,
@@ -95,7 +97,7 @@ def land_files(
             journal.created_state_dir = made_state_dir  # the staging above made it, if so
         except BaseException as exc:
             remove_tree(scratch, external=False)
-            _remove_empty_state_dirs(parent_root, remove_state_dir=made_state_dir)
+            _remove_empty_state_dirs(parent_root, remove_state_dir=made_state_dir, intent=intent)
             if isinstance(exc, OSError):
                 raise CommitError(f"cannot land {label}: {exc}; nothing was applied") from exc
             raise
@@ -104,12 +106,12 @@ def land_files(
 
 
 def _stage(
-    files: Mapping[str, NewFile | None], parent_root: Path, staging: Path, made_state_dir: bool
+    files: Mapping[str, NewFile | None], parent_root: Path, staging: Path, intent: Path | None
 ) -> list[Op]:
     """The commit's operations, with every new file written under ``staging``."""
     ops: list[Op] = []
     made_dirs: set[str] = set()
-    _make_scratch(staging, staging.parent, made_state_dir)
+    _make_scratch(staging, staging.parent, intent)
     dir_mode = stat.S_IMODE(os.stat(staging).st_mode)  # 0o777 less the umask, as mkdir -p
     for index, rel in enumerate(sorted(files)):
         content = files[rel]
