@@ -92,7 +92,7 @@ def test_sigkills_at_random_instants_leave_the_workspace_before_or_after(
         child.stdout.readline()  # the branch is edited: the commit starts now
         time.sleep(rng.uniform(0, 0.004))
         child.send_signal(signal.SIGKILL)
-        _out, err = child.communicate(timeout=60)
+        child.communicate(timeout=60)
         kills += child.returncode == -signal.SIGKILL
         _recovered_cleanly(ws_dir, backend, before, after)
     assert kills > 0, "every commit ended before its kill: nothing was tested"
