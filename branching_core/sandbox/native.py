@@ -28,8 +28,10 @@ built for it as before: a pre-built sandbox is never used for another plan.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
+import fcntl
 import hashlib
 import logging
 import os
@@ -152,6 +154,42 @@ def encode_request(
     ])
 
 
+def fill_request(read_fd: int, write_fd: int, request: bytes, name: str) -> None:
+    """Put ``request`` behind ``read_fd`` (a pipe's read end) and close ``write_fd``.
+
+    A pipe, filled and closed before the executor reads it to EOF: writes to a pipe are
+    not subject to the caller's ``RLIMIT_FSIZE``, which a memfd's are (a limit of a few
+    kB made every command fail with "File too large"). A request larger than the pipe
+    can hold (rare: a huge environment) goes in a memfd put at ``read_fd``'s number."""
+    try:
+        if len(request) > 65536:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, len(request))
+        if len(request) <= fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ):
+            view = memoryview(request)
+            while view:
+                view = view[os.write(write_fd, view):]
+            return
+        memfd = os.memfd_create(name, os.MFD_CLOEXEC)
+        try:
+            view = memoryview(request)
+            while view:
+                try:
+                    view = view[os.write(memfd, view):]
+                except OSError as exc:
+                    if exc.errno == errno.EFBIG:
+                        raise OSError(errno.EFBIG, (
+                            f"the sandbox request ({len(request)} bytes) exceeds this"
+                            " process's file-size limit (RLIMIT_FSIZE) and its pipe size"
+                        )) from exc
+                    raise
+            os.dup2(memfd, read_fd, inheritable=False)
+        finally:
+            os.close(memfd)
+    finally:
+        os.close(write_fd)
+
+
 def start(
     plan: SandboxPlan, cgroup_procs: list[str], fd_map: Mapping[int, int], result_w: int,
     lifeline_r: int, argv: list[str], env: Mapping[str, str],
@@ -207,7 +245,7 @@ def _launch(
     netns = _pool.take() if _pooled(plan) and prebuilt is None else None
     plan_fds = [] if prebuilt is not None else plan.child_fds
     controls = [result_w, lifeline_r, *plan_fds, *([netns] if netns is not None else [])]
-    memfd = os.memfd_create("forkdeck-sandbox-request", os.MFD_CLOEXEC)
+    memfd, fill = os.pipe2(os.O_CLOEXEC)  # the request's fd (see ``fill_request``)
     try:
         # Every source first goes above every fd involved, then targets take their
         # numbers: a target may be another source's current number.
@@ -222,9 +260,8 @@ def _launch(
             netns=high[netns] if netns is not None else -1,
             cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env, steps=full,
         )
-        view = memoryview(request)
-        while view:
-            view = view[os.write(memfd, view):]
+        fill_request(memfd, fill, request, "forkdeck-sandbox-request")
+        fill = -1
         if idle is not None and len(sources) <= native_pool.MAX_PASSED:
             # A pre-started one: the same fds at the same numbers, by SCM_RIGHTS; with
             # the key (and the view as we see it now) when it built this very sandbox.
@@ -251,6 +288,8 @@ def _launch(
         if idle is not None:
             idle.discard()
         os.close(memfd)
+        if fill >= 0:
+            os.close(fill)
         if netns is not None:  # the executor has its copy (or never ran): used once
             os.close(netns)
 
@@ -319,7 +358,7 @@ class _Prebuild:
                 mntns = os.open(f"/proc/{plan.helper_pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
                 if _ns_identity(mntns) != self.mntns:
                     return False
-            memfd = os.memfd_create("forkdeck-sandbox-prebuild", os.MFD_CLOEXEC)
+            memfd, fill = os.pipe2(os.O_CLOEXEC)
         except OSError:
             if mntns is not None:
                 os.close(mntns)
@@ -329,9 +368,10 @@ class _Prebuild:
                 plan, lifeline=-1, userns=-1, mntns=5 if mntns is not None else -1,
                 cgroup_procs=[], keep=[], argv=["-"], env={},
             )
-            view = memoryview(request)
-            while view:
-                view = view[os.write(memfd, view):]
+            try:
+                fill_request(memfd, fill, request, "forkdeck-sandbox-prebuild")
+            except OSError:  # too large for a pipe and for this caller's limit: not ahead
+                return False
             fds = [memfd, *([mntns] if mntns is not None else [])]
             return idle.post(f"P{self.key}\n", fds, [4, 5][:len(fds)])
         finally:
