@@ -13,7 +13,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from branching_core.cli import models, patterns, run, status
 from branching_core.cli._common import UsageError, add_common, error
@@ -44,11 +44,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    json_mode = "--json" in args_list
+    if not json_mode:
+        return _main(args_list, None)
+    # --json: stdout carries the one result object only. Libraries that print (Ray's
+    # driver prints cluster errors such as "node marked dead" to sys.stdout from a thread)
+    # are sent to stderr from the first instant, parsing and imports included: emit()
+    # writes to the stdout saved here.
+    json_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return _main(args_list, json_out)
+
+
+def _main(args_list: list[str], json_out: TextIO | None) -> int:
+    json_mode = json_out is not None
     cmd: list[str] = []
     if "--" in args_list:
         cut = args_list.index("--")
         args_list, cmd = args_list[:cut], args_list[cut + 1:]
-    json_mode = "--json" in args_list
     parser = build_parser()
     try:
         if not args_list:
@@ -60,14 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.cmd = cmd
         if cmd and args.command in ("speculate", "status", "models"):
             raise UsageError(f"{args.command} takes no -- CMD")
-        if not json_mode:
-            return int(args.handler(args))
-        # --json: stdout carries the one result object only. Libraries that print while a
-        # command runs (Ray's driver prints cluster errors such as "node marked dead" to
-        # sys.stdout) are sent to stderr; emit() writes to the stdout saved here.
-        args.json_out = sys.stdout
-        with contextlib.redirect_stdout(sys.stderr):
-            return int(args.handler(args))
+        if json_out is not None:
+            args.json_out = json_out
+        return int(args.handler(args))
     except UsageError as exc:
         error(json_mode, str(exc))
         return 2

@@ -43,7 +43,6 @@ from pathlib import Path
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox import native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
-from branching_core.sandbox.native_pool import drain_pool
 from branching_core.sandbox.steps import OPS, SandboxStep
 
 log = logging.getLogger(__name__)
@@ -425,40 +424,69 @@ class _NetnsPool:
         if self.wanted and len(self.ready) < self.SIZE:
             self.wake.set()
 
+    def drain(self) -> None:
+        """Close the namespaces made ahead (the next command makes them again): code
+        counting this process's fds calls it, through ``drain_pool``."""
+        with self.lock:
+            fds, self.ready = self.ready, []
+            self.wanted = False
+        for fd in fds:
+            os.close(fd)
+
     def _fill(self) -> None:
-        try:
-            home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self.broken = True
-            return
         while not self.broken:
             self.wake.wait()
             self.wake.clear()
-            while len(self.ready) < self.SIZE and not self.broken:
-                try:
-                    sc.unshare(sc.CLONE_NEWNET)  # this thread only: namespaces are per task
-                except OSError:
-                    self.broken = True
+            try:  # open only while filling: an idle pool holds only its namespaces
+                home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.broken = True
+                return
+            try:
+                self._fill_from(home)
+            finally:
+                os.close(home)
+
+    def _fill_from(self, home: int) -> None:
+        while True:
+            with self.lock:
+                if len(self.ready) >= self.SIZE or self.broken or not self.wanted:
                     return
-                try:
-                    loopback_up()
-                    fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-                except OSError:
-                    fd = -1
-                try:
-                    sc.setns(home, sc.CLONE_NEWNET)
-                except OSError:  # stuck elsewhere: stop making them (this thread only)
-                    self.broken = True
-                if fd < 0 or self.broken:
-                    if fd >= 0:
-                        os.close(fd)
-                    self.broken = True
-                    return
-                with self.lock:
+            try:
+                sc.unshare(sc.CLONE_NEWNET)  # this thread only: namespaces are per task
+            except OSError:
+                self.broken = True
+                return
+            try:
+                loopback_up()
+                fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+            try:
+                sc.setns(home, sc.CLONE_NEWNET)
+            except OSError:  # stuck elsewhere: stop making them (this thread only)
+                self.broken = True
+            if fd < 0 or self.broken:
+                if fd >= 0:
+                    os.close(fd)
+                self.broken = True
+                return
+            with self.lock:
+                if self.wanted:  # not drained meanwhile
                     self.ready.append(fd)
+                    fd = -1
+            if fd >= 0:
+                os.close(fd)
 
 
 _pool = _NetnsPool()
+
+
+def drain_pool() -> None:
+    """End and reap this process's idle executors and close its pre-made network
+    namespaces (before counting its children or its fds)."""
+    native_pool.drain_pool()
+    _pool.drain()
 
 
 def _new_pool_in_child() -> None:
