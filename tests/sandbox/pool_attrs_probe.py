@@ -1,7 +1,7 @@
 """Child of ``test_pool_attributes``: warm the executor pool, change one attribute of
 this process, run one sandboxed command, print what the command saw as JSON.
 
-``python -m tests.sandbox.pool_attrs_probe CASE WORKSPACE [CGROUP]``; the pool is on or
+``python -m tests.sandbox.pool_attrs_probe CASE WORKSPACE [CGROUP PREFIX]``; the pool is on or
 off as ``FORKDECK_NATIVE_POOL`` says. Run in a child so the test process keeps its own
 limits, affinity, priority, cgroup and uid.
 """
@@ -57,10 +57,10 @@ def main() -> None:
         os.nice(7)
         out = _run("cut -d' ' -f19 /proc/self/stat", workspace)
     elif case == "cgroup":
-        cgroup = sys.argv[3]
+        cgroup, prefix = sys.argv[3], sys.argv[4]  # prefix: "N:pids:" or "0::"
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as fh:
             fh.write(str(os.getpid()))
-        out = _run("grep :pids: /proc/self/cgroup; "
+        out = _run(f"grep '^{prefix}' /proc/self/cgroup; "
                    "i=0; while [ $i -lt 30 ]; do sleep 1 & i=$((i+1)); done; wait; echo forked",
                    workspace)
         out["out"] = str(out["out"]).splitlines()[0]  # dash says "Cannot fork" on stderr

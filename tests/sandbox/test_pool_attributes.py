@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,6 @@ from branching_core.sandbox import sandbox_available
 from branching_core.sandbox.native import binary
 
 REPO = Path(__file__).resolve().parents[2]
-PIDS_ROOT = Path("/sys/fs/cgroup/pids")
 PIDS_CAP = 12
 
 pytestmark = [
@@ -86,35 +86,59 @@ def test_a_command_gets_the_callers_cpu_affinity_now(open_ws: Path, pool: bool) 
     assert out == {"exit": 0, "out": "Cpus_allowed_list:\t0", "err": ""}
 
 
+def _pids_hierarchy() -> tuple[Path, str] | None:
+    """Where a pids cgroup can be made, and how /proc/self/cgroup names that hierarchy:
+    a cgroup v1 ``pids`` mount ("N:pids:"), or cgroup v2 with the pids controller
+    ("0::")."""
+    with open("/proc/self/mounts") as fh:
+        mounts = [line.split() for line in fh]
+    for _dev, where, kind, options, *_ in mounts:
+        if kind == "cgroup" and "pids" in options.split(","):
+            index = next(line.split(":")[0] for line in
+                         Path("/proc/self/cgroup").read_text().splitlines() if ":pids:" in line)
+            return Path(where), f"{index}:pids:"
+    for _dev, where, kind, *_ in mounts:
+        if kind == "cgroup2" and "pids" in (Path(where) / "cgroup.controllers").read_text().split():
+            control = Path(where) / "cgroup.subtree_control"
+            if "pids" not in control.read_text().split():
+                try:
+                    control.write_text("+pids")
+                except OSError:
+                    continue
+            return Path(where), "0::"
+    return None
+
+
 @pytest.fixture
-def capped_cgroup() -> Iterator[Path]:
-    """A real pids cgroup capped at PIDS_CAP tasks (cgroup v1 pids hierarchy)."""
-    if os.geteuid() != 0 or not os.access(PIDS_ROOT, os.W_OK):
-        pytest.skip("needs root and a writable cgroup pids hierarchy to make a capped cgroup")
-    group = PIDS_ROOT / f"forkdeck-pooltest-{os.getpid()}"
+def capped_cgroup() -> Iterator[tuple[Path, str]]:
+    """A real pids cgroup capped at PIDS_CAP tasks, and its line in /proc/self/cgroup."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a cgroup and move a process into it")
+    found = _pids_hierarchy()
+    if found is None:
+        pytest.skip("no cgroup pids hierarchy (v1 pids or v2 with the pids controller) here")
+    root, prefix = found
+    group = root / f"forkdeck-pooltest-{os.getpid()}"
     group.mkdir()
     (group / "pids.max").write_text(str(PIDS_CAP))
     try:
-        yield group
+        yield group, f"{prefix}/{group.name}"
     finally:
         for _ in range(100):  # its tasks are gone once the probe (and its sleeps) ended
             try:
                 group.rmdir()
                 break
             except OSError:
-                import time
-
                 time.sleep(0.1)
 
 
 @pytest.mark.parametrize("pool", [True, False], ids=["pool", "no-pool"])
 def test_a_command_runs_in_the_cgroup_its_caller_joined(
-    open_ws: Path, capped_cgroup: Path, pool: bool
+    open_ws: Path, capped_cgroup: tuple[Path, str], pool: bool
 ) -> None:
-    out = _probe("cgroup", open_ws, pool, str(capped_cgroup))
-    index = next(line for line in Path("/proc/self/cgroup").read_text().splitlines()
-                 if ":pids:" in line).split(":")[0]
-    assert out["out"] == f"{index}:pids:/{capped_cgroup.name}"
+    group, line = capped_cgroup
+    out = _probe("cgroup", open_ws, pool, str(group), line.split("/")[0])
+    assert out["out"] == line
     assert out["err"] is True, "the command forked 30 tasks in a cgroup capped at 12"
 
 
