@@ -322,6 +322,22 @@ def _ns_identity(fd: int | None) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _hidden_identities(plan: SandboxPlan) -> tuple[tuple[int, int] | None, ...]:
+    """Each hidden secret's device and inode now: a secret replaced by a rename (how
+    tools refresh a token) is a new inode, and the mask of a pre-built sandbox covered
+    the old one (the kernel detaches it; that is not always reported to the executor
+    watching the mount table). Its key then differs and the sandbox is built afresh."""
+    out: list[tuple[int, int] | None] = []
+    for path in (*plan.hide_files, *plan.hide_dirs):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_dev, st.st_ino))
+    return tuple(out)
+
+
 def plan_key(plan: SandboxPlan, view: tuple[int, int]) -> str:
     """What a pre-built sandbox must share with a request to serve it: the compiled
     steps (every mount, decided from the host as the plan saw it just now), the
@@ -329,7 +345,7 @@ def plan_key(plan: SandboxPlan, view: tuple[int, int]) -> str:
     digest = _encode_steps(plan.steps)[1]
     parts = (digest, namespace_flags(plan), plan.new_userns, plan.uid, plan.gid,
              plan.network, HOSTNAME, _ns_identity(plan.userns_fd),
-             _ns_identity(plan.mntns_fd), view)
+             _ns_identity(plan.mntns_fd), view, _hidden_identities(plan))
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:40]
 
 
