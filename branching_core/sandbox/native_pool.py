@@ -154,12 +154,12 @@ class Pool:
         now = caller_attrs.current()
         with self.lock:
             self.thread_attrs = now.thread
+            if path != self.binary:
+                stale, self.ready, self.binary = self.ready, [], path
             changed = [i for i in self.ready if i.attrs != now]  # started as another caller
             self.stale += len(changed)
             stale += changed
             self.ready = [i for i in self.ready if i.attrs == now]
-            if path != self.binary:
-                stale, self.ready, self.binary = self.ready, [], path
             if self.thread is None:
                 self.thread = threading.Thread(target=self._fill, daemon=True,
                                                name="forkdeck-executor-pool")
