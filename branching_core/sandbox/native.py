@@ -35,6 +35,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import resource
 import struct
 import threading
 from collections.abc import Mapping
@@ -156,15 +157,17 @@ def encode_request(
 def fill_request(read_fd: int, write_fd: int, request: bytes, name: str) -> None:
     """Put ``request`` behind ``read_fd`` (a pipe's read end) and close ``write_fd``.
 
-    A pipe, filled and closed before the executor reads it to EOF: writes to a pipe are
-    not subject to the caller's ``RLIMIT_FSIZE``, which a memfd's are (a limit of a few
-    kB made every command fail with "File too large"). A request larger than the pipe
-    can hold (rare: a huge environment) goes in a memfd put at ``read_fd``'s number."""
+    A memfd put at ``read_fd``'s number, as a rule. When the caller's ``RLIMIT_FSIZE`` is
+    smaller than the request (writing a memfd is subject to it: a limit of a few kB made
+    every command fail with "File too large"), the pipe itself, filled and closed before
+    the executor reads it to EOF (a pipe is not subject to the limit)."""
     try:
-        if len(request) > 65536:
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        fits = soft == resource.RLIM_INFINITY or soft >= len(request)
+        if not fits and len(request) > 65536:
             with contextlib.suppress(OSError):
                 fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, len(request))
-        if len(request) <= fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ):
+        if not fits and len(request) <= fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ):
             view = memoryview(request)
             while view:
                 view = view[os.write(write_fd, view):]
