@@ -15,7 +15,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from branching_core.cli import agents, export, mcp, models, patterns, ports, run, status
 from branching_core.cli._common import UsageError, add_common, error
@@ -100,11 +100,24 @@ def _prog_name() -> str:
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     prog = prog or _prog_name()
+    head = args_list[: args_list.index("--")] if "--" in args_list else args_list
+    if "--json" not in head:  # (a --json of the command after -- is the command's)
+        return _main(args_list, None, prog)
+    # --json: stdout carries the one result object only. Libraries that print (Ray's
+    # driver prints cluster errors such as "node marked dead" to sys.stdout from a thread)
+    # are sent to stderr from the first instant, parsing and imports included: emit()
+    # writes to the stdout saved here.
+    json_out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return _main(args_list, json_out, prog)
+
+
+def _main(args_list: list[str], json_out: TextIO | None, prog: str) -> int:
+    json_mode = json_out is not None
     cmd: list[str] = []
     if "--" in args_list:
         cut = args_list.index("--")
         args_list, cmd = args_list[:cut], args_list[cut + 1:]
-    json_mode = "--json" in args_list
     parser = build_parser(prog)
     try:
         if not args_list:
@@ -118,14 +131,9 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         args.cmd = cmd
         if cmd and args.command in ("speculate", "status", "models", "agents", "ports", "export"):
             raise UsageError(f"{args.command} takes no -- CMD")
-        if not json_mode:
-            return int(args.handler(args))
-        # --json: stdout carries the one result object only. Libraries that print while a
-        # command runs (Ray's driver prints cluster errors such as "node marked dead" to
-        # sys.stdout) are sent to stderr; emit() writes to the stdout saved here.
-        args.json_out = sys.stdout
-        with contextlib.redirect_stdout(sys.stderr):
-            return int(args.handler(args))
+        if json_out is not None:
+            args.json_out = json_out
+        return int(args.handler(args))
     except UsageError as exc:
         error(json_mode, str(exc))
         return 2

@@ -28,11 +28,14 @@ built for it as before: a pre-built sandbox is never used for another plan.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
+import fcntl
 import hashlib
 import logging
 import os
+import resource
 import struct
 import threading
 from collections.abc import Mapping
@@ -41,7 +44,6 @@ from pathlib import Path
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox import native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
-from branching_core.sandbox.native_pool import drain_pool
 from branching_core.sandbox.steps import OPS, SandboxStep
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,44 @@ def encode_request(
     ])
 
 
+def fill_request(read_fd: int, write_fd: int, request: bytes, name: str) -> None:
+    """Put ``request`` behind ``read_fd`` (a pipe's read end) and close ``write_fd``.
+
+    A memfd put at ``read_fd``'s number, as a rule. When the caller's ``RLIMIT_FSIZE`` is
+    smaller than the request (writing a memfd is subject to it: a limit of a few kB made
+    every command fail with "File too large"), the pipe itself, filled and closed before
+    the executor reads it to EOF (a pipe is not subject to the limit)."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        fits = soft == resource.RLIM_INFINITY or soft >= len(request)
+        if not fits and len(request) > 65536:
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, len(request))
+        if not fits and len(request) <= fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ):
+            view = memoryview(request)
+            while view:
+                view = view[os.write(write_fd, view):]
+            return
+        memfd = os.memfd_create(name, os.MFD_CLOEXEC)
+        try:
+            view = memoryview(request)
+            while view:
+                try:
+                    view = view[os.write(memfd, view):]
+                except OSError as exc:
+                    if exc.errno == errno.EFBIG:
+                        raise OSError(errno.EFBIG, (
+                            f"the sandbox request ({len(request)} bytes) exceeds this"
+                            " process's file-size limit (RLIMIT_FSIZE) and its pipe size"
+                        )) from exc
+                    raise
+            os.dup2(memfd, read_fd, inheritable=False)
+        finally:
+            os.close(memfd)
+    finally:
+        os.close(write_fd)
+
+
 def start(
     plan: SandboxPlan, cgroup_procs: list[str], fd_map: Mapping[int, int], result_w: int,
     lifeline_r: int, argv: list[str], env: Mapping[str, str],
@@ -208,7 +248,7 @@ def _launch(
     plan_fds = [] if prebuilt is not None else plan.child_fds
     joined = plan.netns_fd if prebuilt is None else None  # a branch's namespace (in plan_fds)
     controls = [result_w, lifeline_r, *plan_fds, *([netns] if netns is not None else [])]
-    memfd = os.memfd_create("forkdeck-sandbox-request", os.MFD_CLOEXEC)
+    memfd, fill = os.pipe2(os.O_CLOEXEC)  # the request's fd (see ``fill_request``)
     try:
         # Every source first goes above every fd involved, then targets take their
         # numbers: a target may be another source's current number.
@@ -223,9 +263,8 @@ def _launch(
             netns=high[joined] if joined is not None else high[netns] if netns is not None else -1,
             cgroup_procs=cgroup_procs, keep=targets, argv=argv, env=env, steps=full,
         )
-        view = memoryview(request)
-        while view:
-            view = view[os.write(memfd, view):]
+        fill_request(memfd, fill, request, "forkdeck-sandbox-request")
+        fill = -1
         if idle is not None and len(sources) <= native_pool.MAX_PASSED:
             # A pre-started one: the same fds at the same numbers, by SCM_RIGHTS; with
             # the key (and the view as we see it now) when it built this very sandbox.
@@ -252,6 +291,8 @@ def _launch(
         if idle is not None:
             idle.discard()
         os.close(memfd)
+        if fill >= 0:
+            os.close(fill)
         if netns is not None:  # the executor has its copy (or never ran): used once
             os.close(netns)
 
@@ -286,6 +327,22 @@ def _ns_identity(fd: int | None) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+def _hidden_identities(plan: SandboxPlan) -> tuple[tuple[int, int] | None, ...]:
+    """Each hidden secret's device and inode now: a secret replaced by a rename (how
+    tools refresh a token) is a new inode, and the mask of a pre-built sandbox covered
+    the old one (the kernel detaches it; that is not always reported to the executor
+    watching the mount table). Its key then differs and the sandbox is built afresh."""
+    out: list[tuple[int, int] | None] = []
+    for path in (*plan.hide_files, *plan.hide_dirs):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_dev, st.st_ino))
+    return tuple(out)
+
+
 def plan_key(plan: SandboxPlan, view: tuple[int, int]) -> str:
     """What a pre-built sandbox must share with a request to serve it: the compiled
     steps (every mount, decided from the host as the plan saw it just now), the
@@ -293,7 +350,7 @@ def plan_key(plan: SandboxPlan, view: tuple[int, int]) -> str:
     digest = _encode_steps(plan.steps)[1]
     parts = (digest, namespace_flags(plan), plan.new_userns, plan.uid, plan.gid,
              plan.network, HOSTNAME, _ns_identity(plan.userns_fd),
-             _ns_identity(plan.mntns_fd), view,
+             _ns_identity(plan.mntns_fd), view, _hidden_identities(plan),
              plan.network_mode, _ns_identity(plan.netns_fd))  # none/private/host never mix
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:40]
 
@@ -322,7 +379,7 @@ class _Prebuild:
                 mntns = os.open(f"/proc/{plan.helper_pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
                 if _ns_identity(mntns) != self.mntns:
                     return False
-            memfd = os.memfd_create("forkdeck-sandbox-prebuild", os.MFD_CLOEXEC)
+            memfd, fill = os.pipe2(os.O_CLOEXEC)
         except OSError:
             if mntns is not None:
                 os.close(mntns)
@@ -332,9 +389,10 @@ class _Prebuild:
                 plan, lifeline=-1, userns=-1, mntns=5 if mntns is not None else -1,
                 cgroup_procs=[], keep=[], argv=["-"], env={},
             )
-            view = memoryview(request)
-            while view:
-                view = view[os.write(memfd, view):]
+            try:
+                fill_request(memfd, fill, request, "forkdeck-sandbox-prebuild")
+            except OSError:  # too large for a pipe and for this caller's limit: not ahead
+                return False
             fds = [memfd, *([mntns] if mntns is not None else [])]
             return idle.post(f"P{self.key}\n", fds, [4, 5][:len(fds)])
         finally:
@@ -388,40 +446,69 @@ class _NetnsPool:
         if self.wanted and len(self.ready) < self.SIZE:
             self.wake.set()
 
+    def drain(self) -> None:
+        """Close the namespaces made ahead (the next command makes them again): code
+        counting this process's fds calls it, through ``drain_pool``."""
+        with self.lock:
+            fds, self.ready = self.ready, []
+            self.wanted = False
+        for fd in fds:
+            os.close(fd)
+
     def _fill(self) -> None:
-        try:
-            home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            self.broken = True
-            return
         while not self.broken:
             self.wake.wait()
             self.wake.clear()
-            while len(self.ready) < self.SIZE and not self.broken:
-                try:
-                    sc.unshare(sc.CLONE_NEWNET)  # this thread only: namespaces are per task
-                except OSError:
-                    self.broken = True
+            try:  # open only while filling: an idle pool holds only its namespaces
+                home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self.broken = True
+                return
+            try:
+                self._fill_from(home)
+            finally:
+                os.close(home)
+
+    def _fill_from(self, home: int) -> None:
+        while True:
+            with self.lock:
+                if len(self.ready) >= self.SIZE or self.broken or not self.wanted:
                     return
-                try:
-                    loopback_up()
-                    fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-                except OSError:
-                    fd = -1
-                try:
-                    sc.setns(home, sc.CLONE_NEWNET)
-                except OSError:  # stuck elsewhere: stop making them (this thread only)
-                    self.broken = True
-                if fd < 0 or self.broken:
-                    if fd >= 0:
-                        os.close(fd)
-                    self.broken = True
-                    return
-                with self.lock:
+            try:
+                sc.unshare(sc.CLONE_NEWNET)  # this thread only: namespaces are per task
+            except OSError:
+                self.broken = True
+                return
+            try:
+                loopback_up()
+                fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+            try:
+                sc.setns(home, sc.CLONE_NEWNET)
+            except OSError:  # stuck elsewhere: stop making them (this thread only)
+                self.broken = True
+            if fd < 0 or self.broken:
+                if fd >= 0:
+                    os.close(fd)
+                self.broken = True
+                return
+            with self.lock:
+                if self.wanted:  # not drained meanwhile
                     self.ready.append(fd)
+                    fd = -1
+            if fd >= 0:
+                os.close(fd)
 
 
 _pool = _NetnsPool()
+
+
+def drain_pool() -> None:
+    """End and reap this process's idle executors and close its pre-made network
+    namespaces (before counting its children or its fds)."""
+    native_pool.drain_pool()
+    _pool.drain()
 
 
 def _new_pool_in_child() -> None:

@@ -18,9 +18,13 @@ Guarantees:
 * ``drain()`` ends and reaps the idle ones: code that counts this process's children
   (leak checks) calls it first, as it calls ``workspace.reaper.drain``. They are
   children of ours, named ``forkdeck-sandbox --wait``.
-* A pre-started executor has the process attributes its owner had when it was started
-  (rlimits, nice, cgroup when the command has no limits, credentials); the owner's
-  umask and ``PATH`` are taken at each use, and it waits in ``/``.
+* A command runs with exactly the attributes its caller has when it asks: an executor
+  records the ones it was started with (``caller_attrs``: rlimits, cgroup, uids and
+  gids, and the starting thread's CPU affinity and nice value) and is handed only to a
+  caller that has the same ones now; the others are let go and the command is started
+  afresh, as with the pool off. The thread adopts the last caller's affinity and nice
+  value before starting the next ones (it starts none it cannot give them). The
+  owner's umask and ``PATH`` are taken at each use, and it waits in ``/``.
 
 Each idle executor may carry a pre-built sandbox (``Prebuild``, sent by this thread
 right after starting it, for the last command's plan); ``take(binary, key)`` hands out
@@ -40,6 +44,8 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
+from branching_core.sandbox import caller_attrs
+
 ENV_POOL = "FORKDECK_NATIVE_POOL"
 
 _WAIT_FD = 3  # the socket's number in a waiting executor
@@ -54,11 +60,13 @@ class Idle:
     """One waiting executor: its pid, our end of its socket, and the key of the sandbox
     it has pre-built (None: nothing built)."""
 
-    __slots__ = ("binary", "key", "pid", "sock")
+    __slots__ = ("attrs", "binary", "key", "pid", "sock")
 
-    def __init__(self, binary: str, pid: int, sock: int) -> None:
+    def __init__(self, binary: str, pid: int, sock: int,
+                 attrs: caller_attrs.Attributes | None = None) -> None:
         self.binary, self.pid, self.sock = binary, pid, sock
         self.key: str | None = None
+        self.attrs = attrs  # what it inherited when started (None: unknown, never handed out)
 
     def post(self, head: str, fds: list[int], targets: list[int], tail: str = "") -> bool:
         """One message: ``head`` (a first line, or ""), the fds' numbers, ``tail``."""
@@ -134,6 +142,8 @@ class Pool:
         self.spawned = 0  # executors this pool started (tests)
         self.prebuild: Prebuild | None = None  # the last command's sandbox, built ahead
         self.prebuilt = 0  # executors sent a pre-build (tests)
+        self.stale = 0  # executors let go because their caller's attributes changed (tests)
+        self.thread_attrs: caller_attrs.ThreadAttributes | None = None  # the last caller's
 
     def take(self, binary: Path, key: str | None = None) -> Idle | None:
         """An idle executor of ``binary`` that pre-built the sandbox ``key`` names, or
@@ -141,9 +151,15 @@ class Pool:
         a pre-built sandbox is only ever used for a request with the same key."""
         path = str(binary)
         stale: list[Idle] = []
+        now = caller_attrs.current()
         with self.lock:
+            self.thread_attrs = now.thread
             if path != self.binary:
                 stale, self.ready, self.binary = self.ready, [], path
+            changed = [i for i in self.ready if i.attrs != now]  # started as another caller
+            self.stale += len(changed)
+            stale += changed
+            self.ready = [i for i in self.ready if i.attrs == now]
             if self.thread is None:
                 self.thread = threading.Thread(target=self._fill, daemon=True,
                                                name="forkdeck-executor-pool")
@@ -241,8 +257,11 @@ class Pool:
                 return False
             self.busy = True
             prebuild = self.prebuild
+            wanted = self.thread_attrs
         idle: Idle | None = None
         try:
+            if wanted is not None and not caller_attrs.adopt(wanted):
+                return False  # one started now would not serve that caller: start none
             idle = _start(path)
             if idle is not None and prebuild is not None and prebuild.prime(idle):
                 idle.key = prebuild.key
@@ -263,7 +282,11 @@ class Pool:
 
 
 def _start(path: str) -> Idle | None:
-    """posix_spawn one waiting executor; None if it cannot be started."""
+    """posix_spawn one waiting executor; None if it cannot be started.
+
+    Its attributes are read before the spawn: a change made meanwhile then makes the
+    record differ from the caller's (the executor is let go), never the other way."""
+    attrs = caller_attrs.current()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     mine = ours.detach()
     _OURS.add(mine)
@@ -286,7 +309,7 @@ def _start(path: str) -> Idle | None:
     finally:
         _OURS.discard(child)
         os.close(child)
-    return Idle(path, pid, mine)
+    return Idle(path, pid, mine, attrs)
 
 
 _pool = Pool()

@@ -94,6 +94,19 @@ def _mount(req):
             7, "overlay mount options exceed one page; nesting is too deep for this path length"
         )
     _check(libc.mount(b"overlay", req["target"].encode(), b"overlay", 0, data), "mount overlay")
+    if req.get("work") is not None:
+        # The kernel makes work/work mode 000. Root removes it anyway; the user a store
+        # belongs to could not (``rm -rf`` of a cache, a store left by a killed process),
+        # so it gets the owner's rights back: the kernel never checks them.
+        # (and so are the directories it makes in it: incompat/volatile)
+        top = os.path.join(req["work"], "work")
+        try:
+            os.chmod(top, 0o700)
+            for where, dirs, _files in os.walk(top):
+                for name in dirs:
+                    os.chmod(os.path.join(where, name), 0o700)
+        except OSError:
+            pass
 
 
 def _unmount_quietly(done):

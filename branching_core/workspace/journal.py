@@ -87,6 +87,7 @@ class Journal:
         scratch = scratch_dir(parent_root, commit_id)
         state_dir = parent_root / PROJECT_STATE_DIR
         created_state_dir = not state_dir.exists()
+        intent = state_intent(journal_dir, commit_id) if created_state_dir else None
         staged_ops: list[Op] = []
         before: dict[int, int] = {}
         parent_dev = os.stat(parent_root).st_dev
@@ -103,14 +104,15 @@ class Journal:
                     if source_dev != parent_dev:
                         staged = scratch / "staged" / str(index)
                         if not staged.parent.exists():
-                            _make_scratch(staged.parent, scratch, created_state_dir)
+                            _make_scratch(staged.parent, scratch, intent)
                         _copy_entry(Path(op.source), staged)
                         op = Op(**{**op.__dict__, "source": str(staged)})
                 staged_ops.append(op)
             crash_point("staged")
         except BaseException:
             rmtree(scratch)
-            _remove_empty_state_dirs(parent_root, remove_state_dir=created_state_dir)
+            _remove_empty_state_dirs(parent_root, remove_state_dir=created_state_dir,
+                                     intent=intent)
             raise
         return cls(
             path=journal_dir / f"{commit_id}.json",
@@ -123,6 +125,11 @@ class Journal:
             created_state_dir=created_state_dir,
             before=before,
         )
+
+    @property
+    def intent(self) -> Path | None:
+        """The store's record that this commit makes ``.pydantic-deep`` (None: it existed)."""
+        return state_intent(self.path.parent, self.commit_id) if self.created_state_dir else None
 
     def write(self) -> None:
         """The commit point: the journal is durable, the commit will happen."""
@@ -160,7 +167,8 @@ class Journal:
     def discard_staging(self) -> None:
         """Undo :meth:`prepare` for a commit that never reached :meth:`write`."""
         rmtree(scratch_dir(self.parent_root, self.commit_id))
-        _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir)
+        _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir,
+                                 intent=self.intent)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -197,7 +205,7 @@ class Journal:
         scratch = scratch_dir(self.parent_root, self.commit_id)
         for index, op in enumerate(self.ops):
             _apply_op(
-                op, self.parent_root, scratch / "displaced" / str(index), self.created_state_dir
+                op, self.parent_root, scratch / "displaced" / str(index), self.intent
             )
             crash_point(f"op:{index}")
         for op in self.ops:
@@ -285,7 +293,9 @@ class Journal:
                 remove_tree(scratch, external=True)
             else:
                 remove_shallow_tree(scratch)
-            _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir)
+            crash_point("scratch-removed")
+            _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir,
+                                     intent=self.intent)
         except OSError as exc:
             log.warning("commit %s done; its scratch is left for recovery: %s", self.commit_id, exc)
 
@@ -315,45 +325,60 @@ def _copy_entry(source: Path, target: Path) -> None:
 
 
 STATE_MARK = ".made-state-dir"
+STATE_INTENT = ".made-state-dir"  # suffix of the store's record (see ``state_intent``)
 
 
-def _make_scratch(directory: Path, scratch: Path, created_state_dir: bool) -> None:
-    """Make a directory of the commit's scratch. When the commit made ``.pydantic-deep``
-    for it, say so inside the scratch, so recovery after a crash that left no journal
-    knows it may remove that directory too."""
+def state_intent(journal_dir: Path, commit_id: str) -> Path:
+    """Where a commit records, in the store, that it is making ``.pydantic-deep``.
+
+    A mark inside the state directory itself cannot say so at every instant: between
+    the ``mkdir`` and the mark's creation, and between the scratch's removal (mark
+    included) and the ``rmdir``, a SIGKILL left an empty ``.pydantic-deep`` that
+    recovery took for the user's. The record is written before the directory exists
+    and removed after it is gone, outside the workspace."""
+    return journal_dir / f"{commit_id}{STATE_INTENT}"
+
+
+def _make_scratch(directory: Path, scratch: Path, intent: Path | None) -> None:
+    """Make a directory of the commit's scratch. ``intent``: this commit makes
+    ``.pydantic-deep`` for it; recorded in the store first (see ``state_intent``), and
+    marked inside the scratch too (what older recoveries look for)."""
+    if intent is not None and not intent.exists():
+        intent.write_text(str(scratch.parent.parent.parent))  # the parent's root
     directory.mkdir(parents=True, exist_ok=True)
-    if created_state_dir:
+    if intent is not None:
+        crash_point("state-dir-made")
         with contextlib.suppress(FileExistsError):
             (scratch / STATE_MARK).touch(exist_ok=False)
 
 
-def _displace(target: Path, displaced: Path, created_state_dir: bool) -> None:
+def _displace(target: Path, displaced: Path, intent: Path | None) -> None:
     """Keep ``target`` at ``displaced`` before an op removes it."""
     if lstat_or_none(displaced) is not None:
         return
     if not displaced.parent.exists():
-        _make_scratch(displaced.parent, displaced.parent.parent, created_state_dir)
+        _make_scratch(displaced.parent, displaced.parent.parent, intent)
     os.rename(target, displaced)
 
 
-def _keep_copy(target: Path, displaced: Path, created_state_dir: bool) -> None:
+def _keep_copy(target: Path, displaced: Path, intent: Path | None) -> None:
     """Keep the old ``target`` at ``displaced`` while it stays in place (a hard link), so
     readers never see the path missing; a rename when linking is refused."""
     if lstat_or_none(displaced) is not None:
         return
     if not displaced.parent.exists():
-        _make_scratch(displaced.parent, displaced.parent.parent, created_state_dir)
+        _make_scratch(displaced.parent, displaced.parent.parent, intent)
     try:
         os.link(target, displaced, follow_symlinks=False)
     except OSError:
         os.rename(target, displaced)
 
 
-def _apply_op(op: Op, parent_root: Path, displaced: Path, created_state_dir: bool) -> None:
+def _apply_op(op: Op, parent_root: Path, displaced: Path, intent: Path | None) -> None:
     target = parent_root / op.path
     if op.kind == "delete":
         if lstat_or_none(target) is not None:
-            _displace(target, displaced, created_state_dir)
+            _displace(target, displaced, intent)
     elif op.kind == "mkdir":
         st = lstat_or_none(target)
         if st is None:
@@ -366,7 +391,7 @@ def _apply_op(op: Op, parent_root: Path, displaced: Path, created_state_dir: boo
         if lstat_or_none(source) is not None:
             target_st = lstat_or_none(target)
             if target_st is not None and not stat.S_ISDIR(target_st.st_mode):
-                _keep_copy(target, displaced, created_state_dir)
+                _keep_copy(target, displaced, intent)
             os.rename(source, target)
         elif lstat_or_none(target) is None:
             # Neither moved in nor still waiting: the source was lost (a store removed
@@ -414,11 +439,16 @@ def _strip_tree(path: Path) -> None:
                     strip_overlay_xattrs(full)
 
 
-def _remove_empty_state_dirs(parent_root: Path, *, remove_state_dir: bool) -> None:
-    """Leave no empty scratch behind; ``.pydantic-deep`` itself only if the commit made it."""
+def _remove_empty_state_dirs(
+    parent_root: Path, *, remove_state_dir: bool, intent: Path | None = None
+) -> None:
+    """Leave no empty scratch behind; ``.pydantic-deep`` itself only if the commit made it
+    (then its record in the store goes last, once the directory is gone)."""
     directories = [parent_root / PROJECT_STATE_DIR / "commit"]
     if remove_state_dir:
         directories.append(parent_root / PROJECT_STATE_DIR)
     for directory in directories:
         with contextlib.suppress(OSError):
             directory.rmdir()
+    if intent is not None:
+        intent.unlink(missing_ok=True)

@@ -39,6 +39,7 @@ from branching_core.workspace.journal import (
     _make_scratch,
     _remove_empty_state_dirs,
     scratch_dir,
+    state_intent,
 )
 from branching_core.workspace.paths import path_problem
 from branching_core.workspace.signals import deferred_signals
@@ -115,8 +116,9 @@ def land_files(
         commit_id = store.new_branch_id()
         scratch = scratch_dir(parent_root, commit_id)
         made_state_dir = not (parent_root / PROJECT_STATE_DIR).exists()
+        intent = state_intent(store.journal_dir, commit_id) if made_state_dir else None
         try:
-            ops = _stage(files, dirs, parent_root, scratch / "new", made_state_dir, source_root)
+            ops = _stage(files, dirs, parent_root, scratch / "new", intent, source_root)
             ops = check_landing(
                 ops,
                 parent_root,
@@ -140,7 +142,7 @@ def land_files(
             journal.created_state_dir = made_state_dir  # the staging above made it, if so
         except BaseException as exc:
             remove_tree(scratch, external=False)
-            _remove_empty_state_dirs(parent_root, remove_state_dir=made_state_dir)
+            _remove_empty_state_dirs(parent_root, remove_state_dir=made_state_dir, intent=intent)
             if isinstance(exc, OSError):
                 raise CommitError(f"cannot land {label}: {exc}; nothing was applied") from exc
             raise
@@ -183,13 +185,13 @@ def _stage(
     dirs: Mapping[str, int],
     parent_root: Path,
     staging: Path,
-    made_state_dir: bool,
+    intent: Path | None,
     source_root: Path | None,
 ) -> list[Op]:
     """The commit's operations, with every new file written under ``staging``."""
     ops: list[Op] = []
     made_dirs: set[str] = set()
-    _make_scratch(staging, staging.parent, made_state_dir)
+    _make_scratch(staging, staging.parent, intent)
     dir_mode = stat.S_IMODE(os.stat(staging).st_mode)  # 0o777 less the umask, as mkdir -p
 
     def make_parents(rel: str) -> None:

@@ -238,37 +238,95 @@ class MountHelper:
                 self._proc.wait()
 
 
-_shared: MountHelper | None = None
+_shared: MountHelper | None = None  # the newest helper: new workspaces go to it
+_older: list[MountHelper] = []  # helpers still holding views of earlier workspaces
+_pinned: dict[Path, MountHelper] = {}  # store root -> the helper holding its views
 _shared_lock = threading.Lock()
 
 
-def shared_helper() -> MountHelper:
-    """The process-wide helper, started on first use (and again after a fork)."""
+def _sees(helper: MountHelper, paths: tuple[Path, ...]) -> bool:
+    """Whether ``helper``'s mount namespace shows each of ``paths`` as this process does.
+
+    The helper's namespace is a private copy made when it started: a filesystem mounted
+    on the host since then is not in it (the helper sees the directory underneath), so
+    a workspace on it would be mounted from the wrong files or not at all."""
+    for path in paths:
+        while not os.path.lexists(path) and path.parent != path:
+            path = path.parent  # not made yet (a store root): where it will be made
+        try:
+            here, there = os.stat(path), os.stat(f"{helper.root}{path}")
+        except OSError:
+            return False
+        if (here.st_dev, here.st_ino) != (there.st_dev, there.st_ino):
+            return False
+    return True
+
+
+def shared_helper(*paths: Path) -> MountHelper:
+    """The process-wide helper, started on first use (and again after a fork).
+
+    ``paths`` (absolute) must look the same inside its namespace as here; when a
+    filesystem was mounted under one of them after the helper started, a fresh helper
+    (a fresh copy of the host's mounts) becomes the shared one. The older one keeps
+    serving the views it holds until ``shutdown_shared_helper``."""
     global _shared
     with _shared_lock:
-        if _shared is None or not _shared.alive:
+        if _shared is not None and not _shared.alive:
+            _shared = None
+        if _shared is not None and paths and not _sees(_shared, paths):
+            _older.append(_shared)
+            _shared = None
+        if _shared is None:
+            _older[:] = [one for one in _older if one.alive]
             _shared = MountHelper()
         return _shared
 
 
-def running_helper() -> MountHelper | None:
-    """The process-wide helper if it is running in this process (never starts one)."""
+def pin_helper(store_root: Path, helper: MountHelper) -> None:
+    """Record that the views under ``store_root`` are mounted by ``helper``."""
     with _shared_lock:
-        helper = _shared
+        _pinned[store_root] = helper
+
+
+def helper_for(store_root: Path) -> MountHelper:
+    """The helper serving ``store_root``'s views (the shared one if none is pinned, or
+    the pinned one is gone: after a fork, or once it was shut down)."""
+    with _shared_lock:
+        pinned = _pinned.get(store_root)
+    if pinned is not None and pinned.alive:
+        return pinned
+    helper = shared_helper(store_root)
+    pin_helper(store_root, helper)
+    return helper
+
+
+def running_helper(store_root: Path | None = None) -> MountHelper | None:
+    """The helper serving ``store_root`` (else the shared one) if it is running in this
+    process (never starts one)."""
+    with _shared_lock:
+        helper = _pinned.get(store_root) if store_root is not None else None
+        if helper is None:
+            helper = _shared
     return helper if helper is not None and helper.alive else None
 
 
 def sync_shared_helper() -> None:
-    """``sync`` the process-wide helper if it is running (never starts one)."""
-    helper = running_helper()
-    if helper is not None:
-        helper.sync()
+    """``sync`` every helper of this process that is running (never starts one)."""
+    with _shared_lock:
+        helpers = [*_older, *([_shared] if _shared is not None else [])]
+    for helper in helpers:
+        if helper.alive:
+            helper.sync()
 
 
 def shutdown_shared_helper() -> None:
-    """Stop the helper; every view it holds disappears with its namespace."""
+    """Stop the helpers; every view they hold disappears with their namespaces."""
     global _shared
     with _shared_lock:
-        if _shared is not None and _shared.owner_pid == os.getpid():
-            _shared.close()
+        helpers = [*_older, *([_shared] if _shared is not None else [])]
         _shared = None
+        _older.clear()
+        _pinned.clear()
+    for helper in helpers:
+        if helper.owner_pid == os.getpid():
+            helper.close()

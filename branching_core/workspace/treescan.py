@@ -92,6 +92,23 @@ def record_of(rel: str, entry: Stat, type_letter: bytes | None = None) -> bytes:
     return b"%s %o %d %d.%09d0 %d %s" % (letter, mode, size, seconds, nanos, ino, os.fsencode(rel))
 
 
+@functools.cache
+def _die_with_us() -> tuple[str, ...]:
+    """A prefix that makes a child die with its parent (``PR_SET_PDEATHSIG``): an ``rm``
+    of a large trash went on for seconds after its owner was SIGKILLed. What it leaves
+    is trash, swept by the next open."""
+    setpriv = shutil.which("setpriv", path=_ENV["PATH"])
+    if setpriv is None:
+        return ()
+    try:
+        ok = subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"], env=_ENV,
+                            stdin=subprocess.DEVNULL, capture_output=True, check=False,
+                            timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return (setpriv, "--pdeathsig", "KILL", "--") if ok else ()
+
+
 def remove_tree(path: Path, *, external: bool = True) -> None:
     """Remove ``path`` entirely (like ``fsutil.rmtree``), the bulk of it out of process."""
     remove_trees([path], external=external)
@@ -103,7 +120,7 @@ def remove_trees(paths: list[Path], *, external: bool = True) -> None:
     if external and present and shutil.which("rm", path=_ENV["PATH"]):
         try:
             subprocess.run(
-                ["rm", "-rf", "--", *(str(p) for p in present)],
+                [*_die_with_us(), "rm", "-rf", "--", *(str(p) for p in present)],
                 env=_ENV,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

@@ -23,7 +23,7 @@ from branching_core.workspace.backends import AUTO_ORDER, BACKENDS, Backend
 from branching_core.workspace.backends.base import BranchLayout, ParentView
 from branching_core.workspace.branch import Branch, _Node
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, rmtree
-from branching_core.workspace.journal import STATE_MARK, Journal
+from branching_core.workspace.journal import STATE_INTENT, STATE_MARK, Journal
 from branching_core.workspace.store import ROOT_ID, Store
 from branching_core.workspace.store_gc import sweep_orphan_stores
 from branching_core.workspace.tree import BranchTree
@@ -249,25 +249,38 @@ class Workspace(_Node):
 
     def _sweep_commit_scratch(self) -> None:
         """Remove staging left by commits that died before their journal (or after it
-        was finished), and ``.pydantic-deep`` itself when such a commit had made it."""
+        was finished), and ``.pydantic-deep`` itself when such a commit had made it
+        (its record in the store says so: ``journal.state_intent``)."""
         store = self.tree.store
         state_dir = self.path / PROJECT_STATE_DIR
         commit_scratch = state_dir / "commit"
-        if not commit_scratch.exists():
-            return
         made_state_dir = False
-        for leftover in commit_scratch.iterdir():
-            # Scratch is only made and used under the commit lock, which the caller holds:
-            # without a journal it belongs to no commit in progress, in any process.
-            if (store.journal_dir / f"{leftover.name}.json").exists():
-                continue
-            made_state_dir |= (leftover / STATE_MARK).exists()
-            rmtree(leftover)
+        if commit_scratch.exists():
+            for leftover in commit_scratch.iterdir():
+                # Scratch is only made and used under the commit lock, which the caller
+                # holds: without a journal it belongs to no commit in progress, anywhere.
+                if (store.journal_dir / f"{leftover.name}.json").exists():
+                    continue
+                made_state_dir |= (leftover / STATE_MARK).exists()
+                rmtree(leftover)
+        intents = []
+        for intent in store.journal_dir.glob(f"*{STATE_INTENT}"):
+            commit_id = intent.name[: -len(STATE_INTENT)]
+            if (store.journal_dir / f"{commit_id}.json").exists():
+                continue  # its commit is pending: the journal's finish removes both
+            try:
+                root = Path(intent.read_text())
+            except OSError:
+                root = self.path
+            made_state_dir |= root == self.path
+            intents.append(intent)
         with contextlib.suppress(OSError):
             commit_scratch.rmdir()
         if made_state_dir:
             with contextlib.suppress(OSError):
                 state_dir.rmdir()
+        for intent in intents:  # last: the directory is gone (or was not only ours)
+            intent.unlink(missing_ok=True)
 
     def _replay(self, journal_path: Path) -> None:
         """Finish one interrupted commit; one that cannot be finished is set aside.

@@ -250,10 +250,14 @@ def test_resource_limits_put_candidates_in_the_sandbox_on_their_node(
     cluster: dict[str, Any], tmp_path: Path,
 ) -> None:
     from branching_core.sandbox import ResourceLimits, leftover_branch_cgroups, sandbox_available
+    from tests.sandbox.conftest import cgroup_limits_unavailable
 
     ok, why = sandbox_available()
     if not ok:
         pytest.skip(f"no sandbox here: {why}")
+    no_cgroups = cgroup_limits_unavailable()
+    if no_cgroups is not None:  # a normal user without a delegated cgroup
+        pytest.skip(f"cgroup limits unavailable: {no_cgroups}")
     before = set(leftover_branch_cgroups())
     ws = Workspace(make_tree(tmp_path / "ws"))
     outcome = BestOfN([in_sandbox] * 2,

@@ -75,8 +75,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -572,23 +574,74 @@ struct request {
     struct step *steps;
 };
 
-/* Read and check the request in the memfd `request_fd` (left open). */
-static void parse_request(int request_fd, struct request *rq)
+/* The whole request: a memfd (its size, then pread), or a pipe the caller filled and
+ * closed (read to EOF: a pipe is not subject to the caller's RLIMIT_FSIZE, a memfd is). */
+static unsigned char *read_request(int request_fd, size_t *len)
 {
     struct stat st;
     if (fstat(request_fd, &st) < 0)
         fail("namespace", "malformed sandbox request: %s", strerror(errno));
-    unsigned char *buf = malloc((size_t)st.st_size + 1);
+    size_t size = S_ISFIFO(st.st_mode) ? 65536 : (size_t)st.st_size;
+    unsigned char *buf = malloc(size + 1);
     size_t got = 0;
-    while (buf != NULL && got < (size_t)st.st_size) {
-        ssize_t n = pread(request_fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+    while (buf != NULL) {
+        if (!S_ISFIFO(st.st_mode) && got >= size)
+            break;
+        if (got == size) {
+            unsigned char *more = realloc(buf, size * 2 + 1);
+            if (more == NULL) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = more;
+            size *= 2;
+        }
+        ssize_t n = S_ISFIFO(st.st_mode) ? read(request_fd, buf + got, size - got)
+                                         : pread(request_fd, buf + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n == 0 && S_ISFIFO(st.st_mode))
+            break;
         if (n <= 0)
             fail("namespace", "malformed sandbox request: short read");
         got += (size_t)n;
     }
     if (buf == NULL)
         fail("namespace", "out of memory reading the sandbox request");
+    if (S_ISFIFO(st.st_mode)) {
+        /* Read again later (a pre-built init gets the same fd from its keeper): the
+         * bytes go in a fresh pipe at the old one's number (a pipe, as the caller's:
+         * writing a memfd is subject to the caller's RLIMIT_FSIZE, which we may not be
+         * able to lift). It held them, so a pipe of that size can be had. */
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+            fail("namespace", "keeping the sandbox request failed: %s", strerror(errno));
+        if (got > 65536)
+            fcntl(p[1], F_SETPIPE_SZ, (int)got);
+        size_t put = 0;
+        while (put < got) {
+            ssize_t n = write(p[1], buf + put, got - put);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                fail("namespace", "keeping the sandbox request failed: %s", strerror(errno));
+            put += (size_t)n;
+        }
+        close(p[1]);
+        if (dup3(p[0], request_fd, O_CLOEXEC) < 0)
+            fail("namespace", "keeping the sandbox request failed: %s", strerror(errno));
+        close(p[0]);
+    }
+    *len = got;
+    return buf;
+}
 
+/* Read and check the request in `request_fd` (left open). */
+static void parse_request(int request_fd, struct request *rq)
+{
+    size_t got;
+    unsigned char *buf = read_request(request_fd, &got);
     struct reader r = {buf, got, 0};
     char *magic = next_str(&r);
     if (strcmp(magic, "forkdeck-sandbox/1") != 0)
@@ -707,6 +760,33 @@ static void init_build(struct request *rq)
         loopback_up();
 }
 
+/* The caller's RLIMIT_FSIZE is the command's, not the sandbox's: the executor's own
+ * writes (steps writing files into the sandbox's tmpfs...) would fail under a limit of
+ * a few kB. It is lifted as the executor starts (to infinity where it may raise the hard
+ * limit, else the soft one up to the hard one) and put back right before the command
+ * is spawned. */
+static struct rlimit user_fsize;
+static int user_fsize_saved;
+
+static void lift_fsize(void)
+{
+    if (getrlimit(RLIMIT_FSIZE, &user_fsize) < 0)
+        return;
+    user_fsize_saved = 1;
+    struct rlimit all = {RLIM_INFINITY, RLIM_INFINITY};
+    if (setrlimit(RLIMIT_FSIZE, &all) < 0) {
+        all.rlim_cur = user_fsize.rlim_max;
+        all.rlim_max = user_fsize.rlim_max;
+        setrlimit(RLIMIT_FSIZE, &all);
+    }
+}
+
+static void restore_fsize(void)
+{
+    if (user_fsize_saved && setrlimit(RLIMIT_FSIZE, &user_fsize) < 0)
+        fail("namespace", "cannot apply the caller's file-size limit: %s", strerror(errno));
+}
+
 /* Start the command (capabilities already dropped), be its pid 1, report its end. */
 __attribute__((noreturn))
 static void init_run(struct request *rq)
@@ -725,6 +805,7 @@ static void init_run(struct request *rq)
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     pid_t child;
     int status;
+    restore_fsize(); /* last: nothing of ours writes a file after this */
     int err = posix_spawnp(&child, rq->argv[0], NULL, &attr, rq->argv, rq->env);
     if (err != 0) {
         dprintf(2, "%s: %s\n", rq->argv[0], strerror(err));
@@ -1236,6 +1317,7 @@ static void run_prebuilt(int sock, struct message *m)
 int main(int argc, char **argv)
 {
     int request_fd;
+    lift_fsize();
     if (argc == 3 && strcmp(argv[1], "--wait") == 0) {
         setsid(); /* out of the caller's terminal job: a ^C is the caller's to decide */
         if (chdir("/") < 0) /* a waiting executor pins no directory of its owner's */

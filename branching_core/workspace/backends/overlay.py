@@ -49,6 +49,8 @@ from branching_core.workspace.mount_helper import (
     MountHelper,
     PreparedMount,
     UmountError,
+    helper_for,
+    pin_helper,
     shared_helper,
 )
 from branching_core.workspace.paths import is_internal_path
@@ -72,8 +74,9 @@ class OverlayBackend(Backend):
 
     @classmethod
     def probe(cls, workspace: Path, store_root: Path) -> str | None:
-        try:
-            helper = shared_helper()
+        try:  # one that sees the workspace and store as they are now (mounted since?)
+            helper = shared_helper(workspace.resolve(), store_root.resolve())
+            pin_helper(store_root, helper)
         except (MountError, OSError) as exc:
             return f"no private mount namespace: {exc}"
         probe_dir = store_root / f".probe-overlay-{os.getpid()}"
@@ -112,7 +115,7 @@ class OverlayBackend(Backend):
 
     @property
     def helper(self) -> MountHelper:
-        return shared_helper()
+        return helper_for(self.store_root)
 
     def create(self, branch_id: str, parent: ParentView) -> BranchLayout:
         return self.create_many([branch_id], parent)[0]

@@ -115,7 +115,7 @@ class SparePool:
             if not plain and not mounted:
                 return
             still: set[Path] = set()
-            helper = running_helper()  # none: it is gone, and every mount with it
+            helper = running_helper(self.store_root)  # none: it is gone, and every mount with it
             if helper is not None and mounted:
                 with contextlib.suppress(MountError, OSError):
                     helper.sync()

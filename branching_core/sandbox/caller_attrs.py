@@ -1,0 +1,81 @@
+"""The caller's process attributes a sandboxed command inherits, as one comparable value.
+
+A command started by ``posix_spawn`` inherits, at that instant, its caller's rlimits,
+cgroup, credentials, and the calling thread's CPU affinity and nice value. A pre-started
+executor (``native_pool``) inherited them when it was started: a caller that lowered
+``RLIMIT_NOFILE``, joined a cgroup capped at 12 pids, pinned itself to a CPU, reniced or
+dropped to an unprivileged uid since then would have its commands run with the old ones.
+The pool records this value for each executor it starts and hands one out only to a
+caller whose value is the same now; the thread that starts them takes the per-thread
+attributes of the last caller first (``adopt``), so a steady caller keeps a useful pool.
+
+The umask and ``PATH`` are not here: the executor takes them at each use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+from typing import NamedTuple
+
+# Every limit the kernel knows (the resource module names those of this platform).
+_LIMITS = tuple(
+    getattr(resource, name) for name in sorted(dir(resource))
+    if name.startswith("RLIMIT_") and isinstance(getattr(resource, name), int)
+)
+
+
+class ThreadAttributes(NamedTuple):
+    """Per-thread on Linux: what a spawning thread gives its child."""
+
+    affinity: frozenset[int]
+    nice: int
+
+
+class Attributes(NamedTuple):
+    thread: ThreadAttributes
+    rlimits: tuple[tuple[int, int], ...]
+    cgroup: bytes
+    uids: tuple[int, int, int]
+    gids: tuple[int, int, int]
+    groups: tuple[int, ...]
+
+
+def thread_attributes() -> ThreadAttributes:
+    """The calling thread's affinity and nice value (``who=0`` is this thread)."""
+    return ThreadAttributes(frozenset(os.sched_getaffinity(0)),
+                            os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def current() -> Attributes:
+    """This process's (and the calling thread's) attributes now (~20 µs)."""
+    try:
+        with open("/proc/self/cgroup", "rb") as fh:
+            cgroup = fh.read()
+    except OSError:
+        cgroup = b""
+    return Attributes(
+        thread=thread_attributes(),
+        rlimits=tuple(resource.getrlimit(limit) for limit in _LIMITS),
+        cgroup=cgroup,
+        uids=os.getresuid(),
+        gids=os.getresgid(),
+        groups=tuple(sorted(os.getgroups())),
+    )
+
+
+def adopt(wanted: ThreadAttributes) -> bool:
+    """Give the calling thread ``wanted``'s affinity and nice value; whether it has them
+    now (raising a thread's priority needs ``CAP_SYS_NICE``)."""
+    mine = thread_attributes()
+    if mine.affinity != wanted.affinity:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, wanted.affinity)
+    if mine.nice != wanted.nice:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, wanted.nice)
+    return thread_attributes() == wanted
+
+
+__all__ = ["Attributes", "ThreadAttributes", "adopt", "current", "thread_attributes"]
