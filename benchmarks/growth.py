@@ -157,9 +157,12 @@ def siblings(base: Path, batches: list[int], rounds: int, *, drain: bool = False
         ws = Workspace(make_tree(base / f"siblings-{n}", 1_000))
         per_branch = []
         trips = []
+        ready: list[int] = []  # branches of the batch a mounted spare was waiting for
         for r in range(rounds):
             helper = mount_helper.running_helper()
             trips_before = helper.round_trips if helper is not None else 0
+            pool = spares.pool_for(ws.tree.backend.store_root)
+            ready.append(min(n, sum(len(v) for v in pool._mounted.values())))
             box: dict[str, Any] = {}
             names = [f"r{r}-{i}" for i in range(n)]
             t = _ms(lambda names=names: box.setdefault(
@@ -177,7 +180,8 @@ def siblings(base: Path, batches: list[int], rounds: int, *, drain: bool = False
         rows.append({"batch": n, "first_round_ms_per_branch": round(per_branch[0], 3),
                      "later_p50_ms_per_branch": round(statistics.median(per_branch[1:]), 3),
                      "later_max_ms_per_branch": round(max(per_branch[1:]), 3),
-                     "round_trips": trips[-1], "load": load()})
+                     "from_mounted_spares": ready[-1], "round_trips": trips[-1],
+                     "load": load()})
     return rows
 
 
