@@ -212,7 +212,7 @@ def _ray_cases(ws: Workspace) -> tuple[Any, dict[str, tuple[Callable[[int], floa
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--ray", action="store_true", help="also measure a candidate on Ray")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")

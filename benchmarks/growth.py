@@ -186,7 +186,7 @@ def siblings(base: Path, batches: list[int], rounds: int, *, drain: bool = False
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--only", default=",".join(SECTIONS))
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--changed", default="10,100,1000")
