@@ -38,6 +38,7 @@ from branching_core.workspace import mount_helper, reaper  # noqa: E402
 from branching_core.workspace.backends import spares  # noqa: E402
 
 SECTIONS = ("create", "commit", "memory", "siblings")
+DRAIN_SECONDS = 1.0
 
 
 def _ms(fn: Callable[[], object]) -> float:
@@ -62,21 +63,26 @@ def load() -> str:
 
 
 def create(base: Path, sizes: list[int], reps: int) -> list[dict[str, Any]]:
-    rows = []
-    for files in sizes:
-        ws = Workspace(make_tree(base / f"create-{files}", files))
-        made, gone = [], []
-        for r in range(reps + 1):
+    """Every tree is built first, then the sizes take turns each round, so a burst of
+    load on the machine hits every size alike."""
+    spaces = {files: Workspace(make_tree(base / f"create-{files}", files)) for files in sizes}
+    made: dict[int, list[float]] = {files: [] for files in sizes}
+    gone: dict[int, list[float]] = {files: [] for files in sizes}
+    for r in range(reps + 1):
+        for files, ws in spaces.items():
             box: dict[str, Any] = {}
-            t_make = _ms(lambda r=r: box.setdefault("b", ws.branch(f"b{r}", on_success=None)))
+            t_make = _ms(lambda r=r, ws=ws: box.setdefault(
+                "b", ws.branch(f"b{r}", on_success=None)))
             t_gone = _ms(box["b"].abort)
             if r:  # the first is a warm-up (it starts the mount helper and probes)
-                made.append(t_make)
-                gone.append(t_gone)
+                made[files].append(t_make)
+                gone[files].append(t_gone)
+    for ws in spaces.values():
         ws.close()
-        rows.append({"files": files, "create_ms": round(statistics.median(made), 3),
-                     "abort_ms": round(statistics.median(gone), 3), "load": load()})
-    return rows
+    return [{"files": files, "create_ms": round(statistics.median(made[files]), 3),
+             "create_p90_ms": round(sorted(made[files])[int(0.9 * len(made[files]))], 3),
+             "abort_ms": round(statistics.median(gone[files]), 3), "load": load()}
+            for files in sizes]
 
 
 def commit(base: Path, changed: list[int], reps: int) -> dict[str, Any]:
@@ -147,8 +153,8 @@ def memory(base: Path, n: int = 256) -> dict[str, Any]:
 
 def siblings(base: Path, batches: list[int], rounds: int, *, drain: bool = False,
              max_spares: int | None = None) -> list[dict[str, Any]]:
-    """``drain``: wait for the background removal of the last round's branches before the
-    next round (so it does not compete with it); ``max_spares``: the spare pool's bound
+    """``drain``: wait for the background removal of the last round's branches, and a
+    second for the helper's spares, before the next round; ``max_spares``: the spare pool's bound
     (``spares.MAX_SPARES``, 64), to see what the branches past it cost."""
     if max_spares is not None:
         spares.MAX_SPARES = max_spares
@@ -158,11 +164,15 @@ def siblings(base: Path, batches: list[int], rounds: int, *, drain: bool = False
         per_branch = []
         trips = []
         ready: list[int] = []  # branches of the batch a mounted spare was waiting for
+        listed_counts: list[int] = []  # ... per the pool (made or not)
         for r in range(rounds):
             helper = mount_helper.running_helper()
             trips_before = helper.round_trips if helper is not None else 0
             pool = spares.pool_for(ws.tree.backend.store_root)
-            ready.append(min(n, sum(len(v) for v in pool._mounted.values())))
+            # pool entries are hints: the helper skips a spare when a request comes first
+            listed = [spare for v in pool._mounted.values() for spare in v]
+            listed_counts.append(min(n, len(listed)))
+            ready.append(min(n, sum(1 for spare in listed if spare.exists())))
             box: dict[str, Any] = {}
             names = [f"r{r}-{i}" for i in range(n)]
             t = _ms(lambda names=names: box.setdefault(
@@ -173,14 +183,15 @@ def siblings(base: Path, batches: list[int], rounds: int, *, drain: bool = False
             ws.abort_many(box["b"])
             if drain:
                 reaper.drain(60)
-                helper = mount_helper.running_helper()
-                if helper is not None:
-                    helper.sync()  # the helper has finished making spares too
+                # no request meanwhile: one (even a ping) stops the helper's spare-making
+                time.sleep(DRAIN_SECONDS)
         ws.close()
         rows.append({"batch": n, "first_round_ms_per_branch": round(per_branch[0], 3),
                      "later_p50_ms_per_branch": round(statistics.median(per_branch[1:]), 3),
                      "later_max_ms_per_branch": round(max(per_branch[1:]), 3),
-                     "from_mounted_spares": ready[-1], "round_trips": trips[-1],
+                     "spares_listed_last": listed_counts[-1],
+                     "spares_there_p50": statistics.median(ready[1:]),
+                     "spares_there_min": min(ready[1:]), "round_trips": trips[-1],
                      "load": load()})
     return rows
 
