@@ -74,9 +74,13 @@ def acquire(
     ``get_meta`` (manifest, blob index) and ``get_pack`` are only called to build.
     """
     snaps = root / "snapshots"
-    snaps.mkdir(parents=True, exist_ok=True)
-    (root / "stores").mkdir(exist_ok=True)
-    fd = os.open(snaps / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock = snaps / f"{key}.lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:  # a new cache root: make its directories (once, not per task)
+        snaps.mkdir(parents=True, exist_ok=True)
+        (root / "stores").mkdir(exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)  # held until release: no eviction under a user
         ready = snaps / key / "ready"
@@ -97,7 +101,7 @@ def acquire(
                     built = True
             finally:
                 os.close(build)
-        os.utime(ready)
+        _touch(ready)
     except BaseException:
         os.close(fd)
         raise
@@ -144,6 +148,17 @@ def _materialise(
     for rel, mode in reversed(dir_modes):  # deepest first, so a read-only parent comes last
         os.chmod(tree / rel, mode)
     return size
+
+
+TOUCH_EVERY = 10.0
+"""Seconds between two updates of a tree's last-use time: eviction is least recently used
+at that grain, and a journaled metadata write per task is not free on a busy disk."""
+
+
+def _touch(ready: Path) -> None:
+    """Mark the tree used now, unless it was marked within ``TOUCH_EVERY`` seconds."""
+    if time.time() - ready.stat().st_mtime >= TOUCH_EVERY:
+        os.utime(ready)
 
 
 def evict(root: Path, cache_bytes: int, keep: str | None = None) -> list[str]:

@@ -165,6 +165,8 @@ class RemoteHandle:
         ray = self._ray
         session = self.session
         per = session.timeout
+        if per is None and session.deadline is None:
+            return  # nothing to enforce: ``run``'s ``ray.get`` is the wait (one call, not two)
         margin = session.runner.timeout_margin
         check_from = None if per is None else time.monotonic() + per + margin
         while True:

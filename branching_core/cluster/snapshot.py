@@ -16,6 +16,8 @@ import hashlib
 import json
 import os
 import stat
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,14 @@ def entry_for(path: Path) -> Entry | None:
 
 
 def scan(root: Path) -> Manifest:
-    """Every path under ``root`` (but the project state directory) with its entry."""
+    """Every path under ``root`` (but the project state directory) with its entry.
+
+    A file whose inode, size, mtime and ctime are those it had at the previous scan of
+    ``root`` keeps the hash computed then (``_HashCache``), so re-snapshotting an
+    unchanged workspace (every pattern call on a ``RayRunner``) reads no file contents."""
+    root_key = os.fspath(root)
+    previous = _HASHES.get(root_key)
+    cache = _HashCache(previous)
     manifest: Manifest = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
@@ -65,11 +74,63 @@ def scan(root: Path) -> Manifest:
         dirnames.sort()
         for name in [*dirnames, *sorted(filenames)]:
             rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            entry = entry_for(Path(dirpath, name))
+            entry = cache.entry(os.path.join(dirpath, name), rel)
             if entry is not None and entry[0] != "x":
                 manifest[rel] = entry
         # os.walk does not descend into symlinked directories (followlinks=False)
+    _remember(root_key, cache.seen)
     return manifest
+
+
+RACY_NS = 1_000_000_000
+"""A file changed less than this before its hash was taken is hashed again next scan:
+a second write within one timestamp tick could leave size, mtime and ctime as they were
+(git's "racily clean" rule, with a wide margin)."""
+_MAX_ROOTS = 8
+Signature = tuple[int, int, int, int, int]
+_HASHES: dict[str, dict[str, tuple[Signature, str]]] = {}
+_HASHES_LOCK = threading.Lock()
+
+
+class _HashCache:
+    """One scan's view of the previous scan's hashes, and what this scan saw."""
+
+    def __init__(self, previous: dict[str, tuple[Signature, str]] | None) -> None:
+        self.previous = previous or {}
+        self.seen: dict[str, tuple[Signature, str]] = {}
+
+    def entry(self, path: str, rel: str) -> Entry | None:
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISDIR(st.st_mode):
+            return ("d", mode)
+        if stat.S_ISLNK(st.st_mode):
+            return ("l", os.readlink(path))
+        if not stat.S_ISREG(st.st_mode):
+            return ("x", stat.S_IFMT(st.st_mode))  # a device, fifo or socket: never shipped
+        sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        known = self.previous.get(rel)
+        if known is not None and known[0] == sig:
+            digest = known[1]
+        else:
+            hashed_at = time.time_ns()
+            digest = file_sha256(path)
+            if max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS > hashed_at:
+                return ("f", mode, st.st_size, digest)  # too fresh to trust next time
+        self.seen[rel] = (sig, digest)
+        return ("f", mode, st.st_size, digest)
+
+
+def _remember(root: str, seen: dict[str, tuple[Signature, str]]) -> None:
+    """Keep this scan's hashes for the next scan of ``root`` (a few roots at most)."""
+    with _HASHES_LOCK:
+        _HASHES.pop(root, None)
+        _HASHES[root] = seen
+        while len(_HASHES) > _MAX_ROOTS:
+            del _HASHES[next(iter(_HASHES))]
 
 
 def manifest_hash(manifest: Manifest) -> str:

@@ -85,6 +85,14 @@ def _start(fn: Any, branch: Any, mode: str, limits: Any) -> Any:
     return ChildProcessHandle(fn, branch.path)
 
 
+def _inline(fn: Any, mode: str, timeout: float | None) -> bool:
+    """Run the candidate on the task's own (main) thread? Yes for a thread-mode callable
+    with no timeout: nothing could kill a thread anyway, and Ray's plain cancel (a
+    ``KeyboardInterrupt`` on this thread) then stops the candidate itself instead of a
+    waiter beside it. Saves two thread starts per task (~1-2 ms on a loaded node)."""
+    return mode == "thread" and timeout is None and getattr(fn, "launch", None) is None
+
+
 def _wait(handle: Any, timeout: float | None) -> Any:
     """``handle.run(timeout)``, waited for in short slices on this (the task's main)
     thread: Ray's plain cancel is a ``KeyboardInterrupt`` that Python delivers only
@@ -179,10 +187,13 @@ def run_candidate(
         note = None
         try:
             started = time.monotonic()
-            handle = _start(fn, branch, mode, limits)
-            note = _record(root, handle)
             try:
-                report.value = _wait(handle, timeout)
+                if _inline(fn, mode, timeout):
+                    report.value = fn(branch.path)
+                else:
+                    handle = _start(fn, branch, mode, limits)
+                    note = _record(root, handle)
+                    report.value = _wait(handle, timeout)
             except CandidateTimeout as exc:
                 report.outcome, report.error = "timed_out", exc
             except Exception as exc:

@@ -501,3 +501,25 @@ def test_the_overall_timeout_cancels_candidates_on_their_nodes(
     assert not outcome.committed and tree_state(ws.path) == before
     assert _wait_dead(_pids(notes)) == []
     ws.close()
+
+
+def on_which_thread(path: Path, i: int) -> tuple[bool, float]:
+    """Writes whether it ran on the task's main thread (where Ray's cancel lands)."""
+    main = threading.current_thread() is threading.main_thread()
+    (Path(path) / f"thread{i}.txt").write_text("main" if main else "other")
+    return True, float(i)
+
+
+def test_a_killable_free_candidate_runs_on_the_tasks_own_thread(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    """No timeout, no race, no isolation: the candidate runs on the task's main thread
+    (no waiter thread beside it), and its delta, score and cleanup are as before."""
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    outcome = BestOfN(on_which_thread, n=2, runner=RayRunner())(ws)
+    assert outcome.committed and outcome.winner is not None
+    assert outcome.winner.branch_index == 1
+    assert (ws.path / "thread1.txt").read_text() == "main"
+    assert not (ws.path / "thread0.txt").exists()
+    assert _open_branch_dirs(cluster["caches"]) == []
+    ws.close()
