@@ -29,6 +29,9 @@ HEADLESS_COMMANDS = frozenset(
     }
 )
 
+APP_COMMANDS = frozenset({"demo"})
+"""Subcommands the TUI itself handles (``tui.main``; described in ``subcommands.EXTRA_HELP``)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
@@ -36,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         from branching_core.cli import main as cli_main
 
         return cli_main(args, prog="forkdeck")
-    if args and _looks_like_a_command(args[0]):
+    if args and args[0] not in APP_COMMANDS and _looks_like_a_command(args[0]):
         from .subcommands import suggest
 
         if close := suggest(args[0]):

@@ -69,7 +69,7 @@ async def test_agent_rows_stream_steer_and_merge(project: Path) -> None:
 
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="merge")
-        await pilot.press("1")
+        await pilot.press("1", "enter")  # a digit chooses, Enter merges
         await wait_for(pilot, lambda: not app.session.fork_active, what="merged")
     assert (project / "calc.py").read_text().endswith("a + b\n")
     assert not (project / "steered.txt").exists()

@@ -673,7 +673,9 @@ async def test_merging_a_recovered_branch_whose_change_conflicts_changes_nothing
         assert app.session.history == []
         assert not any(line.startswith("> !echo") for line in chat.messages.transcript())
         assert app.session.fork_active  # still open: pick another branch, or abort
-        await wait_for(pilot, lambda: chat.fork_area is not None, what="the fork view")
+        # the fork view is whole once its notice is out (fork_area is set before it mounts)
+        await wait_for(pilot, lambda: "reopened" in chat.last_notice, what="the fork view")
+        assert chat.fork_area is not None
         assert (project / "README.txt").read_text() == "changed in the parent\n"
         await app.session.abort_fork()
     assert not (project / "b.txt").exists()

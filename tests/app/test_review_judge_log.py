@@ -41,7 +41,7 @@ def _app(project: Path, gated: GatedModel, threshold: float) -> object:
 # keys after /merge (acceptance modal, then maybe the picker) -> (user_action, chosen, merged)
 CASES = {
     "accept": (["enter"], "accepted", "b", True),
-    "override": (["o", "PICKER", "1"], "overrode", "a", True),
+    "override": (["o", "PICKER", "1", "enter"], "overrode", "a", True),
     "cancel": (["escape"], "cancelled", None, False),
     "cancel-in-picker": (["o", "PICKER", "escape"], "cancelled", None, False),
 }
