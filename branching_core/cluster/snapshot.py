@@ -42,18 +42,26 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 def entry_for(path: Path) -> Entry | None:
     """The manifest entry of whatever is at ``path`` now (``None``: nothing there)."""
+    found = _lstat_entry(str(path))
+    if not isinstance(found, os.stat_result):
+        return found
+    return ("f", stat.S_IMODE(found.st_mode), found.st_size, file_sha256(path))
+
+
+def _lstat_entry(path: str) -> Entry | os.stat_result | None:
+    """The entry of anything but a regular file at ``path``; a regular file's stat (its
+    entry needs a hash: the caller knows whether an earlier one can be reused)."""
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISDIR(st.st_mode):
-        return ("d", mode)
+        return ("d", stat.S_IMODE(st.st_mode))
     if stat.S_ISLNK(st.st_mode):
         return ("l", os.readlink(path))
-    if stat.S_ISREG(st.st_mode):
-        return ("f", mode, st.st_size, file_sha256(path))
-    return ("x", stat.S_IFMT(st.st_mode))  # a device, fifo or socket: never shipped
+    if not stat.S_ISREG(st.st_mode):
+        return ("x", stat.S_IFMT(st.st_mode))  # a device, fifo or socket: never shipped
+    return st
 
 
 def scan(root: Path) -> Manifest:
@@ -100,17 +108,10 @@ class _HashCache:
         self.seen: dict[str, tuple[Signature, str]] = {}
 
     def entry(self, path: str, rel: str) -> Entry | None:
-        try:
-            st = os.lstat(path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+        st = _lstat_entry(path)
+        if not isinstance(st, os.stat_result):  # (a stat_result is a tuple too)
+            return st
         mode = stat.S_IMODE(st.st_mode)
-        if stat.S_ISDIR(st.st_mode):
-            return ("d", mode)
-        if stat.S_ISLNK(st.st_mode):
-            return ("l", os.readlink(path))
-        if not stat.S_ISREG(st.st_mode):
-            return ("x", stat.S_IFMT(st.st_mode))  # a device, fifo or socket: never shipped
         sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         known = self.previous.get(rel)
         if known is not None and known[0] == sig:
