@@ -21,9 +21,16 @@ import pytest
 
 
 def stack_missing() -> str | None:
+    """Why no ``private`` network can run here (None: it can): no stack installed, or a
+    ``/dev/net/tun`` a normal user cannot open (mode 0600 on some hosts, this one included)."""
+    from branching_core.sandbox.netstack import tun_problem
+
     if shutil.which("pasta") is None and shutil.which("slirp4netns") is None:
         return ("user-mode network stack unavailable: install passt or slirp4netns "
                 "(.ci/run does)")
+    problem = tun_problem()
+    if problem is not None:
+        return f"user-mode network stack unavailable for this user: {problem}"
     return None
 
 

@@ -647,7 +647,7 @@ async def test_merge_actions_parse_in_one_place() -> None:
 
 
 async def test_a_typed_git_commit_request_commits_exactly_the_landed_paths(
-    project: Path,
+    project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``MergeAction.pick(label, git_commit=GitCommitRequest(...))`` is the typed spelling
     of ``--git-commit``: the winner lands, then exactly its paths are committed."""
@@ -659,9 +659,12 @@ async def test_a_typed_git_commit_request_commits_exactly_the_landed_paths(
         return subprocess.run(["git", "-C", str(project), *args], check=True,
                               capture_output=True, text=True).stdout.strip()
 
+    for who in ("AUTHOR", "COMMITTER"):  # an identity for a user without a git config
+        monkeypatch.setenv(f"GIT_{who}_NAME", "t")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "t@example.com")
     git("init", "-q", "-b", "main")
-    git("-c", "user.name=t", "-c", "user.email=t@e", "add", "-A")
-    git("-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
+    git("add", "-A")
+    git("commit", "-qm", "base")
     before = git("rev-parse", "HEAD")
     (project / "README.txt").write_text("the user's own unstaged edit\n")
     coord, views = await _fork(project, "copy", "a", "b")
