@@ -224,4 +224,4 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.set_defaults(handler=cmd_agents)
 
 
-__all__ = ["add_parser", "cmd_agents"]
+__all__ = ["cmd_agents"]

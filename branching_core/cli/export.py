@@ -107,4 +107,4 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_parser", "cmd_export"]
+__all__ = ["cmd_export"]

@@ -76,4 +76,4 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.set_defaults(handler=cmd_mcp)
 
 
-__all__ = ["add_parser", "cmd_mcp", "http_address"]
+__all__ = ["cmd_mcp", "http_address"]

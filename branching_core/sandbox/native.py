@@ -507,7 +507,7 @@ _pool = _NetnsPool()
 def drain_pool() -> None:
     """End and reap this process's idle executors and close its pre-made network
     namespaces (before counting its children or its fds)."""
-    native_pool.drain_pool()
+    native_pool.drain_executors()
     _pool.drain()
 
 

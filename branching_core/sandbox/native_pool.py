@@ -324,7 +324,7 @@ def refill() -> None:
     _pool.refill()
 
 
-def drain_pool() -> None:
+def drain_executors() -> None:
     """End and reap this process's idle executors (before counting its children)."""
     _pool.drain()
 
@@ -343,4 +343,4 @@ def _new_pool_in_child() -> None:
 os.register_at_fork(after_in_child=_new_pool_in_child)
 
 
-__all__ = ["ENV_POOL", "Idle", "Pool", "Prebuild", "drain_pool", "pool", "pool_enabled"]
+__all__ = ["ENV_POOL", "Idle", "Pool", "Prebuild", "drain_executors", "pool", "pool_enabled"]

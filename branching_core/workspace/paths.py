@@ -22,8 +22,8 @@ Internal entries:
 
 from __future__ import annotations
 
-STATE_DIR = ".pydantic-deep"
-"""The project state directory (settings, forks, mirrors, a commit's scratch)."""
+from branching_core.state_dir import STATE_DIR  # the project state dir: one name, one object
+
 STATE_DIR_NAME = STATE_DIR
 
 GIT_NAME = ".git"

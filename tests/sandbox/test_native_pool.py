@@ -84,7 +84,7 @@ def test_the_owners_umask_and_path_at_use_not_at_start(
 
 def test_switched_off_no_executor_waits(ws: Path, built: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    native_pool.drain_pool()
+    native_pool.drain_executors()
     monkeypatch.setenv(native_pool.ENV_POOL, "0")
     for _ in range(3):
         assert run_command(["true"], ws).exit_code == 0
@@ -95,7 +95,7 @@ def test_switched_off_no_executor_waits(ws: Path, built: Path,
 def test_drain_ends_and_reaps_the_idle_executors(ws: Path, built: Path) -> None:
     run_command(["true"], ws)
     idle = _idle(native_pool.Pool.SIZE)
-    native_pool.drain_pool()
+    native_pool.drain_executors()
     assert native_pool.pool().idle_pids() == []
     for pid in idle:
         assert not os.path.exists(f"/proc/{pid}")  # ended and reaped: no zombie either

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
 def built(monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv(native_pool.ENV_POOL, raising=False)
     path = native_binary_or_skip(monkeypatch)
-    native_pool.drain_pool()
+    native_pool.drain_executors()
     return path
 
 
@@ -195,7 +195,7 @@ def test_a_secret_made_after_the_pre_build_is_masked(
         assert ran.exit_code != 0 and "CLOUD KEY" not in ran.stdout
         assert native.prebuilt_used == used
     finally:
-        native_pool.drain_pool()
+        native_pool.drain_executors()
         creds.unlink(missing_ok=True)
         creds.parent.rmdir()
         base.rmdir()
@@ -340,7 +340,7 @@ def test_an_overlay_branch_view_is_pre_built_in_its_helpers_namespace(
             one.abort()
             two.abort()
     finally:
-        native_pool.drain_pool()
+        native_pool.drain_executors()
         ws.close()
     assert not (project / "mine.txt").exists()
 
@@ -381,6 +381,6 @@ def test_a_secret_replaced_after_the_pre_build_is_still_masked(
         ran = run_command(["cat", str(creds)], ws)
         assert ran.exit_code != 0 and "NEW KEY" not in ran.stdout, ran.stdout
     finally:
-        native_pool.drain_pool()
+        native_pool.drain_executors()
         creds.unlink(missing_ok=True)
         creds.with_name("fresh-" + creds.name).unlink(missing_ok=True)
