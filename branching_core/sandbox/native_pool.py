@@ -28,7 +28,9 @@ Guarantees:
 
 Each idle executor may carry a pre-built sandbox (``Prebuild``, sent by this thread
 right after starting it, for the last command's plan); ``take(binary, key)`` hands out
-only one built for ``key`` (or one that built nothing) and lets the others go.
+only one built for ``key`` (or one that built nothing) and lets the others go, and stops
+building ahead for another key at once (under the same lock): the filler never adds
+one built for a sandbox the last request did not ask for.
 
 ``FORKDECK_NATIVE_POOL=0`` turns it off (each command then ``posix_spawn``s its own).
 """
@@ -172,6 +174,10 @@ class Pool:
             idle = usable.pop(0) if usable else None
             self.ready = usable
             self.wanted = self.SIZE
+            if self.prebuild is not None and self.prebuild.key != key:
+                # A command for another sandbox: the filler must not go on building the
+                # last one ahead between this take and the caller's ``remember``.
+                self.prebuild = None
         for old in stale:
             old.discard()
         for dead in gone:
@@ -270,8 +276,11 @@ class Pool:
             with self.lock:
                 self.busy = False
                 self.lock.notify_all()
-                if idle is not None and path == self.binary and self.wanted:
-                    self.ready.append(idle)
+                current = self.prebuild
+                wanted_key = None if current is None else current.key
+                if (idle is not None and path == self.binary and self.wanted
+                        and idle.key in (None, wanted_key)):  # built for a sandbox no
+                    self.ready.append(idle)                   # longer wanted: let it go
                     self.spawned += 1
                     idle, kept = None, True
                 else:  # not startable (the command's own posix_spawn says why), or stale

@@ -384,3 +384,28 @@ def test_a_secret_replaced_after_the_pre_build_is_still_masked(
         native_pool.drain_executors()
         creds.unlink(missing_ok=True)
         creds.with_name("fresh-" + creds.name).unlink(missing_ok=True)
+
+
+def test_a_request_for_another_sandbox_stops_the_building_ahead_at_once(
+        tmp_path: Path, sandbox_ok: None, built: Path) -> None:
+    # The filler thread must not build a's sandbox into new executors between b's take
+    # and b's ``remember``: those would carry a's key and serve nobody (CI once saw the
+    # next command in b find only such executors and start afresh).
+    a, b = tmp_path / "a", tmp_path / "b"
+    for ws in (a, b):
+        ws.mkdir()
+    _twice(a)
+    _prebuilt()
+    pool = native_pool.pool()
+    assert pool.prebuild is not None
+    idle = pool.take(native.binary(), "a key no sandbox has")
+    try:
+        assert pool.prebuild is None  # decided under the take's lock, not after it
+    finally:
+        if idle is not None:
+            idle.discard()
+    _twice(b)
+    inits = _prebuilt()
+    with pool.lock:
+        keys = {i.key for i in pool.ready}
+    assert inits and keys == {pool.prebuild.key if pool.prebuild else None}
