@@ -22,6 +22,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from branching_core.errors import PathExistsError, PathIsDirectoryError
+
 DEFAULT_MODE = 0o644
 _TMP_PREFIX = ".fdtmp-"
 
@@ -49,7 +51,7 @@ def _create_temp(directory: str) -> tuple[int, str]:
         except FileExistsError:
             continue
         return fd, name
-    raise FileExistsError(f"no free temporary name in {directory}")
+    raise PathExistsError(f"no free temporary name in {directory}")
 
 
 def atomic_write(
@@ -78,7 +80,7 @@ def atomic_write(
         st = None
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(21, "Is a directory", target)
+            raise PathIsDirectoryError(21, "Is a directory", target)
         if stat.S_ISREG(st.st_mode):
             owner = (st.st_uid, st.st_gid)
             if mode is None:

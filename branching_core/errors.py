@@ -8,6 +8,7 @@ from a real failure. Every message is meant to fit on one line.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 
 class BranchingError(Exception):
@@ -157,7 +158,6 @@ class ConfigError(BranchingError):
         self.path = path
 
 
-
 class BranchExecutionError(BranchError):
     """A sub-agent branch (``branching_core.live.subagents``) did not produce its result.
 
@@ -170,6 +170,94 @@ class BranchExecutionError(BranchError):
         super().__init__(message)
         self.name = name
         self.run = run
+
+
+# -- Stand-ins for builtins -------------------------------------------------------------
+# The engine raises only classes of this module's tree. Where callers (and the engine's
+# own ``except ValueError``/``pytest.raises(RuntimeError)``) expect a builtin kind, the
+# class below is also that builtin, so both catches keep working. ``error_name`` shows
+# such an error under the builtin's name, so one-line errors read as they always did.
+
+
+class InvalidArgumentError(BranchingError, ValueError):
+    """A value given to the engine is malformed, out of range or unknown (a ``ValueError``)."""
+
+    shows_as_builtin: ClassVar[bool] = True
+
+
+class InvalidTypeError(BranchingError, TypeError):
+    """An argument is an object of the wrong kind (a ``TypeError``)."""
+
+    shows_as_builtin: ClassVar[bool] = True
+
+
+class InvalidStateError(BranchingError, RuntimeError):
+    """The call does not fit the current state: nothing started yet, already resolved or
+    started, still running, waiting on an answer (a ``RuntimeError``)."""
+
+    shows_as_builtin: ClassVar[bool] = True
+
+
+class OperationError(BranchingError, RuntimeError):
+    """An operation could not be carried out for a reason outside the caller's arguments:
+    git refused, the address is taken, a file changed under a snapshot, a judge printed
+    nonsense (a ``RuntimeError``)."""
+
+    shows_as_builtin: ClassVar[bool] = True
+
+
+class UnsupportedError(BranchingError, NotImplementedError):
+    """The request is valid but this runner or setup cannot serve it (a ``NotImplementedError``)."""
+
+    shows_as_builtin: ClassVar[bool] = True
+
+
+class NotFoundError(BranchingError, KeyError):
+    """A named item (checkpoint, mirrored branch) does not exist (a ``KeyError``)."""
+
+    shows_as_builtin: ClassVar[bool] = True
+
+
+class TimedOutError(BranchingError, TimeoutError):
+    """A wait on a sandboxed command or branch ran past its timeout (a ``TimeoutError``)."""
+
+    shows_as_builtin: ClassVar[bool] = True
+
+
+class SystemCallError(BranchingError, OSError):
+    """The system refused: the kernel did not keep a limit, a request does not fit, a file
+    is not what it must be. An ``OSError`` with ``errno``, ``strerror`` and ``filename``."""
+
+    shows_as_builtin: ClassVar[bool] = True
+
+
+class PathNotFoundError(SystemCallError, FileNotFoundError):
+    """A file the operation needs is gone (a ``FileNotFoundError``)."""
+
+
+class PathExistsError(SystemCallError, FileExistsError):
+    """A file the operation must create is already there (a ``FileExistsError``)."""
+
+
+class PathIsDirectoryError(SystemCallError, IsADirectoryError):
+    """A directory is where a file must be (an ``IsADirectoryError``)."""
+
+
+class PathNotDirectoryError(SystemCallError, NotADirectoryError):
+    """A file is where a directory must be (a ``NotADirectoryError``)."""
+
+
+def error_name(exc: BaseException) -> str:
+    """The class name a one-line error shows for ``exc``.
+
+    A stand-in above shows as the builtin it stands in for (``ValueError: n must be at
+    least 1``, as before the engine had its own types); every other class as itself."""
+    cls = type(exc)
+    if getattr(cls, "shows_as_builtin", False):
+        for base in cls.__mro__:
+            if base.__module__ == "builtins":
+                return base.__name__
+    return cls.__name__
 
 
 __all__ = [
@@ -185,17 +273,30 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "ForkError",
+    "InvalidArgumentError",
     "InvalidBranchNameError",
+    "InvalidStateError",
+    "InvalidTypeError",
     "MemoryBranchError",
     "MountError",
     "NamespaceError",
+    "NotFoundError",
     "OpenChildrenError",
+    "OperationError",
+    "PathExistsError",
+    "PathIsDirectoryError",
+    "PathNotDirectoryError",
+    "PathNotFoundError",
     "ProcessBranchError",
     "ProcessForkError",
     "ResourceLimitError",
+    "SystemCallError",
+    "TimedOutError",
     "UnsafeChangeError",
+    "UnsupportedError",
     "WorkspaceError",
     "WorkspaceNotADirectoryError",
     "WorkspaceNotFoundError",
+    "error_name",
 ]
 

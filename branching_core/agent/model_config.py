@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from branching_core.errors import InvalidArgumentError
+
 #: Defaults for the request limits (``[model] max_tokens`` / ``request_timeout`` /
 #: ``first_token_timeout``). Generous for a slow local CPU model, finite so a server that never
 #: answers or a response that never ends cannot hold a branch (or a single-slot server) forever.
@@ -50,7 +52,7 @@ class Price:
         if len(values) == 1:
             values = values * 2
         if len(values) != 2 or any(v < 0 for v in values):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"price {text!r}: expected IN/OUT in USD per million tokens, e.g. 0.5/1.5"
             )
         return cls(values[0], values[1])

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from branching_core.errors import error_name
+
 MAX_LINE = 300
 MAX_BODY = 160
 
@@ -112,7 +114,7 @@ def describe_error(exc: BaseException, model: Any = None, history: Any = None) -
                 MAX_LINE,
             )
         return _one_line(f"the model at {server} misbehaved: {exc}", MAX_LINE)
-    return _one_line(f"{type(exc).__name__}: {exc}", MAX_LINE)
+    return _one_line(f"{error_name(exc)}: {exc}", MAX_LINE)
 
 
 def _server_of(model: Any, label: Any) -> str:

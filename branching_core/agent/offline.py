@@ -53,6 +53,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
+from branching_core.errors import InvalidArgumentError
+
 OFFLINE_SYSTEM = "offline"
 OFFLINE_PREFIX = "offline"
 VARIANTS: dict[str, str] = {
@@ -269,7 +271,7 @@ class OfflineModel(FunctionModel):
     def __init__(self, variant: str = "scripted", *, delay: float | None = None) -> None:
         if variant not in VARIANTS:
             known = ", ".join(VARIANTS)
-            raise ValueError(f"unknown offline variant {variant!r}; known: {known}")
+            raise InvalidArgumentError(f"unknown offline variant {variant!r}; known: {known}")
         self.variant = variant
         self.delay = (SLOW_DELAY if variant == "slow" else 0.0) if delay is None else delay
         name = OFFLINE_PREFIX if variant == "scripted" else f"{OFFLINE_PREFIX}:{variant}"
@@ -325,7 +327,7 @@ def is_offline_name(name: str) -> bool:
 def offline_model(name: str = OFFLINE_PREFIX) -> OfflineModel:
     """Build the offline model from ``offline`` or ``offline:<variant>``."""
     if not is_offline_name(name):
-        raise ValueError(f"not an offline model name: {name!r}")
+        raise InvalidArgumentError(f"not an offline model name: {name!r}")
     _, _, variant = name.partition(":")
     return OfflineModel(variant or "scripted")
 

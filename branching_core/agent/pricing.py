@@ -21,6 +21,8 @@ from typing import Any
 
 from pydantic_ai.messages import ModelResponse
 
+from branching_core.errors import InvalidArgumentError, error_name
+
 PriceFn = Callable[[ModelResponse], "float | None"]
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,7 @@ def _checked(value: object) -> float | None:
         return None
     price = float(value)  # type: ignore[arg-type]  # anything else raises: a broken price
     if not math.isfinite(price) or price < 0:
-        raise ValueError(f"not a price: {value!r}")
+        raise InvalidArgumentError(f"not a price: {value!r}")
     return price
 
 
@@ -48,7 +50,7 @@ def price_response(response: ModelResponse, price_fn: PriceFn) -> tuple[float | 
     try:
         return _checked(price_fn(response)), None
     except Exception as exc:
-        reason = f"price_fn failed for model {response.model_name!r}: {type(exc).__name__}: {exc}"
+        reason = f"price_fn failed for model {response.model_name!r}: {error_name(exc)}: {exc}"
     log.warning("%s; trying genai-prices", reason)
     if price_fn is not default_price:
         try:

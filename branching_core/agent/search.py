@@ -18,15 +18,17 @@ import time
 
 import regex
 
+from branching_core.errors import BranchingError
+
 DEFAULT_SEARCH_TIMEOUT_S = 20.0
 """How long one ``glob`` or ``grep`` call may match before it is stopped."""
 
 
-class InvalidPatternError(ValueError):
+class InvalidPatternError(BranchingError, ValueError):
     """A glob or regular expression that cannot be compiled; the message says why."""
 
 
-class SearchTimeoutError(TimeoutError):
+class SearchTimeoutError(BranchingError, TimeoutError):
     """A search ran past its :class:`Deadline` (a backtracking pattern or a huge tree)."""
 
 

@@ -25,6 +25,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.usage import RequestUsage
 
 from branching_core.agent.model_config import DEFAULT_TOKEN_CAP, ModelConfig, Price
+from branching_core.errors import BranchingError
 
 #: Key set to 1 in ``RequestUsage.details`` when the token counts are estimated from text.
 ESTIMATED = "forkdeck_estimated"
@@ -228,7 +229,7 @@ class SpendContext:
 SPEND: ContextVar[SpendContext | None] = ContextVar("forkdeck_spend", default=None)
 
 
-class BudgetCut(Exception):
+class BudgetCut(BranchingError):
     """A response was cut mid-stream because the branch's budget or token cap was crossed."""
 
 

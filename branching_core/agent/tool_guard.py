@@ -22,6 +22,8 @@ from typing import Any, TypeVar, cast
 from pydantic_ai import ToolFailed
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
 
+from branching_core.errors import error_name
+
 _log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,8 +42,8 @@ def printable(text: str) -> str:
 
 def _failure(name: str, exc: Exception) -> ToolFailed:
     _log.warning("workspace tool %s failed unexpectedly", name, exc_info=exc)
-    detail = printable(str(exc))[:300] or type(exc).__name__
-    return ToolFailed(f"{name} failed: {type(exc).__name__}: {detail}")
+    detail = printable(str(exc))[:300] or error_name(exc)
+    return ToolFailed(f"{name} failed: {error_name(exc)}: {detail}")
 
 
 def _safe_failure(exc: ToolFailed) -> ToolFailed:

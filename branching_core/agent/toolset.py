@@ -57,6 +57,7 @@ from branching_core.agent.toolset_search import (
     _read_fd,
 )
 from branching_core.atomicio import atomic_write
+from branching_core.errors import PathNotDirectoryError, error_name
 
 MAX_READ_BYTES = 10 * 1024 * 1024
 DEFAULT_READ_LINES = 2000
@@ -92,7 +93,7 @@ class WorkspaceToolset(SearchTools, FunctionToolset[Any]):
     ) -> None:
         root_path = Path(os.path.abspath(os.fspath(root)))
         if not root_path.is_dir():
-            raise NotADirectoryError(f"workspace root is not a directory: {root_path}")
+            raise PathNotDirectoryError(f"workspace root is not a directory: {root_path}")
         super().__init__(id=id, instructions=INSTRUCTIONS, docstring_format="google")
         self.root = root_path
         self.command_runner: CommandRunner = command_runner or SandboxCommandRunner()
@@ -339,7 +340,7 @@ class WorkspaceToolset(SearchTools, FunctionToolset[Any]):
                 f"the sandbox is not available here ({exc}); the command did not run"
             ) from None
         except Exception as exc:  # the runner could not start the command at all
-            raise _fail(f"the command could not be started: {type(exc).__name__}: {exc}") from None
+            raise _fail(f"the command could not be started: {error_name(exc)}: {exc}") from None
         if outcome.timed_out:
             head = f"timed out after {limit:g}s; the command was killed"
         elif outcome.oom_killed:

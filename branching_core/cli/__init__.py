@@ -19,7 +19,7 @@ from typing import NoReturn, TextIO
 
 from branching_core.cli import agents, export, mcp, models, patterns, ports, run, status
 from branching_core.cli._common import UsageError, add_common, error
-from branching_core.errors import BranchingError
+from branching_core.errors import BranchingError, error_name
 
 CMD_TAIL = "-- CMD ..."
 
@@ -141,7 +141,7 @@ def _main(args_list: list[str], json_out: TextIO | None, prog: str) -> int:
         error(json_mode, "interrupted: every branch was aborted, nothing committed")
         return 130
     except (BranchingError, OSError, ValueError, RuntimeError) as exc:
-        error(json_mode, f"{type(exc).__name__}: {exc}")
+        error(json_mode, f"{error_name(exc)}: {exc}")
         return 1
 
 

@@ -11,7 +11,7 @@ from branching_core.cli import _types
 from branching_core.errors import BranchingError
 
 
-class UsageError(Exception):
+class UsageError(BranchingError):
     """Bad usage: reported on one line, exit status 2."""
 
 

@@ -25,6 +25,7 @@ from branching_core.cli._common import (
 )
 from branching_core.cli._live import LiveView
 from branching_core.cli.network_opts import add_network_option, setup_from_args
+from branching_core.errors import OperationError, error_name
 from branching_core.patterns import (
     BestOfN,
     Cascaded,
@@ -54,7 +55,7 @@ def _text(outcome: SpeculationOutcome, what: str, labels: dict[int, str]) -> str
     else:
         lines.append(f"no {what} succeeded; nothing committed")
     for r in outcome.all_results:
-        err = f"  ({type(r.exception).__name__}: {r.exception})" if r.exception else ""
+        err = f"  ({error_name(r.exception)}: {r.exception})" if r.exception else ""
         label = f"  {labels[r.branch_index]}" if r.branch_index in labels else ""
         lines.append(f"  [{r.branch_index}] {r.status:<10} score {r.score:.2f} "
                      f"{r.duration:6.2f}s{label}{err}")
@@ -195,8 +196,8 @@ def _judge(command: str, ws: Any) -> Callable[[Path, Path], int]:
             return 0
         if answer in ("1", "b"):
             return 1
-        raise RuntimeError(f"judge {command!r} printed {proc.stdout.strip()[:40]!r} "
-                           f"(exit {proc.returncode}); expected 0/a or 1/b")
+        raise OperationError(f"judge {command!r} printed {proc.stdout.strip()[:40]!r} "
+                             f"(exit {proc.returncode}); expected 0/a or 1/b")
 
     return judge
 

@@ -39,7 +39,7 @@ from branching_core.cluster import delta as delta_mod
 from branching_core.cluster.fork_actor import BranchHost, MakeTools
 from branching_core.cluster.snapshot import Snapshot
 from branching_core.cluster.task import ShippedSnapshot
-from branching_core.errors import BranchingError, ConflictError
+from branching_core.errors import BranchingError, ConflictError, UnsupportedError, error_name
 from branching_core.workspace.changes import BranchChanges
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class RemoteForkBranch:
 
             raise ToolFailed(
                 f"{tool}: the call to this branch's node did not come back "
-                f"({type(exc).__name__}); it may or may not have run: check before repeating"
+                f"({error_name(exc)}); it may or may not have run: check before repeating"
             ) from None
         except exceptions.RayError as exc:
             raise self._lost(exc) from None
@@ -236,10 +236,10 @@ class RemoteForkBranch:
 
     def _lost(self, exc: BaseException) -> BranchLost:
         text = str(exc).strip().splitlines()
-        first = text[0][:300] if text else type(exc).__name__
+        first = text[0][:300] if text else error_name(exc)
         where = f" on node {self._node}" if self._node else ""
         return BranchLost(f"its files are lost: its Ray actor{where} died or cannot be "
-                          f"reached ({type(exc).__name__}: {first})")
+                          f"reached ({error_name(exc)}: {first})")
 
     def _shutdown(self) -> None:
         """Abort the branch on its node, kill the actor, drop the local view (idempotent)."""
@@ -263,7 +263,7 @@ def open_fork_branches(runner: RayRunner, parent: Any, names: Sequence[str],
                        ) -> list[RemoteForkBranch]:
     """Ship ``parent`` (once per snapshot) and start one branch actor per name."""
     if isinstance(parent, RemoteForkBranch) or getattr(parent, "path", None) is None:
-        raise NotImplementedError(
+        raise UnsupportedError(
             "a fork nested in a branch that runs on the cluster is not supported: "
             "fork from the driver's workspace (or use the local runner)"
         )

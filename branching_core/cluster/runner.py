@@ -34,7 +34,14 @@ from branching_core.cluster.fork_branch import RemoteForkBranch, open_fork_branc
 from branching_core.cluster.node_cache import DEFAULT_CACHE_BYTES
 from branching_core.cluster.snapshot import Snapshot, pack, take
 from branching_core.cluster.task import ShippedSnapshot, TaskReport, run_candidate, sweep_node
-from branching_core.errors import BranchingError, ConflictError
+from branching_core.errors import (
+    BranchingError,
+    ConflictError,
+    InvalidArgumentError,
+    OperationError,
+    UnsupportedError,
+    error_name,
+)
 from branching_core.patterns._proc import CandidateTimeout
 
 
@@ -141,7 +148,7 @@ class RemoteHandle:
                 if self._killed:
                     raise CandidateLost("cancelled") from None
                 raise CandidateLost(f"its node or worker died mid-run: "
-                                    f"{type(exc).__name__}: {_first_line(exc)}") from None
+                                    f"{error_name(exc)}: {_first_line(exc)}") from None
         finally:
             self._done.set()
             self._release()
@@ -285,7 +292,7 @@ class _RaySession:
 
     def branch(self, owner: Any, name: str) -> RemoteBranch:
         if owner is not self.parent:
-            raise NotImplementedError(
+            raise UnsupportedError(
                 "RayRunner runs one level of candidates under the workspace; nested "
                 "candidates (TreeOfThoughts, BeamSearch) need LocalRunner"
             )
@@ -296,12 +303,12 @@ class _RaySession:
 
     def start(self, job: Any, branch: RemoteBranch, mode: str, limits: Any) -> RemoteHandle:
         if job.start is not None:
-            raise NotImplementedError("custom start() jobs cannot run on RayRunner")
+            raise UnsupportedError("custom start() jobs cannot run on RayRunner")
         return RemoteHandle(self, branch, job.fn, mode, limits)
 
     def evaluate(self, evaluate: Any, branch: RemoteBranch) -> float:
         if branch.score is None:
-            raise RuntimeError(f"{branch.name}: evaluate did not run on its node")
+            raise OperationError(f"{branch.name}: evaluate did not run on its node")
         return branch.score
 
     def record(self, report: TaskReport) -> None:
@@ -358,9 +365,9 @@ class RayRunner:
     ) -> None:
         self.ray = import_ray()
         if max_in_flight is not None and max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight!r}")
+            raise InvalidArgumentError(f"max_in_flight must be at least 1, got {max_in_flight!r}")
         if cache_bytes < 0:
-            raise ValueError(f"cache_bytes must not be negative, got {cache_bytes!r}")
+            raise InvalidArgumentError(f"cache_bytes must not be negative, got {cache_bytes!r}")
         self.address = address
         self.resources = dict(resources or {"CPU": 1})
         self.max_in_flight = max_in_flight

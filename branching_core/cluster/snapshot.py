@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from branching_core.errors import OperationError
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR
 
 PACK_BYTES = 8 << 20
@@ -168,7 +169,7 @@ def pack(snap: Snapshot) -> Snapshot:
             continue
         data = (snap.root / rel).read_bytes()
         if hashlib.sha256(data).hexdigest() != entry[3]:
-            raise RuntimeError(f"{rel} changed while the workspace was being snapshotted")
+            raise OperationError(f"{rel} changed while the workspace was being snapshotted")
         if current and len(current) + len(data) > PACK_BYTES:
             snap.packs.append(bytes(current))
             current = bytearray()

@@ -38,6 +38,7 @@ from branching_core.config.schema import (
     agent_profiles,
 )
 from branching_core.config.services import parse_services
+from branching_core.errors import SystemCallError
 from branching_core.state_dir import escape_target
 
 # --------------------------------------------------------------------------- reading
@@ -74,7 +75,7 @@ def _read_bytes(path: Path) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"not a regular file (mode {stat.filemode(st.st_mode)})")
+            raise SystemCallError(f"not a regular file (mode {stat.filemode(st.st_mode)})")
         chunks: list[bytes] = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)

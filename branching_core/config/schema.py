@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
+from branching_core.errors import BranchingError
 from branching_core.state_dir import STATE_DIR
 
 CONFIG_DIR = STATE_DIR
@@ -141,7 +142,7 @@ class SaveResult:
     backup: Path | None = None
 
 
-class _Invalid(Exception):
+class _Invalid(BranchingError):
     """A value failed validation; the message is the reason shown to the user."""
 
 

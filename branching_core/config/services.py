@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from branching_core.config.schema import ServiceConfig
+from branching_core.errors import BranchingError
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _KEYS = ("command", "port", "ready", "env", "autostart", "stop_signal", "stop_timeout",
          "ready_timeout")
 
 
-class _Bad(Exception):
+class _Bad(BranchingError):
     pass
 
 

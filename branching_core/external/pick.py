@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from branching_core.errors import InvalidArgumentError, error_name
 from branching_core.external.runner import AgentRun, strip_ansi
 
 PICKS = ("tests", "judge", "manual", "first")
@@ -109,7 +110,7 @@ def _by_judge(rows: list[Candidate], runs: Mapping[str, AgentRun], tests: Mappin
     try:
         judge = JudgeAgent(model)
     except Exception as exc:  # no model configured, unknown provider...: nothing lands
-        return None, f"judge unavailable: {type(exc).__name__}: {exc}"
+        return None, f"judge unavailable: {error_name(exc)}: {exc}"
 
     async def decide() -> Any:
         return await judge.decide(prompt, report, outcomes)
@@ -140,7 +141,7 @@ def pick_winner(pick: str, runs: Mapping[str, AgentRun], tests: Mapping[str, Any
         if label not in runs:
             return None, f"no branch {label!r}: nothing landed"
         return label, f"{label}: chosen by you"
-    raise ValueError(f"unknown pick {pick!r}")
+    raise InvalidArgumentError(f"unknown pick {pick!r}")
 
 
 __all__ = ["PICKS", "Candidate", "Chooser", "candidates", "diff_lines", "pick_winner"]

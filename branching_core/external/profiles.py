@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from branching_core.errors import BranchingError
+
 if TYPE_CHECKING:  # only the standard library at run time (the settings are duck-typed)
     from branching_core.config.schema import AgentProfileSettings
 
@@ -38,7 +40,7 @@ BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 
 
-class ProfileError(ValueError):
+class ProfileError(BranchingError, ValueError):
     """A profile name or command that cannot be used (one line, for the user)."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from branching_core.errors import InvalidArgumentError, error_name
 from branching_core.external.pick import PICKS, Chooser, pick_winner
 from branching_core.external.profiles import AgentProfile
 from branching_core.external.runner import AgentRun, LineCallback, strip_ansi
@@ -110,11 +111,11 @@ class AgentRace:
         limits: Any = None,
     ) -> None:
         if pick not in PICKS:
-            raise ValueError(f"pick must be one of {', '.join(PICKS)}, not {pick!r}")
+            raise InvalidArgumentError(f"pick must be one of {', '.join(PICKS)}, not {pick!r}")
         if not profiles:
-            raise ValueError("no agent given")
+            raise InvalidArgumentError("no agent given")
         if n < 1:
-            raise ValueError(f"n must be at least 1, got {n}")
+            raise InvalidArgumentError(f"n must be at least 1, got {n}")
         self.ws = workspace
         self.profiles = list(profiles)
         self.prompt = prompt
@@ -168,7 +169,7 @@ class AgentRace:
                                    session=self.session, on_line=self.on_line,
                                    limits=self.limits)
                 except Exception as exc:  # not installed, bad expose...: this branch only
-                    errors[label] = f"{type(exc).__name__}: {exc}"
+                    errors[label] = f"{error_name(exc)}: {exc}"
                     continue
                 self.runs[label] = run
                 if self.on_event is not None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from branching_core.errors import error_name
 from branching_core.external.profiles import AgentProfile, ProfileError
 from branching_core.sandbox import ResourceLimits, SandboxedCommand, parse_memory
 
@@ -204,7 +205,7 @@ class AgentRun:
         try:
             code = self.proc.wait(0)
         except Exception as exc:  # the sandbox never ran the agent
-            self._finish("failed", None, f"{type(exc).__name__}: {exc}")
+            self._finish("failed", None, f"{error_name(exc)}: {exc}")
             return True
         self._finish("exited", code)
         return True

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
 from pydantic_ai.tools import DeferredToolApprovalResult
 
+from branching_core.errors import InvalidArgumentError, InvalidStateError
 from branching_core.fork import events as ev
 from branching_core.fork.options import ApprovalPolicy
 from branching_core.fork.parts import CoordinatorParts
@@ -80,10 +81,10 @@ class Approvals(CoordinatorParts):
         """
         rt = self.get_branch(key)
         if rt.state != "awaiting_approval" or not rt.pending_approvals:
-            raise RuntimeError(f"branch {rt.label} is {rt.state}; it waits on no approval")
+            raise InvalidStateError(f"branch {rt.label} is {rt.state}; it waits on no approval")
         unknown = set(decisions) - {c.tool_call_id for c in rt.pending_approvals}
         if unknown:
-            raise ValueError(f"no pending tool call with id {sorted(unknown)[0]!r}")
+            raise InvalidArgumentError(f"no pending tool call with id {sorted(unknown)[0]!r}")
         answers: dict[str, bool | DeferredToolApprovalResult] = {}
         for call in rt.pending_approvals:
             answer = decisions.get(call.tool_call_id, False)

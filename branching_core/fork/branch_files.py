@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from branching_core.agent import create_workspace_toolset
 from branching_core.agent.forwarded_tools import forwarded_workspace_toolset
+from branching_core.errors import InvalidTypeError
 
 HOSTED_ID_PREFIXES = ("ray:",)
 """How the id of a branch hosted elsewhere begins (a local workspace branch id never does)."""
@@ -123,8 +124,8 @@ def branch_files_for(runner: Any, *, command_runner: Any = None,
     if runner is None or not getattr(runner, "remote", False):
         return LocalBranchFiles(command_runner, networks)
     if not isinstance(runner, BranchHostingRunner):
-        raise TypeError(f"runner {runner!r} cannot host fork branches "
-                        "(it has no open_fork_branches)")
+        raise InvalidTypeError(f"runner {runner!r} cannot host fork branches "
+                               "(it has no open_fork_branches)")
     return RunnerBranchFiles(runner, command_runner, live_view=live_view)
 
 

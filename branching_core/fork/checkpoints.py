@@ -36,7 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from branching_core.errors import UnsafeChangeError
+from branching_core.errors import (
+    InvalidArgumentError,
+    InvalidStateError,
+    NotFoundError,
+    UnsafeChangeError,
+)
 from branching_core.fork.history import load_history
 from branching_core.fork.store import ForkStore, _atomic_write
 from branching_core.workspace import beneath
@@ -62,7 +67,7 @@ class Checkpoint:
 def parse_checkpoint_id(checkpoint_id: str) -> tuple[str, str]:
     kind, sep, fork_id = checkpoint_id.partition(":")
     if not sep or kind not in KINDS or not fork_id:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"not a fork checkpoint id: {checkpoint_id!r} (want fork:<id> or post-fork:<id>)"
         )
     return kind, fork_id
@@ -271,16 +276,16 @@ class CheckpointStore:
         kind, fork_id = parse_checkpoint_id(checkpoint_id)
         base = self._dir(fork_id, kind)
         if not (base / "checkpoint.json").exists():
-            raise KeyError(f"no checkpoint {checkpoint_id!r}")
+            raise NotFoundError(f"no checkpoint {checkpoint_id!r}")
         target = Path(target_dir) if target_dir is not None else self.store.root
         index_path = base / "index.json"
         if (base / PRUNED).exists():
-            raise RuntimeError(
+            raise InvalidStateError(
                 f"checkpoint {checkpoint_id} is older than the rewind window: its file "
                 "copies were pruned ([fork] keep_resolved / fork/retention.py)"
             )
         if (base / PENDING).exists():
-            raise RuntimeError(
+            raise InvalidStateError(
                 f"checkpoint {checkpoint_id} is incomplete: the process exited while it "
                 "recorded the files the merge replaced, so they cannot be restored"
             )

@@ -43,7 +43,12 @@ from typing import Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from branching_core.errors import ConflictError, UnsafeChangeError
+from branching_core.errors import (
+    BranchingError,
+    ConflictError,
+    InvalidStateError,
+    UnsafeChangeError,
+)
 from branching_core.fork import events as ev
 from branching_core.fork.history import dumps_history
 from branching_core.fork.types import MergeResult
@@ -56,7 +61,7 @@ HunkChoice = str | tuple[str, int] | Mapping[str, Any]
 Selection = Mapping[str, str | Sequence[HunkChoice]]
 
 
-class CombineError(ValueError):
+class CombineError(BranchingError, ValueError):
     """The selection cannot be applied as asked (bad path, label, hunk, binary per hunk)."""
 
 
@@ -369,11 +374,11 @@ async def merge_combined(
     handle = c._require_handle()
     async with c._lock:
         if c._resolved:
-            raise RuntimeError(f"fork {handle.fork_id} is already resolved ({c._resolution})")
+            raise InvalidStateError(f"fork {handle.fork_id} is already resolved ({c._resolution})")
         for rt in c.branches.values():
             if rt.task is not None and not rt.task.done():
                 if rt.task is asyncio.current_task():
-                    raise RuntimeError("a branch cannot merge the fork it runs in")
+                    raise InvalidStateError("a branch cannot merge the fork it runs in")
                 await asyncio.wait([rt.task])
         plan = await asyncio.to_thread(plan_combination, c, selection or {}, base=base)
         open_branches = [rt.ws_branch for rt in c.branches.values() if rt.ws_branch is not None]

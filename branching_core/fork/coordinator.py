@@ -49,6 +49,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 
 from branching_core.agent.hub import EventHub
+from branching_core.errors import InvalidArgumentError, InvalidStateError
 from branching_core.fork import events as ev
 from branching_core.fork.approvals import Approvals, approval_predicate
 from branching_core.fork.branch_files import BranchFiles, branch_files_for
@@ -243,7 +244,7 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
     # -- lookup ------------------------------------------------------------------------------
     def _require_handle(self) -> ForkHandle:
         if self._handle is None:
-            raise RuntimeError("no fork yet: call fork() (or the fork_run tool) first")
+            raise InvalidStateError("no fork yet: call fork() (or the fork_run tool) first")
         return self._handle
 
     def get_branch(self, key: str) -> BranchRuntime:
@@ -256,8 +257,8 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
             return matches[0]
         if not matches:
             known = ", ".join(f"{r.label} ({r.branch_id})" for r in self._branches.values())
-            raise ValueError(f"no branch {key!r}; branches: {known or 'none'}")
-        raise ValueError(f"label {key!r} is ambiguous; use a branch id")
+            raise InvalidArgumentError(f"no branch {key!r}; branches: {known or 'none'}")
+        raise InvalidArgumentError(f"label {key!r} is ambiguous; use a branch id")
 
     # -- fork --------------------------------------------------------------------------------
     async def fork(
@@ -272,14 +273,16 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """Create one workspace branch and start one task per spec; returns at once."""
         async with self._lock:
             if self._handle is not None and not self._resolved:
-                raise RuntimeError(f"fork {self.fork_id} is still open: merge or abort it first")
+                raise InvalidStateError(
+                    f"fork {self.fork_id} is still open: merge or abort it first"
+                )
             if self.agent is None:
-                raise RuntimeError("this coordinator has no agent to run branches with")
+                raise InvalidStateError("this coordinator has no agent to run branches with")
             spec_list = [
                 s if isinstance(s, BranchSpec) else BranchSpec.from_json(dict(s)) for s in specs
             ]
             if not spec_list:
-                raise ValueError("a fork needs at least one branch spec")
+                raise InvalidArgumentError("a fork needs at least one branch spec")
             if len(spec_list) > self.max_branches:
                 raise ForkBranchLimitError(
                     f"{len(spec_list)} branches requested; max_branches is {self.max_branches}"
@@ -291,10 +294,10 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
                 )
             labels = [s.label.strip() for s in spec_list]
             if any(not label for label in labels) or len(set(labels)) != len(labels):
-                raise ValueError(f"branch labels must be non-empty and unique: {labels}")
+                raise InvalidArgumentError(f"branch labels must be non-empty and unique: {labels}")
             for spec in spec_list:
                 if spec.budget_usd is not None and spec.budget_usd < 0:
-                    raise ValueError(f"budget_usd of {spec.label!r} is negative")
+                    raise InvalidArgumentError(f"budget_usd of {spec.label!r} is negative")
 
             fork_id = uuid.uuid4().hex[:12]
             seed = copy_history(parent_history)
@@ -406,11 +409,13 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """
         rt = self.get_branch(key)
         if rt.state != "running":
-            raise RuntimeError(f"branch {rt.label} is {rt.state}; use run_on_branch to continue it")
+            raise InvalidStateError(
+                f"branch {rt.label} is {rt.state}; use run_on_branch to continue it"
+            )
         if is_external(rt.spec.model):  # typed on the agent's terminal, if it reads one
             if rt.external is None or not rt.external.steer(message):
-                raise RuntimeError(f"branch {rt.label} ({rt.spec.model}) cannot be steered: "
-                                   "it reads no input while it works")
+                raise InvalidStateError(f"branch {rt.label} ({rt.spec.model}) cannot be steered: "
+                                        "it reads no input while it works")
             self._publish(ev.BranchSteered(fork_id=self.fork_id or "", branch_id=rt.branch_id,
                                            label=rt.label, message=message))
             return True
@@ -426,11 +431,11 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """Start a new turn on a finished branch; returns the branch's new task."""
         rt = self.get_branch(branch_id)
         if rt.state == "running":
-            raise RuntimeError(f"branch {rt.label} is still running; steer it instead")
+            raise InvalidStateError(f"branch {rt.label} is still running; steer it instead")
         if rt.state == "awaiting_approval":
-            raise RuntimeError(f"branch {rt.label} waits for a tool approval; answer it first")
+            raise InvalidStateError(f"branch {rt.label} waits for a tool approval; answer it first")
         if rt.ws_branch is None:
-            raise RuntimeError(f"branch {rt.label} was already {rt.resolution or 'released'}")
+            raise InvalidStateError(f"branch {rt.label} was already {rt.resolution or 'released'}")
         history = rt.partial_history or list(rt.seed_history)
         rt.turns += 1
         return self._start(rt, user_message, history)
@@ -485,7 +490,7 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
     # -- review (through ForkOptions.review: fork/review_port.py) -------------------------
     def _review(self) -> ForkReview:
         if self.options.review is None:
-            raise RuntimeError(NO_REVIEW)
+            raise InvalidStateError(NO_REVIEW)
         return self.options.review
 
     def diff_report(self, paths: list[str] | None = None) -> Any:

@@ -37,6 +37,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
+from branching_core.errors import InvalidArgumentError
 from branching_core.fork.budget import default_price
 from branching_core.fork.types import BranchSpec
 
@@ -251,9 +252,9 @@ def estimate_fork(
     """
     spec_list = [s if isinstance(s, BranchSpec) else BranchSpec.from_json(dict(s)) for s in specs]
     if not spec_list:
-        raise ValueError("an estimate needs at least one branch spec")
+        raise InvalidArgumentError("an estimate needs at least one branch spec")
     if avg_requests is not None and avg_requests <= 0:
-        raise ValueError(f"avg_requests must be positive, got {avg_requests}")
+        raise InvalidArgumentError(f"avg_requests must be positive, got {avg_requests}")
     price_fn = price_fn or default_price
     stats = history_stats(parent_history)
     result = ForkEstimate(history_tokens=stats.tokens, aggregate_budget_usd=aggregate_budget_usd)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from branching_core.errors import InvalidStateError, error_name
 from branching_core.fork import events as ev
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ async def run_external_branch(coordinator: Any, rt: BranchRuntime, prompt: str) 
 
     try:
         if runner is None:
-            raise RuntimeError(f"no runner for external agents here ({rt.spec.model})")
+            raise InvalidStateError(f"no runner for external agents here ({rt.spec.model})")
         code, error = await runner.run(rt, prompt, on_line, on_start)
         rt.output = f"{rt.spec.model} exited {code}" if code is not None else None
         if rt.state == "running":
@@ -92,7 +93,7 @@ async def run_external_branch(coordinator: Any, rt: BranchRuntime, prompt: str) 
         if rt.state == "running":
             coordinator._set_state(rt, "terminated", persist=False)
     except Exception as exc:
-        rt.error = f"{type(exc).__name__}: {exc}"
+        rt.error = f"{error_name(exc)}: {exc}"
         if rt.state == "running":
             coordinator._set_state(rt, "failed", persist=False)
     finally:

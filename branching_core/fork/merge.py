@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from branching_core.errors import ConflictError
+from branching_core.errors import ConflictError, InvalidStateError, OperationError
 from branching_core.fork import events as ev
 from branching_core.fork.actions import MergeAction
 from branching_core.fork.checkpoints import HeldFiles
@@ -144,7 +144,7 @@ class Merging(CoordinatorParts):
             )
             if outcome.committed and outcome.merge_result is not None:
                 return outcome.merge_result
-            raise RuntimeError(
+            raise OperationError(
                 f"the judge did not pick a branch ({outcome.fallback_reason or 'no verdict'}): "
                 "use 'pick:<label>' or 'abort'"
             )
@@ -153,7 +153,7 @@ class Merging(CoordinatorParts):
 
             why = refusal(git, self.parent_path)
             if why is not None:
-                raise RuntimeError(f"nothing merged: git: {why}")
+                raise OperationError(f"nothing merged: git: {why}")
             if merge.selection is not None:
                 judge_options = {"selection": merge.selection, "base": merge.base, **judge_options}
             combined = await merge_combined(self, **judge_options)
@@ -172,19 +172,21 @@ class Merging(CoordinatorParts):
         action = str(merge)
         async with self._lock:
             if self._resolved:
-                raise RuntimeError(
+                raise InvalidStateError(
                     f"fork {handle.fork_id} is already resolved ({self._resolution})"
                 )
             winner = self.get_branch(merge.label)
             if winner.ws_branch is None:
-                raise RuntimeError(f"branch {winner.label} has no workspace branch left to merge")
+                raise InvalidStateError(
+                    f"branch {winner.label} has no workspace branch left to merge"
+                )
             if winner.task is not None and not winner.task.done():
                 if winner.task is asyncio.current_task():
-                    raise RuntimeError("a branch cannot merge itself")
+                    raise InvalidStateError("a branch cannot merge itself")
                 await asyncio.wait([winner.task])
             why = refusal(git, self.parent_path)
             if why is not None:
-                raise RuntimeError(f"nothing merged: git: {why}")
+                raise OperationError(f"nothing merged: git: {why}")
             if winner.child is not None and not winner.child.is_resolved:
                 await winner.child.abort_fork()
             discarded = []

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from branching_core.errors import InvalidTypeError
 from branching_core.fork.budget import PriceFn
 from branching_core.fork.review_port import ForkReview
 
@@ -79,7 +80,7 @@ class ForkOptions:
         unknown = sorted(set(overrides) - names)
         if unknown:
             known = ", ".join(sorted(names))
-            raise TypeError(f"unknown fork option {unknown[0]!r}; known: {known}")
+            raise InvalidTypeError(f"unknown fork option {unknown[0]!r}; known: {known}")
         return cls(**overrides) if base is None else replace(base, **overrides)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 from pydantic_ai.messages import ModelMessage
 
 from branching_core.atomicio import is_atomic_temp
+from branching_core.errors import error_name
 from branching_core.fork.branch_files import HOSTED_LOST, is_hosted_id
 from branching_core.fork.budget import UsageMeter
 from branching_core.fork.history import dumps_history, load_history
@@ -146,7 +147,7 @@ class Persistence(CoordinatorParts):
         """Log a failed save and show it: on its branch (``save_error``, a history) or on
         ``rt``/every branch (the manifest), and in :attr:`save_errors`."""
         what = "the fork manifest" if name == "manifest" else f"the history of {name}"
-        message = f"cannot save {what} of fork {fork_id}: {type(exc).__name__}: {exc}"
+        message = f"cannot save {what} of fork {fork_id}: {error_name(exc)}: {exc}"
         log.error("%s", message)
         self.save_errors.append(message)
         if name != "manifest":

@@ -19,6 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from branching_core.agent.model_errors import describe_error
 from branching_core.agent.spend import SPEND
 from branching_core.agent.stream import ToolCalled, ToolReturned, stream_text, translate
+from branching_core.errors import InvalidStateError
 from branching_core.fork import events as ev
 from branching_core.fork.approvals import with_deferred_output
 from branching_core.fork.external_branch import (
@@ -100,7 +101,7 @@ class RunLoop(CoordinatorParts):
         if self.provide_workspace_tools:
             if rt.path is None or rt.ws_branch is None:
                 # a recovered branch whose workspace branch was lost: it has nothing to edit
-                raise RuntimeError(f"branch {rt.label} has no workspace (lost on recovery)")
+                raise InvalidStateError(f"branch {rt.label} has no workspace (lost on recovery)")
 
             toolset: Any = self.branch_files.toolset(rt.ws_branch)
             if self.approval_required is not None:

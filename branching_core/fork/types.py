@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from branching_core.errors import BranchingError
 from branching_core.run_states import SHARED_FINAL_STATES
 
 BranchState = Literal[
@@ -46,11 +47,11 @@ MergeKind = Literal["manual", "auto", "auto_with_fallback", "vote"]
 IsolationMode = Literal["copy", "share", "share_readonly", "isolated", "shared"]
 
 
-class ForkBranchLimitError(ValueError):
+class ForkBranchLimitError(BranchingError, ValueError):
     """A ``fork`` asked for more branches than ``max_branches``."""
 
 
-class ForkDepthLimitError(RuntimeError):
+class ForkDepthLimitError(BranchingError, RuntimeError):
     """A fork from inside a branch would nest deeper than ``max_depth``."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.toolsets import CombinedToolset
 
+from branching_core.errors import InvalidArgumentError
 from branching_core.fork import coordinator as engine
 from branching_core.fork.options import ForkOptions
 from branching_core.fork.runtime import BranchRunContext, current_branch
@@ -83,7 +84,9 @@ class LiveForkCapability(AbstractCapability[Any]):
         root = self._template or self
         if root._ws is None:
             if root.workspace is None:
-                raise ValueError("LiveForkCapability needs workspace= (a directory or a Workspace)")
+                raise InvalidArgumentError(
+                    "LiveForkCapability needs workspace= (a directory or a Workspace)"
+                )
             root._ws = (
                 root.workspace
                 if isinstance(root.workspace, Workspace)

@@ -17,6 +17,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from branching_core import BranchingError
+from branching_core.errors import error_name
 from branching_core.mcp.bounds import one_line
 from branching_core.mcp.results import (
     AbortResult,
@@ -71,12 +72,12 @@ def _guard(call: Any) -> Any:
     except ToolError:
         raise
     except BranchingError as exc:
-        raise ToolError(f"{type(exc).__name__}: {one_line(exc)}") from None
+        raise ToolError(f"{error_name(exc)}: {one_line(exc)}") from None
     except (OSError, ValueError, TypeError, RuntimeError, KeyError, TimeoutError) as exc:
-        raise ToolError(f"{type(exc).__name__}: {one_line(exc)}") from None
+        raise ToolError(f"{error_name(exc)}: {one_line(exc)}") from None
     except Exception as exc:  # the server never dies from a tool call
         log.exception("tool failed unexpectedly")
-        raise ToolError(f"internal error ({type(exc).__name__}): {one_line(exc)}") from None
+        raise ToolError(f"internal error ({error_name(exc)}): {one_line(exc)}") from None
 
 
 async def _one_line_errors(ctx: Any, call_next: Any) -> Any:

@@ -26,6 +26,7 @@ from branching_core import (
     SandboxedCommand,
     Speculate,
 )
+from branching_core.errors import error_name
 from branching_core.mcp.bounds import (
     MAX_CANDIDATES,
     MAX_OUTPUT_CHARS,
@@ -293,7 +294,7 @@ def _report(result: Any, commands: list[str]) -> CandidateReport:
     exit_code = getattr(value, "exit_code", None)
     error = None
     if result.exception is not None:
-        error = one_line(f"{type(result.exception).__name__}: {result.exception}")
+        error = one_line(f"{error_name(result.exception)}: {result.exception}")
     elif result.error_context:
         error = cut(result.error_context, 1000)[0]
     return CandidateReport(

@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from branching_core import close_all_workspaces
+from branching_core.errors import OperationError
 from branching_core.mcp.server import SESSION_HEADER, STDIO_OWNER, build_server
 from branching_core.mcp.tools import ForkdeckTools
 
@@ -211,8 +212,8 @@ def serve_http(tools: ForkdeckTools, host: str, port: int, idle_timeout_s: float
         time.sleep(0.02)
     if not web.started:
         tools.close()
-        raise RuntimeError(f"cannot serve HTTP on {host}:{port} (address in use or not "
-                           "available here)")
+        raise OperationError(f"cannot serve HTTP on {host}:{port} (address in use or not "
+                             "available here)")
     guard = f"bearer token from ${TOKEN_ENV}" if watch.token else f"no token (set ${TOKEN_ENV})"
     print(f"forkdeck mcp: serving {tools.ws.path} at http://{host}:{port}/mcp ({guard})",
           file=sys.stderr, flush=True)

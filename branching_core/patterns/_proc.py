@@ -36,13 +36,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from branching_core.errors import ProcessBranchError
+from branching_core.errors import BranchingError, ProcessBranchError
 
 _FORK_LOCK = threading.Lock()
 _HEADER = struct.Struct("<QQ")
 
 
-class CandidateTimeout(Exception):
+class CandidateTimeout(BranchingError):
     """The candidate hit its deadline and was killed (not a TimeoutError it raised itself)."""
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from branching_core.errors import BranchClosedError, ConflictError
+from branching_core.errors import BranchClosedError, ConflictError, InvalidArgumentError
 from branching_core.patterns._proc import CandidateTimeout, Handle, unwrap
 from branching_core.patterns.result import (
     ABORTED,
@@ -118,11 +118,11 @@ class CandidateScheduler:
         runner: Any = None,
     ) -> None:
         if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout!r}")
+            raise InvalidArgumentError(f"timeout must be positive, got {timeout!r}")
         if overall_timeout is not None and overall_timeout <= 0:
-            raise ValueError(f"overall_timeout must be positive, got {overall_timeout!r}")
+            raise InvalidArgumentError(f"overall_timeout must be positive, got {overall_timeout!r}")
         if max_parallel is not None and max_parallel < 1:
-            raise ValueError(f"max_parallel must be at least 1, got {max_parallel!r}")
+            raise InvalidArgumentError(f"max_parallel must be at least 1, got {max_parallel!r}")
         self.prefix = f"{prefix}-{uuid.uuid4().hex[:6]}"
         self.timeout = timeout
         self.deadline = None if overall_timeout is None else time.monotonic() + overall_timeout

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from branching_core.errors import InvalidArgumentError, error_name
 from branching_core.patterns._runner import (
     Attempt,
     CandidateScheduler,
@@ -54,7 +55,7 @@ class _Pattern:
         self.progress = progress
         self.runner = runner if runner is not None else LocalRunner()
         if self.needs_local_trees and getattr(self.runner, "remote", False):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{type(self).__name__} reads candidate trees in this process "
                 f"(judge, critique or expand), so it cannot use {self.runner!r}; "
                 "use Speculate, BestOfN, Cascaded or Reflexion without critique"
@@ -98,13 +99,13 @@ def _candidates_or_task(
     ):
         count = default_n if n is None else n
         if count < 1:
-            raise ValueError(f"n must be at least 1, got {count}")
+            raise InvalidArgumentError(f"n must be at least 1, got {count}")
         return [_bind(candidates, _call_indexed, i) for i in range(count)]
     fns = list(candidates)
     if n is not None and n != len(fns):
-        raise ValueError(f"n={n} but {len(fns)} candidates were given")
+        raise InvalidArgumentError(f"n={n} but {len(fns)} candidates were given")
     if not fns:
-        raise ValueError("at least one candidate is needed")
+        raise InvalidArgumentError("at least one candidate is needed")
     return fns
 
 
@@ -174,7 +175,9 @@ class BestOfN(_Pattern):
         super().__init__(**options)
         self.candidates = _candidates_or_task(candidates, n, 3)
         if scores is not None and len(scores) != len(self.candidates):
-            raise ValueError(f"{len(scores)} scores for {len(self.candidates)} candidates")
+            raise InvalidArgumentError(
+                f"{len(scores)} scores for {len(self.candidates)} candidates"
+            )
         self.scores = list(scores) if scores is not None else None
         self.commit = commit
 
@@ -214,7 +217,7 @@ class Reflexion(_Pattern):
         self.needs_local_trees = critique is not None
         super().__init__(**options)
         if max_retries < 1:
-            raise ValueError(f"max_retries must be at least 1, got {max_retries}")
+            raise InvalidArgumentError(f"max_retries must be at least 1, got {max_retries}")
         self.task = task
         self.max_retries = max_retries
         self.critique = critique
@@ -253,7 +256,7 @@ def _failure_text(att: Attempt) -> str:
     if res.error_context is not None:
         return res.error_context
     if res.exception is not None:
-        return f"{type(res.exception).__name__}: {res.exception}"
+        return f"{error_name(res.exception)}: {res.exception}"
     return ""
 
 
@@ -262,7 +265,7 @@ def _safe_critique(critique: Callable[[Path], str], att: Attempt) -> str:
     try:
         return str(critique(att.result.branch_path or att.branch.path))
     except Exception as exc:
-        return f"critique failed: {type(exc).__name__}: {exc}"
+        return f"critique failed: {error_name(exc)}: {exc}"
 
 
 class Tournament(_Pattern):
@@ -301,7 +304,7 @@ class Tournament(_Pattern):
                 a, b = alive[i], alive[i + 1]
                 verdict = self.judge(a.branch.path, b.branch.path)
                 if verdict not in (0, 1) or isinstance(verdict, bool):
-                    raise ValueError(f"judge must return 0 or 1, got {verdict!r}")
+                    raise InvalidArgumentError(f"judge must return 0 or 1, got {verdict!r}")
                 won, lost = (a, b) if verdict == 0 else (b, a)
                 matches.append((a.result.branch_index, b.result.branch_index,
                                 won.result.branch_index))
@@ -333,7 +336,7 @@ class Cascaded(_Pattern):
     ) -> None:
         super().__init__(**options)
         if not fan_out or any(int(k) < 1 for k in fan_out):
-            raise ValueError(f"fan_out must be positive integers, got {fan_out!r}")
+            raise InvalidArgumentError(f"fan_out must be positive integers, got {fan_out!r}")
         self.task = task
         self.fan_out = [int(k) for k in fan_out]
         self.waves: list[list[int]] = []

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from branching_core.errors import InvalidTypeError
 from branching_core.patterns._proc import CandidateTimeout
 from branching_core.patterns._runner import Verdict
 
@@ -136,7 +137,7 @@ class CommandCandidate:
         return Verdict(success, score=score, context=context)
 
     def __call__(self, path: Any) -> Any:  # pragma: no cover - launch() is always used
-        raise TypeError("command candidates are launched, not called")
+        raise InvalidTypeError("command candidates are launched, not called")
 
 
 class CommandTask:
@@ -173,7 +174,7 @@ class CommandTask:
         return CommandCandidate(self.argv, **options)
 
     def __call__(self, *args: Any) -> Any:  # pragma: no cover
-        raise TypeError("command tasks are bound, not called")
+        raise InvalidTypeError("command tasks are bound, not called")
 
 
 __all__ = ["CommandCandidate", "CommandOutput", "CommandTask", "parse_score"]

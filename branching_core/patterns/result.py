@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from branching_core.errors import error_name
+
 Status = Literal["committed", "aborted", "lost_race", "timed_out", "failed", "cancelled"]
 
 COMMITTED: Status = "committed"
@@ -64,7 +66,7 @@ class SpeculationResult:
         if self.node_id is not None:
             out["node"] = self.node_id
         if self.exception is not None:
-            out["error"] = f"{type(self.exception).__name__}: {self.exception}"
+            out["error"] = f"{error_name(self.exception)}: {self.exception}"
         return out
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from branching_core.errors import BranchingError
+from branching_core.errors import BranchingError, InvalidArgumentError
 from branching_core.patterns._runner import READY, Attempt, CandidateScheduler, Job, rank
 from branching_core.patterns.basic import _Pattern
 from branching_core.patterns.result import ABORTED, COMMITTED, FAILED
@@ -86,10 +86,10 @@ class TreeOfThoughts(_Pattern):
     ) -> None:
         super().__init__(**options)
         if max_depth < 1:
-            raise ValueError(f"max_depth must be at least 1, got {max_depth}")
+            raise InvalidArgumentError(f"max_depth must be at least 1, got {max_depth}")
         self.strategies = list(strategies)
         if not self.strategies:
-            raise ValueError("at least one strategy is needed")
+            raise InvalidArgumentError("at least one strategy is needed")
         self.expand = expand
         self.max_depth = max_depth
 
@@ -139,10 +139,10 @@ class BeamSearch(_Pattern):
     ) -> None:
         super().__init__(**options)
         if beam_width < 1 or max_depth < 1:
-            raise ValueError("beam_width and max_depth must be at least 1")
+            raise InvalidArgumentError("beam_width and max_depth must be at least 1")
         self.strategies = list(strategies)
         if not self.strategies:
-            raise ValueError("at least one strategy is needed")
+            raise InvalidArgumentError("at least one strategy is needed")
         self.expand = expand
         self.beam_width = beam_width
         self.max_depth = max_depth

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from branching_core.errors import InvalidArgumentError, error_name
 from branching_core.review.detect_tests import JSON_REPORT_PATH
 from branching_core.review.runner_output import (
     RunnerCounts,
@@ -192,7 +193,7 @@ async def run_test_in_dir(
             command=command,
             source="none",
             duration_s=time.monotonic() - started,
-            error=f"{type(exc).__name__}: {exc}",
+            error=f"{error_name(exc)}: {exc}",
         )
     return result_from(
         branch_id,
@@ -265,7 +266,7 @@ async def run_branch_tests(
     cache and bytecode, which are turned off). Raises ``ValueError`` for an empty command.
     """
     if not test_command or not test_command.strip():
-        raise ValueError("test_command is empty")
+        raise InvalidArgumentError("test_command is empty")
     rts = list(runtimes)
     results = await asyncio.gather(
         *(_run_one(rt, test_command, timeout, limits, env, scratch) for rt in rts)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from branching_core.errors import InvalidArgumentError
 from branching_core.review.types import (
     BranchChange,
     BranchDiffAgreement,
@@ -162,10 +163,12 @@ def _normalise_filter(paths: Sequence[str]) -> list[str]:
     for raw in paths:
         text = str(raw).strip().replace("\\", "/")
         if not text:
-            raise ValueError("paths filter holds an empty path")
+            raise InvalidArgumentError("paths filter holds an empty path")
         pure = PurePosixPath(text)
         if pure.is_absolute() or ".." in pure.parts:
-            raise ValueError(f"paths filter entry {raw!r} must be relative to the workspace")
+            raise InvalidArgumentError(
+                f"paths filter entry {raw!r} must be relative to the workspace"
+            )
         norm = str(pure)
         if norm != ".":
             out.append(norm)

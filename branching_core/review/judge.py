@@ -21,6 +21,7 @@ from typing import Any
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 
+from branching_core.errors import InvalidArgumentError, error_name
 from branching_core.review.types import (
     USER_EDIT_TEXT,
     BranchDiffReport,
@@ -226,7 +227,9 @@ class JudgeAgent:
     def agent_for(self, domain: str) -> Agent[None, JudgeVerdict]:
         """The judge agent with ``domain``'s instructions (built once per domain)."""
         if domain not in JUDGE_PROMPTS:
-            raise ValueError(f"unknown judge domain {domain!r}: use {', '.join(JUDGE_PROMPTS)}")
+            raise InvalidArgumentError(
+                f"unknown judge domain {domain!r}: use {', '.join(JUDGE_PROMPTS)}"
+            )
         agent = self._agents.get(domain)
         if agent is None:
             agent = self._agents[domain] = Agent(
@@ -296,7 +299,7 @@ class JudgeAgent:
             try:
                 result = await agent.run(prompt, message_history=history)
             except Exception as exc:  # a model/provider failure: fall back, say why
-                decision.error = f"judge failed: {type(exc).__name__}: {exc}"
+                decision.error = f"judge failed: {error_name(exc)}: {exc}"
                 return decision
             decision.usage.append(result.usage)
             verdict = result.output

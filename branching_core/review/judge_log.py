@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from branching_core.errors import ConfigError
+from branching_core.errors import ConfigError, InvalidArgumentError
 from branching_core.state_dir import STATE_DIR, ensure_gitignore, escape_target
 
 JUDGE_LOG = "judge-log.jsonl"
@@ -104,12 +104,16 @@ def record_judge_decision(
     outside the workspace.
     """
     if user_action not in USER_ACTIONS:
-        raise ValueError(f"unknown user_action {user_action!r}: use {', '.join(USER_ACTIONS)}")
+        raise InvalidArgumentError(
+            f"unknown user_action {user_action!r}: use {', '.join(USER_ACTIONS)}"
+        )
     if verdict is None and outcome is not None:
         verdict = outcome.verdict
     label = getattr(outcome, "winner_label", None) or getattr(verdict, "winner", None)
     if user_action == "overrode" and not chosen:
-        raise ValueError("user_action 'overrode' needs chosen=<the label the user merged>")
+        raise InvalidArgumentError(
+            "user_action 'overrode' needs chosen=<the label the user merged>"
+        )
     if chosen is None and user_action in ("accepted", "auto"):
         chosen = label
     if confidence is None and outcome is not None:

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic_ai.models import Model
 
-from branching_core.errors import ConfigError
+from branching_core.errors import ConfigError, InvalidArgumentError, InvalidStateError
 from branching_core.fork.process_report import build_process_report
 from branching_core.review.branch_tests import DEFAULT_TEST_TIMEOUT_S, run_branch_tests
 from branching_core.review.confidence import (
@@ -163,13 +163,13 @@ async def resolve(
     """
     handle = coordinator.handle
     if handle is None:
-        raise RuntimeError("no fork yet: call fork() (or the fork_run tool) first")
+        raise InvalidStateError("no fork yet: call fork() (or the fork_run tool) first")
     if coordinator.is_resolved:
-        raise RuntimeError(f"fork {handle.fork_id} is already resolved")
+        raise InvalidStateError(f"fork {handle.fork_id} is already resolved")
     strategy = strategy if strategy is not None else handle.merge_strategy
     kind = strategy.kind
     if kind not in ("manual", "auto", "auto_with_fallback", "vote"):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"unknown merge strategy {kind!r}: use manual, auto, auto_with_fallback or vote"
         )
     threshold = float(strategy.confidence_threshold)

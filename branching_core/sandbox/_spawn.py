@@ -48,7 +48,13 @@ from select import POLLHUP, POLLIN
 from select import poll as select_poll
 from typing import TYPE_CHECKING, NoReturn
 
-from branching_core.errors import NamespaceError, ProcessForkError, ResourceLimitError
+from branching_core.errors import (
+    InvalidArgumentError,
+    InvalidStateError,
+    NamespaceError,
+    ProcessForkError,
+    ResourceLimitError,
+)
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox import native
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
@@ -114,15 +120,15 @@ def write_large_record(fd: int, tag: bytes, *parts: bytes) -> None:
 def parse_record(data: bytes) -> tuple[bytes, list[bytes]]:
     """Split a record into its tag and parts (raises ValueError when truncated)."""
     if not data:
-        raise ValueError("empty")
+        raise InvalidArgumentError("empty")
     tag, pos, parts = data[:1], 1, []
     while pos < len(data):
         if pos + 8 > len(data):
-            raise ValueError("truncated length")
+            raise InvalidArgumentError("truncated length")
         (size,) = struct.unpack_from("<Q", data, pos)
         pos += 8
         if pos + size > len(data):
-            raise ValueError("truncated part")
+            raise InvalidArgumentError("truncated part")
         parts.append(data[pos:pos + size])
         pos += size
     return tag, parts
@@ -551,7 +557,7 @@ class SpawnedProcessView:
     @property
     def _b(self) -> SpawnedProcess:
         if self._branch is None:
-            raise RuntimeError(f"{type(self).__name__} has not been started")
+            raise InvalidStateError(f"{type(self).__name__} has not been started")
         return self._branch
 
     @property

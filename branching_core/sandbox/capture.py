@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from branching_core.errors import InvalidArgumentError
+
 DEFAULT_MAX_OUTPUT = 8 << 20
 """Bytes kept per captured stream by default (4 MiB head + 4 MiB tail)."""
 
@@ -26,7 +28,7 @@ MAX_LINE_BYTES = 1 << 20
 def check_max_output(value: object) -> int:
     """``value`` as a positive byte count, or ``ValueError`` (bool, float and <= 0 refused)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-        raise ValueError(f"max_output must be an int of at least 2 bytes, got {value!r}")
+        raise InvalidArgumentError(f"max_output must be an int of at least 2 bytes, got {value!r}")
     return value
 
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from branching_core.errors import ResourceLimitError
+from branching_core.errors import PathNotFoundError, ResourceLimitError, SystemCallError
 from branching_core.sandbox.limits import ResourceLimits
 
 PARENT_NAME = "forkdeck"
@@ -243,7 +243,7 @@ def _make_dir(parent: Path, name: str, *, v2_enable: list[str] | None = None) ->
             return path
         except FileNotFoundError:
             continue
-    raise FileNotFoundError(errno.ENOENT, "cgroup parent keeps disappearing", str(parent))
+    raise PathNotFoundError(errno.ENOENT, "cgroup parent keeps disappearing", str(parent))
 
 
 def _apply_v1(ctrl: str, path: Path, limits: ResourceLimits) -> None:
@@ -256,7 +256,9 @@ def _apply_v1(ctrl: str, path: Path, limits: ResourceLimits) -> None:
             _write(memsw, str(limit))
         got = int((path / "memory.limit_in_bytes").read_text())
         if got > limit + 4096 * 4:
-            raise OSError(errno.EINVAL, f"kernel kept memory.limit_in_bytes at {got}", str(path))
+            raise SystemCallError(
+                errno.EINVAL, f"kernel kept memory.limit_in_bytes at {got}", str(path)
+            )
     elif ctrl == "cpu":
         assert limits.cpu is not None
         _write(path / "cpu.cfs_period_us", str(CPU_PERIOD_US))
@@ -264,12 +266,12 @@ def _apply_v1(ctrl: str, path: Path, limits: ResourceLimits) -> None:
         _write(path / "cpu.cfs_quota_us", str(quota))
         got = int((path / "cpu.cfs_quota_us").read_text())
         if got != quota:
-            raise OSError(errno.EINVAL, f"kernel kept cpu.cfs_quota_us at {got}", str(path))
+            raise SystemCallError(errno.EINVAL, f"kernel kept cpu.cfs_quota_us at {got}", str(path))
     elif ctrl == "pids":
         assert limits.pids is not None
         _write(path / "pids.max", str(limits.pids))
         if (path / "pids.max").read_text().strip() != str(limits.pids):
-            raise OSError(errno.EINVAL, "kernel did not keep pids.max", str(path))
+            raise SystemCallError(errno.EINVAL, "kernel did not keep pids.max", str(path))
 
 
 def _apply_v2(ctrl: str, path: Path, limits: ResourceLimits) -> None:
@@ -282,7 +284,7 @@ def _apply_v2(ctrl: str, path: Path, limits: ResourceLimits) -> None:
             _write(swap, "0")
         got = (path / "memory.max").read_text().strip()
         if got == "max" or int(got) > limit + 4096 * 4:
-            raise OSError(errno.EINVAL, f"kernel kept memory.max at {got}", str(path))
+            raise SystemCallError(errno.EINVAL, f"kernel kept memory.max at {got}", str(path))
     elif ctrl == "cpu":
         assert limits.cpu is not None
         quota = max(1000, int(limits.cpu * CPU_PERIOD_US))

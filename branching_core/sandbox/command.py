@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from branching_core.errors import InvalidArgumentError, TimedOutError
 from branching_core.sandbox import _spawn
 from branching_core.sandbox._command_init import command_main
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
@@ -37,7 +38,7 @@ def _argv(command: str | Sequence[str]) -> list[str]:
         return ["/bin/sh", "-c", command]
     argv = [os.fspath(a) for a in command]
     if not argv:
-        raise ValueError("empty command")
+        raise InvalidArgumentError("empty command")
     return argv
 
 
@@ -100,7 +101,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
             capture = [int(fd) for fd in extra_fds]
         for fd in [*capture, *passed]:
             if fd < 3:
-                raise ValueError(f"extra fd {fd} would replace stdin/stdout/stderr")
+                raise InvalidArgumentError(f"extra fd {fd} would replace stdin/stdout/stderr")
         # network: none | private | host | a branch's NetNamespace (see ``network``)
         self._net = net = resolve_network(network, parse_view_path(workspace)[0])
         try:
@@ -170,7 +171,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         if not self._b.wait(timeout):
             self.timed_out = True
             self.abort()
-            raise TimeoutError(f"command {shlex.join(self.argv)!r} timed out after {timeout} s")
+            raise TimedOutError(f"command {shlex.join(self.argv)!r} timed out after {timeout} s")
         self._net.release()  # a private namespace made for this command ends with it
         error = _spawn.setup_error(self._b.info)
         if error is not None:

@@ -18,7 +18,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from branching_core.errors import ProcessBranchError
+from branching_core.errors import (
+    InvalidArgumentError,
+    InvalidStateError,
+    ProcessBranchError,
+    TimedOutError,
+)
 from branching_core.sandbox import _spawn
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, check_max_output
 from branching_core.sandbox.cgroups import create_branch_cgroups
@@ -94,7 +99,7 @@ class BranchContext(_spawn.SpawnedProcessView):
     def start(self) -> None:
         """Fork the sandbox (called by the constructor, as in BranchContext)."""
         if self._branch is not None:
-            raise RuntimeError("BranchContext already started")
+            raise InvalidStateError("BranchContext already started")
         self._net = net = resolve_network(self.network, parse_view_path(self.workspace)[0])
         try:
             plan = plan_sandbox(self.workspace, network=net.host, mount_at=self.mount_at,
@@ -136,7 +141,7 @@ class BranchContext(_spawn.SpawnedProcessView):
     def result(self) -> Any:
         """The return value; raises like ``wait()`` if the child failed or is running."""
         if not self._b.done.is_set():
-            raise RuntimeError("the branch is still running; call wait() first")
+            raise InvalidStateError("the branch is still running; call wait() first")
         return self._finish()
 
     def wait(self, timeout: float | None = None) -> Any:
@@ -148,7 +153,7 @@ class BranchContext(_spawn.SpawnedProcessView):
         """
         if not self._b.done.wait(timeout):
             self.abort()
-            raise TimeoutError(f"branch {self.pid} did not finish within {timeout} s; killed")
+            raise TimedOutError(f"branch {self.pid} did not finish within {timeout} s; killed")
         self._release_network()
         return self._finish()
 
@@ -234,7 +239,7 @@ class BranchContext(_spawn.SpawnedProcessView):
     ) -> Iterator[list[BranchContext]]:
         """Start one sandbox per (target, workspace); abort all still running on exit."""
         if len(targets) != len(workspaces):
-            raise ValueError(f"{len(targets)} targets but {len(workspaces)} workspaces")
+            raise InvalidArgumentError(f"{len(targets)} targets but {len(workspaces)} workspaces")
         contexts: list[BranchContext] = []
         try:
             for target, ws in zip(targets, workspaces, strict=True):

@@ -22,6 +22,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from branching_core.errors import InvalidArgumentError
+
 SocketFactory = Callable[[socket.AddressFamily], socket.socket]
 _LOOPBACKS = ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1"))
 _BUF = 1 << 16
@@ -172,7 +174,7 @@ def open_forward(make_socket: SocketFactory, port: int, *, branch: str,
     the branch's ``127.0.0.1:port`` (else ``[::1]:port``) through sockets from
     ``make_socket(family)`` (made in the branch)."""
     if not 0 < port < 65536:
-        raise ValueError(f"port must be between 1 and 65535, got {port}")
+        raise InvalidArgumentError(f"port must be between 1 and 65535, got {port}")
     server = _relay.call(_open, make_socket, port, host_port)
     bound = server.sockets[0].getsockname()[1]
     return Forward(branch=branch, port=port, host_port=bound, service=service, _server=server)

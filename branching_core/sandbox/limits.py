@@ -10,6 +10,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from branching_core.errors import InvalidArgumentError
+
 _UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _MEMORY_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 
@@ -25,42 +27,50 @@ MAX_PIDS = 1 << 22
 def parse_memory(value: int | str) -> int:
     """Bytes from an int or a string such as ``"512M"``, ``"1G"``, ``"64MiB"``."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"memory limit must be bytes (an int) or a size like 512M, not {value!r}")
+        raise InvalidArgumentError(
+            f"memory limit must be bytes (an int) or a size like 512M, not {value!r}"
+        )
     if isinstance(value, int):
         number = value
     else:
         match = _MEMORY_RE.match(value)
         if match is None:
-            raise ValueError(f"memory limit {value!r} is not a size like 512M or 1G")
+            raise InvalidArgumentError(f"memory limit {value!r} is not a size like 512M or 1G")
         number = int(float(match.group(1)) * _UNITS[match.group(2).upper()])
     if number <= 0:
-        raise ValueError(f"memory limit must be positive, got {value!r}")
+        raise InvalidArgumentError(f"memory limit must be positive, got {value!r}")
     if number > MAX_MEMORY:
-        raise ValueError(f"memory limit {value!r} is larger than 1 PiB")
+        raise InvalidArgumentError(f"memory limit {value!r} is larger than 1 PiB")
     return number
 
 
 def parse_cpu(value: float | int | str) -> float:
     """A finite CPU fraction between ``MIN_CPU`` and ``MAX_CPU`` (0.5 = half a core)."""
     if isinstance(value, bool):
-        raise ValueError(f"cpu limit must be a number of CPUs, not {value!r}")
+        raise InvalidArgumentError(f"cpu limit must be a number of CPUs, not {value!r}")
     try:
         cpu = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"cpu limit must be a number of CPUs such as 0.5, not {value!r}") from None
+        raise InvalidArgumentError(
+            f"cpu limit must be a number of CPUs such as 0.5, not {value!r}"
+        ) from None
     if not math.isfinite(cpu) or cpu <= 0:
-        raise ValueError(f"cpu limit must be a positive finite CPU fraction, got {value!r}")
+        raise InvalidArgumentError(
+            f"cpu limit must be a positive finite CPU fraction, got {value!r}"
+        )
     if not MIN_CPU <= cpu <= MAX_CPU:
-        raise ValueError(f"cpu limit must be between {MIN_CPU} and {MAX_CPU:g} CPUs, got {value!r}")
+        raise InvalidArgumentError(
+            f"cpu limit must be between {MIN_CPU} and {MAX_CPU:g} CPUs, got {value!r}"
+        )
     return cpu
 
 
 def parse_pids(value: int) -> int:
     """A whole number of tasks between 1 and the kernel's largest pid_max."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"pids limit must be a whole number, not {value!r}")
+        raise InvalidArgumentError(f"pids limit must be a whole number, not {value!r}")
     if not 1 <= value <= MAX_PIDS:
-        raise ValueError(f"pids limit must be between 1 and {MAX_PIDS}, got {value!r}")
+        raise InvalidArgumentError(f"pids limit must be between 1 and {MAX_PIDS}, got {value!r}")
     return value
 
 

@@ -41,6 +41,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from branching_core.errors import BranchingError, InvalidArgumentError, SystemCallError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox import native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
@@ -60,7 +61,7 @@ _UNUSABLE = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR,
                        errno.ELIBBAD, errno.ELOOP})
 
 
-class NativeUnavailable(Exception):
+class NativeUnavailable(BranchingError):
     """The native executor cannot start this command; the caller takes the Python path."""
 
 
@@ -107,7 +108,9 @@ def _strings(values: list[bytes] | list[str]) -> bytes:
 def encode_step(step: SandboxStep) -> bytes:
     kinds = OPS[step.op]
     if len(kinds) != len(step.args):
-        raise ValueError(f"step {step.op} takes {len(kinds)} arguments, got {step.args!r}")
+        raise InvalidArgumentError(
+            f"step {step.op} takes {len(kinds)} arguments, got {step.args!r}"
+        )
     out = [_s(step.op), _s(step.need), _s(step.when), _s(step.when_path),
            _s(int(step.missing_ok))]
     for kind, arg in zip(kinds, step.args, strict=True):
@@ -180,7 +183,7 @@ def fill_request(read_fd: int, write_fd: int, request: bytes, name: str) -> None
                     view = view[os.write(memfd, view):]
                 except OSError as exc:
                     if exc.errno == errno.EFBIG:
-                        raise OSError(errno.EFBIG, (
+                        raise SystemCallError(errno.EFBIG, (
                             f"the sandbox request ({len(request)} bytes) exceeds this"
                             " process's file-size limit (RLIMIT_FSIZE) and its pipe size"
                         )) from exc

@@ -35,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from branching_core.errors import NamespaceError
+from branching_core.errors import InvalidArgumentError, NamespaceError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.namespaces import loopback_up
 
@@ -79,7 +79,9 @@ def find_stack(preference: str = "auto") -> Stack:
     Raises ``NetworkUnavailable`` with one line naming the Debian package to install.
     """
     if preference not in ("auto", *STACKS):
-        raise ValueError(f"unknown network stack {preference!r} (auto, pasta, slirp4netns)")
+        raise InvalidArgumentError(
+            f"unknown network stack {preference!r} (auto, pasta, slirp4netns)"
+        )
     wanted = STACKS if preference == "auto" else (preference,)
     for name in wanted:
         path = shutil.which(name)

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
-from branching_core.errors import NamespaceError
+from branching_core.errors import InvalidArgumentError, InvalidTypeError, NamespaceError
 from branching_core.sandbox.namespaces import SandboxPlan
 from branching_core.sandbox.netstack import NetNamespace, NetworkUnavailable
 
@@ -33,7 +33,7 @@ def parse_mode(value: str) -> NetworkMode:
     """``none``/``private``/``host`` (case-insensitive); ValueError with the choices."""
     text = value.strip().lower()
     if text not in MODES:
-        raise ValueError(f"unknown network mode {value!r}: choose none, private or host")
+        raise InvalidArgumentError(f"unknown network mode {value!r}: choose none, private or host")
     return text
 
 
@@ -125,8 +125,8 @@ def resolve_network(network: NetworkArg, helper_pid: int | None = None) -> Netwo
     if network is True:
         return NetworkChoice("host", host=True)
     if not isinstance(network, str):
-        raise TypeError(f"network must be none, private, host or a NetNamespace, "
-                        f"not {network!r}")
+        raise InvalidTypeError(f"network must be none, private, host or a NetNamespace, "
+                               f"not {network!r}")
     mode = parse_mode(network)
     if mode == "host":
         return NetworkChoice("host", host=True)

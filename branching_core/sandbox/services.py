@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from branching_core.errors import BranchingError
+from branching_core.errors import BranchingError, InvalidArgumentError
 from branching_core.sandbox.command import SandboxedCommand
 
 LOG_LINES = 400
@@ -57,15 +57,19 @@ class ServiceSpec:
 
     def __post_init__(self) -> None:
         if not self.command.strip():
-            raise ValueError(f"service {self.name!r}: command must not be empty")
+            raise InvalidArgumentError(f"service {self.name!r}: command must not be empty")
         if self.port is not None and not 0 < self.port < 65536:
-            raise ValueError(f"service {self.name!r}: port must be 1-65535, got {self.port}")
+            raise InvalidArgumentError(
+                f"service {self.name!r}: port must be 1-65535, got {self.port}"
+            )
         kind = self.ready.split(":", 1)[0]
         if kind not in READY_PROBES:
-            raise ValueError(f"service {self.name!r}: ready must be tcp, http, http:/path or "
-                             f"none, got {self.ready!r}")
+            raise InvalidArgumentError(f"service {self.name!r}: ready must be tcp, http, "
+                                       f"http:/path or none, got {self.ready!r}")
         if kind != "none" and self.port is None:
-            raise ValueError(f"service {self.name!r}: a {kind} readiness probe needs a port")
+            raise InvalidArgumentError(
+                f"service {self.name!r}: a {kind} readiness probe needs a port"
+            )
         signal_number(self.stop_signal)
 
     @classmethod
@@ -84,7 +88,7 @@ def signal_number(name: str) -> int:
     try:
         return int(signal.Signals[text if text.startswith("SIG") else "SIG" + text])
     except KeyError:
-        raise ValueError(f"unknown stop signal {name!r}") from None
+        raise InvalidArgumentError(f"unknown stop signal {name!r}") from None
 
 
 class ServiceLog:

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from branching_core.errors import SystemCallError
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox.host_sockets import EMPTY_DIR, SocketPlan
 from branching_core.sandbox.masks import inside
@@ -402,7 +403,7 @@ def _run_one(step: SandboxStep, slots: dict[int, int]) -> None:
     elif op == "chdir":
         os.chdir(str(a[0]))
     else:
-        raise OSError(errno.EINVAL, f"unknown sandbox step {op!r}")
+        raise SystemCallError(errno.EINVAL, f"unknown sandbox step {op!r}")
 
 
 def _show_kept(path: str, fd: int, stage_source: str, empty: str) -> None:

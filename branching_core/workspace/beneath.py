@@ -23,7 +23,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from branching_core.errors import UnsafeChangeError
+from branching_core.errors import PathIsDirectoryError, UnsafeChangeError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -152,7 +152,7 @@ def write_file(
                 os.close(fd)
             st = _lstat_at(name, dfd)
             if st is not None and stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(errno.EISDIR, "a directory is in the way", rel)
+                raise PathIsDirectoryError(errno.EISDIR, "a directory is in the way", rel)
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             with contextlib.suppress(OSError):

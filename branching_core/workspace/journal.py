@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from branching_core.errors import CommitError
+from branching_core.errors import CommitError, PathNotFoundError
 from branching_core.workspace.changes import Op, ordered
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
@@ -396,7 +396,7 @@ def _apply_op(op: Op, parent_root: Path, displaced: Path, intent: Path | None) -
         elif lstat_or_none(target) is None:
             # Neither moved in nor still waiting: the source was lost (a store removed
             # under a replay). Skipping it would publish a partial commit.
-            raise FileNotFoundError(errno.ENOENT, "the commit's source is gone", str(source))
+            raise PathNotFoundError(errno.ENOENT, "the commit's source is gone", str(source))
     elif op.kind == "chmod" and op.mode is not None and lstat_or_none(target) is not None:
         os.chmod(target, op.mode)
 

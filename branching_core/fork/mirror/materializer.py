@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from branching_core.atomicio import atomic_write
-from branching_core.errors import BranchingError
+from branching_core.errors import BranchingError, NotFoundError, error_name
 from branching_core.fork.mirror.edit_intake import STAMPS_FILE, EditIntake, branch_held
 from branching_core.fork.mirror.edits import EditBatch
 from branching_core.fork.mirror.sync import MirroredBranch, MirrorTree, relevant
@@ -218,7 +218,7 @@ class ForkMaterializer:
         for b in self._branches.values():
             if b.label == label:
                 return b
-        raise KeyError(f"no mirrored branch {label!r} in fork {self.fork_id}")
+        raise NotFoundError(f"no mirrored branch {label!r} in fork {self.fork_id}")
 
     # -- setup --------------------------------------------------------------------------------
     def add_branch(self, label: str, branch: Any) -> MirroredBranch:
@@ -364,7 +364,7 @@ class ForkMaterializer:
                 self._watch_loop(watchfiles, layers, watch, force_polling=force_polling)
                 return
             except Exception as exc:  # inotify limits, a vanished layer...
-                watch.error = f"{type(exc).__name__}: {exc}"
+                watch.error = f"{error_name(exc)}: {exc}"
                 if watch.stop.is_set():
                     return
                 log.warning("fork %s mirror watcher failed (%s)", self.fork_id, watch.error)

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from branching_core.errors import InvalidArgumentError, InvalidTypeError
+
 MergeMode = Literal["end_result", "summarize"]
 MERGE_MODES: tuple[MergeMode, ...] = ("end_result", "summarize")
 
@@ -70,26 +72,30 @@ class SubAgent:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"sub-agent name {self.name!r} must start with a letter and contain only "
                 "letters, digits, '_' or '-' (at most 64 characters)"
             )
         for attr in ("initial_input", "final_output"):
             value = getattr(self, attr)
             if value is not None and not _is_model_class(value):
-                raise TypeError(f"{self.name}: {attr} must be a pydantic BaseModel subclass")
+                raise InvalidTypeError(f"{self.name}: {attr} must be a pydantic BaseModel subclass")
         if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"{self.name}: max_steps must be at least 1, not {self.max_steps}")
+            raise InvalidArgumentError(
+                f"{self.name}: max_steps must be at least 1, not {self.max_steps}"
+            )
         if self.timeout_s is not None and self.timeout_s <= 0:
-            raise ValueError(f"{self.name}: timeout_s must be positive, not {self.timeout_s}")
+            raise InvalidArgumentError(
+                f"{self.name}: timeout_s must be positive, not {self.timeout_s}"
+            )
         if self.budget_usd is not None and self.budget_usd < 0:
-            raise ValueError(f"{self.name}: budget_usd must not be negative")
+            raise InvalidArgumentError(f"{self.name}: budget_usd must not be negative")
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "toolsets", tuple(self.toolsets))
         object.__setattr__(self, "branches", tuple(self.branches))
         if self.parent_tools is not None:
             if isinstance(self.parent_tools, str):
-                raise TypeError(f"{self.name}: parent_tools must be a list of tool names")
+                raise InvalidTypeError(f"{self.name}: parent_tools must be a list of tool names")
             object.__setattr__(self, "parent_tools", tuple(self.parent_tools))
         check_unique_names(self.branches, owner=self.name)
 
@@ -115,9 +121,13 @@ def check_unique_names(definitions: Sequence[SubAgent], *, owner: str = "the age
     seen: set[str] = set()
     for definition in definitions:
         if not isinstance(definition, SubAgent):
-            raise TypeError(f"{owner}: branches must be SubAgent definitions, not {definition!r}")
+            raise InvalidTypeError(
+                f"{owner}: branches must be SubAgent definitions, not {definition!r}"
+            )
         if definition.name in seen:
-            raise ValueError(f"{owner}: two sub-agents are registered as {definition.name!r}")
+            raise InvalidArgumentError(
+                f"{owner}: two sub-agents are registered as {definition.name!r}"
+            )
         seen.add(definition.name)
 
 

@@ -30,7 +30,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext
 
-from branching_core.errors import BranchExecutionError
+from branching_core.errors import BranchExecutionError, InvalidArgumentError, InvalidTypeError
 from branching_core.live.subagents.definition import (
     MERGE_MODES,
     MergeMode,
@@ -176,7 +176,9 @@ class SubAgentBranches(AbstractCapability[Any]):
             return target
         if self._ws is None:
             if not isinstance(target, (str, os.PathLike)):
-                raise TypeError(f"workspace must be a path, Workspace or Branch, not {target!r}")
+                raise InvalidTypeError(
+                    f"workspace must be a path, Workspace or Branch, not {target!r}"
+                )
             self._ws = Workspace(target)
         return self._ws
 
@@ -194,7 +196,7 @@ class SubAgentBranches(AbstractCapability[Any]):
     def _validate_input(self, definition: SubAgent, kwargs: dict[str, Any]) -> BaseModel | None:
         if definition.initial_input is None:
             if kwargs:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"{definition.name} takes no input, but got {', '.join(sorted(kwargs))}"
                 )
             return None
@@ -202,7 +204,9 @@ class SubAgentBranches(AbstractCapability[Any]):
 
     def _merge_mode(self, definition: SubAgent, merge: Any) -> MergeMode:
         if merge not in MERGE_MODES:
-            raise ValueError(f"merge must be one of {', '.join(MERGE_MODES)}, not {merge!r}")
+            raise InvalidArgumentError(
+                f"merge must be one of {', '.join(MERGE_MODES)}, not {merge!r}"
+            )
         return "summarize" if definition.final_output is None else merge
 
     async def run(
@@ -328,7 +332,7 @@ class SubAgentBranches(AbstractCapability[Any]):
         and the run record on ``.run``.
         """
         if not isinstance(definition, SubAgent):
-            raise TypeError(f"branch() needs a SubAgent definition, not {definition!r}")
+            raise InvalidTypeError(f"branch() needs a SubAgent definition, not {definition!r}")
         try:
             mode = self._merge_mode(definition, merge)
             arguments = self._validate_input(definition, kwargs)

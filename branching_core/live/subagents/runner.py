@@ -37,6 +37,7 @@ from branching_core.agent.model_label import model_label
 from branching_core.agent.pricing import PriceFn, UsageMeter, default_price
 from branching_core.agent.stream import ToolReturned, translate
 from branching_core.atomicio import atomic_write
+from branching_core.errors import BranchingError, InvalidArgumentError, error_name
 from branching_core.live.subagents.definition import SubAgent
 from branching_core.live.subagents.history import inherited_history, input_prompt
 from branching_core.live.subagents.merge import abort_quietly, land
@@ -59,15 +60,15 @@ SUMMARY_INSTRUCTIONS = (
 )
 
 
-class BudgetExhausted(Exception):
+class BudgetExhausted(BranchingError):
     """A sub-agent's priced cost crossed its ``budget_usd``."""
 
 
-class BudgetUnknown(Exception):
+class BudgetUnknown(BranchingError):
     """A sub-agent with a ``budget_usd`` got a response nobody could price."""
 
 
-class SubAgentConflict(Exception):
+class SubAgentConflict(BranchingError):
     """A sub-agent's file changes collide with changes made in its parent meanwhile."""
 
 
@@ -167,7 +168,7 @@ class SubAgentRunner:
             try:
                 model = self.settings.resolve(definition.model) or self.parent.model
                 if model is None:
-                    raise ValueError(
+                    raise InvalidArgumentError(
                         f"{definition.name} has no model and its parent gave none to inherit"
                     )
                 run.model_name = model_label(model)
@@ -200,7 +201,7 @@ class SubAgentRunner:
                     exc,
                 )
             except Exception as exc:
-                self._fail("failed", f"{definition.name} failed: {type(exc).__name__}: {exc}", exc)
+                self._fail("failed", f"{definition.name} failed: {error_name(exc)}: {exc}", exc)
             else:
                 await self._succeed(output, model)
         finally:
@@ -405,7 +406,7 @@ class SubAgentRunner:
                 f"Its final result:\n{final}"
             )
         except Exception as exc:  # the work is done and landed; a summary is a nicety
-            return f"(no summary: {type(exc).__name__}: {exc})"
+            return f"(no summary: {error_name(exc)}: {exc})"
         for message in result.new_messages():
             if isinstance(message, ModelResponse):
                 self._account_summary(message)

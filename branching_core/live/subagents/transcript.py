@@ -33,6 +33,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.usage import RunUsage
 
 from branching_core.agent.hub import EventHub
+from branching_core.errors import error_name
 from branching_core.live.subagents.definition import MergeMode
 from branching_core.run_states import SHARED_FINAL_STATES
 
@@ -178,7 +179,7 @@ def _cause_chain(exc: BaseException | None) -> list[str]:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        chain.append(f"{type(exc).__name__}: {exc}")
+        chain.append(f"{error_name(exc)}: {exc}")
         exc = exc.__cause__ or exc.__context__
     return chain
 
