@@ -3,6 +3,55 @@
 It follows BranchContext's hierarchy (so code written against it keeps catching the
 same classes) and adds the specific classes a caller needs to tell bad input apart
 from a real failure. Every message is meant to fit on one line.
+
+The engine raises only classes of this tree (``tests/test_error_types.py`` scans for a
+bare builtin). Where callers expect a builtin kind, the class is that builtin as well
+(in parentheses), so ``except ValueError`` and ``except BranchingError`` both catch it;
+the stand-ins marked ``*`` show under the builtin's name in one-line errors
+(:func:`error_name`), as they did before. Classes in brackets live beside their code::
+
+    BranchingError
+    ├── BranchError
+    │   ├── AbortError, BranchClosedError, BranchNotFoundError, BranchStaleError,
+    │   │   InvalidBranchNameError, OpenChildrenError, BranchExecutionError
+    │   └── CommitError
+    │       ├── ConflictError
+    │       └── UnsafeChangeError (ValueError)      the one landing rule refused a change
+    ├── WorkspaceError
+    │   └── BackendUnavailableError, WorkspaceNotFoundError, WorkspaceNotADirectoryError
+    ├── MountError ── UmountError                  [workspace.mount_helper]
+    ├── ProcessBranchError
+    │   ├── NamespaceError ── NetworkUnavailable    [sandbox.netstack]
+    │   └── ProcessForkError (= ForkError), ResourceLimitError
+    ├── ConfigError, MemoryBranchError
+    ├── InvalidArgumentError (ValueError) *         a value is malformed, out of range, unknown
+    ├── InvalidTypeError (TypeError) *              an argument of the wrong kind
+    ├── InvalidStateError (RuntimeError) *          not now: nothing started, already resolved
+    ├── OperationError (RuntimeError) *             git refused, address taken, judge nonsense
+    ├── UnsupportedError (NotImplementedError) *    valid, but this runner cannot serve it
+    ├── NotFoundError (KeyError) *                  no such checkpoint / mirrored branch
+    ├── TimedOutError (TimeoutError) *              a wait ran past its timeout
+    ├── SystemCallError (OSError) *                 the system refused; errno kept
+    │   └── PathNotFoundError (FileNotFoundError), PathExistsError (FileExistsError),
+    │       PathIsDirectoryError (IsADirectoryError), PathNotDirectoryError (NotADirectoryError)
+    ├── fork:     CombineError (ValueError) ── CombineConflict, MergeActionError (ValueError),
+    │             ForkBranchLimitError (ValueError), ForkDepthLimitError (RuntimeError),
+    │             MirrorError                      [fork.combine, .actions, .types, .mirror]
+    ├── agent:    UnsafePathError (ValueError), InvalidPatternError (ValueError),
+    │             SearchTimeoutError (TimeoutError), BudgetCut
+    ├── live:     BudgetExhausted, BudgetUnknown, SubAgentConflict   [live.subagents.runner]
+    ├── patterns: CandidateTimeout [patterns._proc]; cluster: CandidateLost, BranchLost,
+    │             RayUnavailableError (ImportError)  [cluster]
+    ├── sandbox:  NativeUnavailable, ServiceError  [sandbox.native, sandbox.services]
+    ├── others:   GitError [gitops], EditorLaunchError [review.editor],
+    │             ProfileError (ValueError) [external.profiles], UsageError [cli._common]
+    └── private control flow: _Invalid [config.schema], _Bad [config.services]
+
+Builtins that stay (each with its reason in the test's allow-list): a module
+``__getattr__``'s ``AttributeError``, errno-mapped ``OSError`` from raw system calls
+(the builtin picks ``PermissionError``/``FileNotFoundError`` by errno), the crash-test
+fault injection, abstract ``raise NotImplementedError``, and the two programs that run
+without the engine (``workspace/_mount_helper_main.py``, ``external/ptyhost.py``).
 """
 
 from __future__ import annotations

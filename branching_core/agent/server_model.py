@@ -61,12 +61,13 @@ from branching_core.agent.spend import (
     running_price,
     usage_unmeasured,
 )
+from branching_core.errors import BranchingError
 
 CUT_MARK = "finish_reason"
 EMPTY_MARK = "ended without content"
 
 
-class ServerTimeout(ModelRequestTimeout):
+class ServerTimeout(ModelRequestTimeout, BranchingError):
     """A request hit ``[model] first_token_timeout`` or ``request_timeout``."""
 
     def __init__(self, model_name: str, timeout: float, setting: str, server: str) -> None:
@@ -80,7 +81,7 @@ class ServerTimeout(ModelRequestTimeout):
         self.args = (self.message,)
 
 
-class ServerCutResponse(ModelAPIError):
+class ServerCutResponse(ModelAPIError, BranchingError):
     """The server ended a stream without ``finish_reason``, twice in a row."""
 
     def __init__(self, model_name: str, server: str) -> None:

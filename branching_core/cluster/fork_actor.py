@@ -25,6 +25,7 @@ from branching_core.cluster.delta import Delta, collect
 from branching_core.cluster.node_cache import acquire, cache_root
 from branching_core.cluster.snapshot import entry_for
 from branching_core.cluster.task import ShippedSnapshot, workspace_on
+from branching_core.errors import InvalidStateError
 
 MakeTools = Callable[[str], Any]
 """``make_tools(branch_path)``: an object whose methods are the branch's tools."""
@@ -57,7 +58,7 @@ class BranchHost:
         """Run one tool: ``(True, text)``, or ``(False, exception)`` for the driver to raise
         (a ``ToolFailed`` the model reads, as locally)."""
         if self._branch is None or not self._branch.is_open:
-            return False, RuntimeError("this branch is closed")
+            return False, InvalidStateError("this branch is closed")
         try:
             result = getattr(self._tools, tool)(**kwargs)
             if inspect.isawaitable(result):

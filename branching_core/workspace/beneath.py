@@ -23,7 +23,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from branching_core.errors import PathIsDirectoryError, UnsafeChangeError
+from branching_core.errors import PathIsDirectoryError, PathNotDirectoryError, UnsafeChangeError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -84,7 +84,7 @@ def _not_a_dir(
         return exc
     if stat.S_ISLNK(st.st_mode):
         return _refuse(rel, upto, "is a symlink")
-    return NotADirectoryError(errno.ENOTDIR, "not a directory", "/".join(upto))
+    return PathNotDirectoryError(errno.ENOTDIR, "not a directory", "/".join(upto))
 
 
 def lstat(root: Path | str, rel: str) -> os.stat_result | None:
