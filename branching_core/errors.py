@@ -296,18 +296,20 @@ class PathNotDirectoryError(SystemCallError, NotADirectoryError):
     """A file is where a directory must be (a ``NotADirectoryError``)."""
 
 
-def error_name(exc: BaseException) -> str:
-    """The class name a one-line error shows for ``exc``.
-
-    A stand-in above shows as the builtin it stands in for (``ValueError: n must be at
-    least 1``, as before the engine had its own types); every other class as itself."""
-    cls = type(exc)
+def shown_class(cls: type[BaseException]) -> type[BaseException]:
+    """The class an error of type ``cls`` shows as: a stand-in above (and its subclasses)
+    as the builtin it stands in for, every other class as itself."""
     if getattr(cls, "shows_as_builtin", False):
         for base in cls.__mro__:
             if base.__module__ == "builtins":
-                return base.__name__
-    return cls.__name__
+                return base
+    return cls
 
+
+def error_name(exc: BaseException) -> str:
+    """The class name a one-line error shows for ``exc``: ``ValueError: n must be at least
+    1`` for an ``InvalidArgumentError``, as before the engine had its own types."""
+    return shown_class(type(exc)).__name__
 
 __all__ = [
     "AbortError",
@@ -347,5 +349,6 @@ __all__ = [
     "WorkspaceNotADirectoryError",
     "WorkspaceNotFoundError",
     "error_name",
+    "shown_class",
 ]
 

@@ -60,9 +60,6 @@ ALLOWED = {
     ("sandbox/steps.py", "_ensure_dir", "OSError"):
         "re-raises the OS's errno with the mount point named: the builtin picks the "
         "errno's subclass (PermissionError, ...) the sandbox setup reports",
-    ("sandbox/results.py", "encode_value", "TypeError"):
-        "stands for the user's function failing (its return value cannot be pickled), "
-        "reported by type name in the branch's result",
     ("workspace/faults.py", "<lambda>", "KeyboardInterrupt"):
         "fault injection for the crash tests: it must be exactly what the user raises",
     ("workspace/faults.py", "<lambda>", "OSError"):

@@ -14,12 +14,13 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from branching_core.errors import ProcessBranchError
+from branching_core.errors import InvalidTypeError, ProcessBranchError, shown_class
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 
 
 def _qualname(exc_type: type[BaseException]) -> str:
+    exc_type = shown_class(exc_type)
     module = exc_type.__module__
     return exc_type.__qualname__ if module == "builtins" else f"{module}.{exc_type.__qualname__}"
 
@@ -30,7 +31,7 @@ def encode_value(value: Any) -> tuple[bytes, bytes]:
         payload = pickle.dumps(value, protocol=_PROTOCOL)
     except Exception as exc:
         return encode_exception(
-            TypeError(f"the return value ({type(value).__name__}) cannot be pickled: {exc}"),
+            InvalidTypeError(f"the return value ({type(value).__name__}) cannot be pickled: {exc}"),
             traceback_text=traceback.format_exc(),
         )
     return pickle.dumps({"status": "ok"}, protocol=_PROTOCOL), payload
