@@ -56,7 +56,7 @@ class Resolution:
         kind, _, branch = text.partition(":")
         if kind not in ("pick", "combine", "abort"):
             return None
-        return cls(kind, branch or None)  # type: ignore[arg-type]
+        return cls(kind, branch or None)
 
 
 class ForkState:

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from branching_core.fork import ForkStore, events as ev
+from branching_core.fork import ForkStore
+from branching_core.fork import events as ev
 from branching_core.fork.actions import MergeAction
 from branching_core.fork.coordinator import ForkCoordinator
 from branching_core.fork.state import Resolution
