@@ -265,7 +265,9 @@ class ForkCoordinator:
         """Call ``callback(event)`` for every event; returns a function that removes it."""
         return self._events.add_listener(callback)
 
-    def _publish(self, event: ev.ForkEvent) -> None:
+    def publish(self, event: ev.ForkEvent) -> None:
+        """Send ``event`` to every subscriber and listener (the mirror's edit relay uses it
+        to announce the user's edits in a branch)."""
         self._events.publish(event)
 
     # -- lookup ------------------------------------------------------------------------------
@@ -385,7 +387,7 @@ class ForkCoordinator:
             self.state.open(handle, runtimes)
             self.recorder.persist(now=True)
             crash_point("fork:manifest")
-            self._publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(handle.branches)))
+            self.publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(handle.branches)))
             for rt in runtimes:
                 # An empty steer sends no new prompt: the branch runs on from the seed (a
                 # seed ending in the user's request re-samples that turn: best-of-N).
@@ -424,11 +426,11 @@ class ForkCoordinator:
             if rt.external is None or not rt.external.steer(message):
                 raise RuntimeError(f"branch {rt.label} ({rt.spec.model}) cannot be steered: "
                                    "it reads no input while it works")
-            self._publish(ev.BranchSteered(fork_id=self.fork_id or "", branch_id=rt.branch_id,
+            self.publish(ev.BranchSteered(fork_id=self.fork_id or "", branch_id=rt.branch_id,
                                            label=rt.label, message=message))
             return True
         delivered = rt.queue.put(message)
-        self._publish(
+        self.publish(
             ev.BranchSteered(
                 fork_id=self.fork_id or "", branch_id=rt.branch_id, label=rt.label, message=message
             )
