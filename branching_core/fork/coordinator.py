@@ -35,11 +35,8 @@ its work (each owns its own fields; none reaches into another's):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -57,10 +54,10 @@ from branching_core.fork.budget import PriceFn, default_price
 from branching_core.fork.checkpoints import CheckpointStore
 from branching_core.fork.external_branch import is_external
 from branching_core.fork.git_landing import GitLanding
-from branching_core.fork.history import copy_history, dumps_history
 from branching_core.fork.inspection import file_changes, fork_cost, wait_for
 from branching_core.fork.merge import ForkMerger
 from branching_core.fork.mirror import ForkMaterializer
+from branching_core.fork.opening import open_fork
 from branching_core.fork.options import DepsFactory, ForkOptions, ModelResolver
 from branching_core.fork.persistence import (
     ForkRecorder,
@@ -77,7 +74,6 @@ from branching_core.fork.runtime import (
     as_workspace,
     current_branch,
     states_final,
-    ws_name,
 )
 from branching_core.fork.state import ForkState
 from branching_core.fork.store import ForkStore
@@ -87,15 +83,12 @@ from branching_core.fork.types import (
     BranchState,
     BranchStatus,
     FileChange,
-    ForkBranchLimitError,
     ForkCostSummary,
-    ForkDepthLimitError,
     ForkHandle,
     MergeResult,
     MergeStrategy,
 )
 from branching_core.workspace import Workspace
-from branching_core.workspace.journal import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -288,111 +281,16 @@ class ForkCoordinator:
         strategy: MergeStrategy | None = None,
         aggregate_budget_usd: float | None = None,
     ) -> ForkHandle:
-        """Create one workspace branch and start one task per spec; returns at once."""
-        async with self.state.lock:
-            if not self.state.is_resolved:
-                raise RuntimeError(f"fork {self.fork_id} is still open: merge or abort it first")
-            if self.agent is None:
-                raise RuntimeError("this coordinator has no agent to run branches with")
-            spec_list = [
-                s if isinstance(s, BranchSpec) else BranchSpec.from_json(dict(s)) for s in specs
-            ]
-            if not spec_list:
-                raise ValueError("a fork needs at least one branch spec")
-            if len(spec_list) > self.max_branches:
-                raise ForkBranchLimitError(
-                    f"{len(spec_list)} branches requested; max_branches is {self.max_branches}"
-                )
-            if self.depth + 1 > self.max_depth:
-                raise ForkDepthLimitError(
-                    f"a fork here would be {self.depth + 1} levels deep; "
-                    f"max_depth is {self.max_depth}"
-                )
-            labels = [s.label.strip() for s in spec_list]
-            if any(not label for label in labels) or len(set(labels)) != len(labels):
-                raise ValueError(f"branch labels must be non-empty and unique: {labels}")
-            for spec in spec_list:
-                if spec.budget_usd is not None and spec.budget_usd < 0:
-                    raise ValueError(f"budget_usd of {spec.label!r} is negative")
-
-            fork_id = uuid.uuid4().hex[:12]
-            seed = copy_history(parent_history)
-            seed_json = dumps_history(seed)
-            runtimes: list[BranchRuntime] = []
-            # The intent comes first: a process killed from here until the full manifest is
-            # written leaves durable branches that fork/sweep.py finds and aborts.
-            self.store.write_manifest(
-                {
-                    "fork_id": fork_id,
-                    "creating": True,
-                    "pid": os.getpid(),
-                    "created_at": time.time(),
-                    "depth": self.depth + 1,
-                    "resolved": False,
-                    "branches": [],
-                }
-            )
-            crash_point("fork:intent")
-            ws_branches = self.branch_files.open(
-                self.parent_node,
-                [ws_name(spec.label, fork_id, i) for i, spec in enumerate(spec_list)],
-            )
-            try:
-                for index, (spec, ws_branch) in enumerate(zip(spec_list, ws_branches, strict=True)):
-                    runtimes.append(
-                        BranchRuntime(
-                            branch_id=f"{fork_id[:6]}-{index}-{uuid.uuid4().hex[:4]}",
-                            label=spec.label.strip(),
-                            spec=spec,
-                            index=index,
-                            depth=self.depth + 1,
-                            ws_branch=ws_branch,
-                            workspace_branch_id=ws_branch.id,
-                            path=Path(ws_branch.path),
-                            seed_history=seed,
-                            history=list(seed),
-                        )
-                    )
-            except BaseException:
-                for ws_branch in ws_branches:
-                    with contextlib.suppress(Exception):
-                        ws_branch.abort()
-                self.store.remove(fork_id)
-                raise
-            crash_point("fork:branches")
-
-            parent_ws_id = (
-                getattr(self.parent_node, "id", None)
-                if self.parent_node is not self.workspace
-                else None
-            )
-            checkpoint_id = self.checkpoints.save(
-                fork_id, "fork", seed_json, parent_workspace_branch_id=parent_ws_id
-            )
-            handle = ForkHandle(
-                fork_id=fork_id,
-                branches=[rt.branch_id for rt in runtimes],
-                labels={rt.branch_id: rt.label for rt in runtimes},
-                depth=self.depth + 1,
-                parent_checkpoint_id=checkpoint_id,
-                merge_strategy=strategy or MergeStrategy(),
-                isolation=isolation or BranchIsolation(),
-                aggregate_budget_usd=aggregate_budget_usd,
-                parent_branch_id=self.parent_runtime.branch_id if self.parent_runtime else None,
-                created_at=time.time(),
-            )
-            self.store.write_history(fork_id, "parent", seed_json)
-            # Not fsync'ed: the rename is atomic against a killed process, and fork() must stay
-            # cheap (the workspace branches themselves are durable).
-            self.state.open(handle, runtimes)
-            self.recorder.persist(now=True)
-            crash_point("fork:manifest")
-            self.publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(handle.branches)))
-            for rt in runtimes:
-                # An empty steer sends no new prompt: the branch runs on from the seed (a
-                # seed ending in the user's request re-samples that turn: best-of-N).
-                self.runner.start(rt, rt.spec.steer.strip() or None, seed)
-            return handle
+        """Create one workspace branch and start one task per spec; returns at once
+        (``fork/opening.py``)."""
+        return await open_fork(
+            self,
+            specs,
+            parent_history=parent_history,
+            isolation=isolation,
+            strategy=strategy,
+            aggregate_budget_usd=aggregate_budget_usd,
+        )
 
     # -- the user's edits in the mirror (fork/mirror/edits.py) ------------------------------
     def user_edits(self) -> dict[str, list[str]]:

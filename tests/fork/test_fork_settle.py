@@ -122,3 +122,28 @@ async def test_live_coordinator_is_the_engine_one(ws: Workspace) -> None:
     coord = await _fork(ws)
     assert isinstance(coord, LiveForkCoordinator)
     await coord.aclose()
+
+
+@pytest.mark.parametrize("ending", ["pick", "combine", "abort"])
+async def test_a_recovered_fork_settles_like_any_other(
+    ws: Workspace, project: Path, ending: str
+) -> None:
+    """A restart rebuilds the fork from its manifest (``ForkState.restore``); ending it
+    then runs the same settlement (resolution, its time, one event)."""
+    first = await _fork(ws)
+    fork_id = first.fork_id
+    await first.flush()
+    [coord] = LiveForkCoordinator.recover(ws, first.agent)
+    assert coord.fork_id == fork_id and not coord.is_resolved
+    events: list[ev.ForkEvent] = []
+    coord.add_listener(events.append)
+    await _action(coord, ending)
+    await coord.flush()
+    manifest = ForkStore(project).read_manifest(str(fork_id))
+    assert manifest is not None and manifest["resolved"] and manifest["resolved_at"]
+    assert [e.action for e in events if isinstance(e, ev.ForkResolved)] == [
+        manifest["resolution"]
+    ]
+    assert LiveForkCoordinator.recover(ws, first.agent) == []
+    for rt in first.branches.values():  # the first process's tasks ended before the restart
+        assert rt.task is not None and rt.task.done()
