@@ -19,6 +19,7 @@ This module is the facade: construction, options, events, ``fork()``, steering, 
 termination, and one-line delegations to the objects that hold the fork's state and do
 its work (each owns its own fields; none reaches into another's):
 
+* ``opening.py``      ``open_fork()``: validating specs, branches, checkpoint, first manifest
 * ``state.py``        ``ForkState``: handle, branches, resolution; ``settle()``, the one way
                       a fork ends (pick, combine, abort, the judge's pick)
 * ``persistence.py``  ``ForkRecorder``: manifest and history saves, background checkpoint
