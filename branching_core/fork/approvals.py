@@ -1,11 +1,10 @@
 """Tool approvals in fork branches: which tool calls need one, pausing a branch on them
 (state ``awaiting_approval``) and resuming it with the user's answers.
 
-A mixin of :class:`~branching_core.fork.coordinator.ForkCoordinator`."""
+Owned by :class:`~branching_core.fork.coordinator.ForkCoordinator` (``ApprovalBroker``)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +14,6 @@ from pydantic_ai.tools import DeferredToolApprovalResult
 from branching_core.errors import InvalidArgumentError, InvalidStateError
 from branching_core.fork import events as ev
 from branching_core.fork.options import ApprovalPolicy
-from branching_core.fork.parts import CoordinatorParts
 from branching_core.fork.runtime import (
     BranchRuntime,
 )
@@ -41,10 +39,22 @@ def with_deferred_output(output_type: Any) -> list[Any]:
     return base if DeferredToolRequests in base else [*base, DeferredToolRequests]
 
 
-class Approvals(CoordinatorParts):
-    """Pausing on and answering tool approvals (mixin of ``ForkCoordinator``)."""
+class ApprovalBroker:
+    """Pauses branches on tool calls that need an approval and turns the user's answers
+    into the results a resumed run takes. It changes branch states through ``set_state``
+    and announces requests through ``publish``; the run loop resumes the branch."""
 
-    def _await_approval(self, rt: BranchRuntime, requests: DeferredToolRequests) -> None:
+    def __init__(
+        self,
+        set_state: Callable[..., None],
+        publish: Callable[[ev.ForkEvent], None],
+    ) -> None:
+        self._set_state = set_state
+        self._publish = publish
+
+    def pause(self, fork_id: str, rt: BranchRuntime, requests: DeferredToolRequests) -> None:
+        """A run ended on deferred tool calls: wait for approvals (or fail the branch for
+        calls meant to run outside the agent, which a branch cannot do)."""
         if requests.calls:
             names = ", ".join(sorted({c.tool_name for c in requests.calls}))
             rt.error = f"tools run outside the agent are not supported in a branch: {names}"
@@ -61,25 +71,17 @@ class Approvals(CoordinatorParts):
         self._set_state(rt, "awaiting_approval", persist=False)
         self._publish(
             ev.BranchApprovalRequested(
-                fork_id=self.fork_id or "",
+                fork_id=fork_id,
                 branch_id=rt.branch_id,
                 label=rt.label,
                 calls=tuple(calls),
             )
         )
 
-    def pending_approvals(self, key: str) -> list[ev.ApprovalCall]:
-        """The tool calls the branch with this label or id waits on (empty if none)."""
-        return list(self.get_branch(key).pending_approvals)
-
-    async def approve(self, key: str, decisions: dict[str, bool | str]) -> asyncio.Task[None]:
-        """Answer a paused branch's pending tool calls and resume it.
-
-        ``decisions`` maps each pending ``tool_call_id`` to True (run it), False (deny), or a
-        string (deny, with that message for the model). Calls left out are denied: a branch
-        never runs a tool nobody approved.
-        """
-        rt = self.get_branch(key)
+    @staticmethod
+    def answers(rt: BranchRuntime, decisions: dict[str, bool | str]) -> DeferredToolResults:
+        """The results that resume ``rt`` (see ``ForkCoordinator.approve``): calls left
+        out are denied, a branch never runs a tool nobody approved."""
         if rt.state != "awaiting_approval" or not rt.pending_approvals:
             raise InvalidStateError(f"branch {rt.label} is {rt.state}; it waits on no approval")
         unknown = set(decisions) - {c.tool_call_id for c in rt.pending_approvals}
@@ -93,4 +95,4 @@ class Approvals(CoordinatorParts):
             else:
                 reason = answer if isinstance(answer, str) else "The user denied this tool call."
                 answers[call.tool_call_id] = ToolDenied(reason)
-        return self._start(rt, None, list(rt.history), DeferredToolResults(approvals=answers))
+        return DeferredToolResults(approvals=answers)

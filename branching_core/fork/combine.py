@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
@@ -49,12 +49,15 @@ from branching_core.errors import (
     InvalidStateError,
     UnsafeChangeError,
 )
-from branching_core.fork import events as ev
 from branching_core.fork.history import dumps_history
+from branching_core.fork.state import Resolution
 from branching_core.fork.types import MergeResult
 from branching_core.workspace import beneath
 from branching_core.workspace.land import NewFile, land_files
 from branching_core.workspace.paths import path_problem
+
+if TYPE_CHECKING:
+    from branching_core.fork.merge import ForkMerger
 
 PARENT = "parent"
 HunkChoice = str | tuple[str, int] | Mapping[str, Any]
@@ -362,45 +365,44 @@ def _parent_changed(plan: CombinePlan, parent: Path, since_ns: int) -> list[str]
 
 
 async def merge_combined(
-    coordinator: Any, selection: Selection | None = None, *, base: str | None = None
+    merger: ForkMerger, selection: Selection | None = None, *, base: str | None = None
 ) -> MergeResult:
-    """Apply ``selection`` to the parent in one commit and resolve the fork (module doc).
+    """Apply ``selection`` to the parent in one commit and settle the fork (module doc).
 
     Raises ``CombineError``/``CombineConflict`` (the fork stays open, nothing written),
     ``RuntimeError`` when the fork is already resolved."""
     from branching_core.workspace.landing import landing_lock
 
-    c = coordinator
-    handle = c._require_handle()
-    async with c._lock:
-        if c._resolved:
-            raise InvalidStateError(f"fork {handle.fork_id} is already resolved ({c._resolution})")
-        for rt in c.branches.values():
+    state, fc = merger.state, merger.fc
+    async with state.lock:
+        handle = state.require_open()
+        branches = list(state.branches.values())
+        for rt in branches:
             if rt.task is not None and not rt.task.done():
                 if rt.task is asyncio.current_task():
                     raise InvalidStateError("a branch cannot merge the fork it runs in")
                 await asyncio.wait([rt.task])
-        plan = await asyncio.to_thread(plan_combination, c, selection or {}, base=base)
-        open_branches = [rt.ws_branch for rt in c.branches.values() if rt.ws_branch is not None]
+        plan = await asyncio.to_thread(plan_combination, fc, selection or {}, base=base)
+        open_branches = [rt.ws_branch for rt in branches if rt.ws_branch is not None]
         since = min((b.created_ns for b in open_branches), default=time.time_ns())
-        parent_dir = Path(c.parent_path)
+        parent_dir = Path(fc.parent_path)
         stale = await asyncio.to_thread(_parent_changed, plan, parent_dir, since)
         if stale:
             raise CombineConflict(stale)
         touched = [p.path for p in plan.paths if p.action != "keep"]
         # the one landing lock per parent path, shared with fork merges and sub-agents
-        async with landing_lock(c.parent_node):
+        async with landing_lock(fc.parent_node):
             held = None
             try:
                 # the pre-merge files (for rewind) are held open while the result lands;
                 # their copies are made after the commit, off the event loop
                 held = await asyncio.to_thread(
-                    c.checkpoints.hold_files, handle.fork_id, "fork", parent_dir, touched
+                    fc.checkpoints.hold_files, handle.fork_id, "fork", parent_dir, touched
                 )
                 # staged and committed in one journaled commit, no intermediate branch
                 changes = await asyncio.to_thread(
                     land_files,
-                    c.parent_node,
+                    fc.parent_node,
                     _new_files(plan),
                     since_ns=since,
                     label=f"the combination of fork {handle.fork_id}",
@@ -418,33 +420,25 @@ async def merge_combined(
                     with contextlib.suppress(Exception):
                         held.finish()  # what the parent held before is still worth keeping
                 raise
-        c._record_post_fork(handle.fork_id, parent_dir, touched, held)
-        winner = next(rt for rt in c.branches.values() if rt.label == plan.base_label)
-        await asyncio.gather(*(c._discard(rt) for rt in c.branches.values()))
-        discarded = [rt.branch_id for rt in c.branches.values() if rt is not winner]
+        merger.record_post_fork(handle.fork_id, parent_dir, touched, held)
+        winner = next(rt for rt in branches if rt.label == plan.base_label)
+        await asyncio.gather(*(merger.discard(rt) for rt in branches))
+        discarded = [rt.branch_id for rt in branches if rt is not winner]
         history: list[ModelMessage] = list(winner.partial_history or winner.seed_history)
         history.append(ModelRequest(parts=[UserPromptPart(plan.note())]))
         # file writes with fsync: in a worker thread, as a pick does (never on the loop)
         post_id = await asyncio.to_thread(
-            c.checkpoints.save,
+            fc.checkpoints.save,
             handle.fork_id,
             "post-fork",
             dumps_history(history),
-            parent_workspace_branch_id=c._parent_ws_id(),
+            parent_workspace_branch_id=merger.parent_ws_id,
         )
         winner.resolution = "merged"
-        c._resolved = True
-        c._resolution = f"combine:{winner.branch_id}"
-        c._post_checkpoint = post_id
-        await c._writer.flush()
-        await c._persist_durable()
-        c._publish(
-            ev.ForkResolved(
-                fork_id=handle.fork_id,
-                action=c._resolution,
-                winner_branch_id=winner.branch_id,
-                discarded=tuple(discarded),
-            )
+        await state.settle(
+            Resolution("combine", winner.branch_id),
+            discarded=discarded,
+            post_checkpoint=post_id,
         )
         return MergeResult(
             fork_id=handle.fork_id,

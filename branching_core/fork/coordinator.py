@@ -16,55 +16,59 @@ to its events (:meth:`subscribe`, :meth:`add_listener`). Nor does it import
 (``review_port.py``); ``branching_core.live.ForkCoordinator`` wires the default in.
 
 This module is the facade: construction, options, events, ``fork()``, steering, nesting,
-termination. The rest is in parts with one job each (all mixed into this class, declared
-in ``parts.py``):
+termination, and one-line delegations to the objects that hold the fork's state and do
+its work (each owns its own fields; none reaches into another's):
 
+* ``opening.py``      ``open_fork()``: validating specs, branches, checkpoint, first manifest
+* ``state.py``        ``ForkState``: handle, branches, resolution; ``settle()``, the one way
+                      a fork ends (pick, combine, abort, the judge's pick)
+* ``persistence.py``  ``ForkRecorder``: manifest and history saves, background checkpoint
+                      copies, retention; ``recover_forks()``, ``list_open_forks``
+* ``run_loop.py``     ``BranchRunner``: starting a branch, ``agent.iter()``, streaming,
+                      the budget check; its ``ApprovalBroker`` (``approvals.py``)
+* ``merge.py``        ``ForkMerger``: ``merge_or_select``, ``abort_fork``, landing the
+                      winner (``combine.py``: landing a combination)
+* ``inspection.py``   costs, waiting, each branch's file changes
 * ``runtime.py``      ``BranchRuntime`` (one branch's live state), ``current_branch()``
-* ``run_loop.py``     starting a branch, ``agent.iter()``, streaming, the budget check
-* ``approvals.py``    pausing on tool approvals, ``approve()``
-* ``inspection.py``   ``inspect_branches``, ``wait``, ``fork_cost``, ``file_changes``, ``diff``
-* ``merge.py``        ``merge_or_select``, ``abort_fork``, landing the winner in the parent
-* ``persistence.py``  manifest and history saves, ``recover()``, ``list_open_forks``
 * ``state_writer.py`` the coalescing background writer; ``mirror/`` the on-disk mirror
-
-Why ~500 lines: the public surface itself (construction from ``ForkOptions``, the
-event hub, ``fork()``, steering, ``nested()``, termination and the read-only
-properties front ends use) is what a reader of this class needs on one page; every
-part with a job of its own already lives in the modules above.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic_ai.messages import ModelMessage
 
 from branching_core.agent.hub import EventHub
-from branching_core.errors import InvalidArgumentError, InvalidStateError
+from branching_core.errors import InvalidStateError
 from branching_core.fork import events as ev
-from branching_core.fork.approvals import Approvals, approval_predicate
+from branching_core.fork.actions import MergeAction
+from branching_core.fork.approvals import approval_predicate
 from branching_core.fork.branch_files import BranchFiles, branch_files_for
 from branching_core.fork.branch_network import ForkNetworks
 from branching_core.fork.budget import PriceFn, default_price
 from branching_core.fork.checkpoints import CheckpointStore
 from branching_core.fork.external_branch import is_external
-from branching_core.fork.history import copy_history, dumps_history
-from branching_core.fork.inspection import Inspection
-from branching_core.fork.merge import Merging
+from branching_core.fork.git_landing import GitLanding
+from branching_core.fork.inspection import file_changes, fork_cost, wait_for
+from branching_core.fork.merge import ForkMerger
 from branching_core.fork.mirror import ForkMaterializer
+from branching_core.fork.opening import open_fork
 from branching_core.fork.options import DepsFactory, ForkOptions, ModelResolver
-from branching_core.fork.persistence import Persistence, list_open_forks
+from branching_core.fork.persistence import (
+    ForkRecorder,
+    build_manifest,
+    list_open_forks,
+    recover_forks,
+)
 from branching_core.fork.review_port import NO_REVIEW, ForkReview
-from branching_core.fork.run_loop import RunLoop
+from branching_core.fork.run_loop import BranchRunner
 from branching_core.fork.runtime import (
     INTERRUPTED,
     BranchRunContext,
@@ -72,27 +76,26 @@ from branching_core.fork.runtime import (
     as_workspace,
     current_branch,
     states_final,
-    ws_name,
 )
-from branching_core.fork.state_writer import StateWriter
+from branching_core.fork.state import ForkState
 from branching_core.fork.store import ForkStore
 from branching_core.fork.types import (
     BranchIsolation,
     BranchSpec,
     BranchState,
     BranchStatus,
-    ForkBranchLimitError,
-    ForkDepthLimitError,
+    FileChange,
+    ForkCostSummary,
     ForkHandle,
+    MergeResult,
     MergeStrategy,
 )
 from branching_core.workspace import Workspace
-from branching_core.workspace.journal import crash_point
 
 log = logging.getLogger(__name__)
 
 
-class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
+class ForkCoordinator:
     """Owns the branches of one fork of one parent run (see the module docstring).
 
     ``agent`` is the pydantic-ai ``Agent`` the branches run (the parent's own agent when
@@ -130,25 +133,34 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         self.parent_runtime = parent_runtime
         self.parent_coordinator = parent_coordinator
         self.approval_required = approval_predicate(self.options.approval_required)
-        self._handle: ForkHandle | None = None
-        self._branches: dict[str, BranchRuntime] = {}
-        self._resolved = False
-        self._resolution: str | None = None
-        self._post_checkpoint: str | None = None
-        self._resolved_at: float | None = None
-        self._lock = asyncio.Lock()
         self._events: EventHub[ev.ForkEvent] = EventHub("fork event")
         self.recovery_errors: list[str] = []
-        self.save_errors: list[str] = []
+        self.state = ForkState(
+            save=self._save_settled,
+            prune=self._prune_later,
+            release_networks=self.release_networks,
+            publish=self._events.publish,
+        )
+        """This fork's handle, branches and resolution (``ForkState.settle`` ends it)."""
+        self.recorder = ForkRecorder(
+            self.store,
+            manifest=self._manifest,
+            branches=lambda: self.state.branches.values(),
+            keep_resolved=lambda: self.options.keep_resolved,
+        )
+        """Saves this fork's state (manifest, histories, checkpoint copies, retention)."""
+        self.save_errors: list[str] = self.recorder.save_errors
         """Every failed save of fork state (each is also logged and set on its branch)."""
-        self._writer = StateWriter(self.store, self._save_failed)
+        self.runner = BranchRunner(self, self.state, self.recorder, self._events.publish)
+        """Runs the branches (``agent.iter()``, budgets, approvals)."""
+        self.merger = ForkMerger(self, self.state, self.recorder)
+        """Ends the fork: lands a pick or a combination, or discards every branch."""
         self.branch_files: BranchFiles = branch_files_for(
             self.options.runner, command_runner=self.options.command_runner,
             live_view=self.options.materialize,
             networks=ForkNetworks(self.options.network) if self.options.network else None,
         )
         """Where this fork's branch files live and how their tools reach them."""
-        self._background: set[asyncio.Task[Any]] = set()
         # On-disk mirror for diff tools (fork/mirror/); nested coordinators inherit the
         # setting with their options.
         self.mirror_hook: Any = None
@@ -199,11 +211,11 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
     # -- properties (seed 004) -------------------------------------------------------------
     @property
     def fork_id(self) -> str | None:
-        return self._handle.fork_id if self._handle else None
+        return self.state.fork_id
 
     @property
     def handle(self) -> ForkHandle | None:
-        return self._handle
+        return self.state.handle
 
     @property
     def max_branches(self) -> int:
@@ -216,11 +228,21 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
     @property
     def is_resolved(self) -> bool:
         """True when no live branch state is owned: never forked, merged, or aborted."""
-        return self._handle is None or self._resolved
+        return self.state.is_resolved
 
     @property
     def branches(self) -> dict[str, BranchRuntime]:
-        return dict(self._branches)
+        return dict(self.state.branches)
+
+    @property
+    def _branches(self) -> dict[str, BranchRuntime]:
+        """The live dict (what the review-delegating methods below read)."""
+        return self.state.branches
+
+    @property
+    def parent_ws_id(self) -> str | None:
+        """The workspace branch this fork was taken from (None: the workspace itself)."""
+        return self.merger.parent_ws_id
 
     @property
     def parent_path(self) -> Path:
@@ -238,27 +260,18 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """Call ``callback(event)`` for every event; returns a function that removes it."""
         return self._events.add_listener(callback)
 
-    def _publish(self, event: ev.ForkEvent) -> None:
+    def publish(self, event: ev.ForkEvent) -> None:
+        """Send ``event`` to every subscriber and listener (the mirror's edit relay uses it
+        to announce the user's edits in a branch)."""
         self._events.publish(event)
 
     # -- lookup ------------------------------------------------------------------------------
     def _require_handle(self) -> ForkHandle:
-        if self._handle is None:
-            raise InvalidStateError("no fork yet: call fork() (or the fork_run tool) first")
-        return self._handle
+        return self.state.require_handle()
 
     def get_branch(self, key: str) -> BranchRuntime:
         """A branch by id or by label."""
-        rt = self._branches.get(key)
-        if rt is not None:
-            return rt
-        matches = [r for r in self._branches.values() if r.label == key]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            known = ", ".join(f"{r.label} ({r.branch_id})" for r in self._branches.values())
-            raise InvalidArgumentError(f"no branch {key!r}; branches: {known or 'none'}")
-        raise InvalidArgumentError(f"label {key!r} is ambiguous; use a branch id")
+        return self.state.get_branch(key)
 
     # -- fork --------------------------------------------------------------------------------
     async def fork(
@@ -270,117 +283,16 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         strategy: MergeStrategy | None = None,
         aggregate_budget_usd: float | None = None,
     ) -> ForkHandle:
-        """Create one workspace branch and start one task per spec; returns at once."""
-        async with self._lock:
-            if self._handle is not None and not self._resolved:
-                raise InvalidStateError(
-                    f"fork {self.fork_id} is still open: merge or abort it first"
-                )
-            if self.agent is None:
-                raise InvalidStateError("this coordinator has no agent to run branches with")
-            spec_list = [
-                s if isinstance(s, BranchSpec) else BranchSpec.from_json(dict(s)) for s in specs
-            ]
-            if not spec_list:
-                raise InvalidArgumentError("a fork needs at least one branch spec")
-            if len(spec_list) > self.max_branches:
-                raise ForkBranchLimitError(
-                    f"{len(spec_list)} branches requested; max_branches is {self.max_branches}"
-                )
-            if self.depth + 1 > self.max_depth:
-                raise ForkDepthLimitError(
-                    f"a fork here would be {self.depth + 1} levels deep; "
-                    f"max_depth is {self.max_depth}"
-                )
-            labels = [s.label.strip() for s in spec_list]
-            if any(not label for label in labels) or len(set(labels)) != len(labels):
-                raise InvalidArgumentError(f"branch labels must be non-empty and unique: {labels}")
-            for spec in spec_list:
-                if spec.budget_usd is not None and spec.budget_usd < 0:
-                    raise InvalidArgumentError(f"budget_usd of {spec.label!r} is negative")
-
-            fork_id = uuid.uuid4().hex[:12]
-            seed = copy_history(parent_history)
-            seed_json = dumps_history(seed)
-            runtimes: list[BranchRuntime] = []
-            # The intent comes first: a process killed from here until the full manifest is
-            # written leaves durable branches that fork/sweep.py finds and aborts.
-            self.store.write_manifest(
-                {
-                    "fork_id": fork_id,
-                    "creating": True,
-                    "pid": os.getpid(),
-                    "created_at": time.time(),
-                    "depth": self.depth + 1,
-                    "resolved": False,
-                    "branches": [],
-                }
-            )
-            crash_point("fork:intent")
-            ws_branches = self.branch_files.open(
-                self.parent_node,
-                [ws_name(spec.label, fork_id, i) for i, spec in enumerate(spec_list)],
-            )
-            try:
-                for index, (spec, ws_branch) in enumerate(zip(spec_list, ws_branches, strict=True)):
-                    runtimes.append(
-                        BranchRuntime(
-                            branch_id=f"{fork_id[:6]}-{index}-{uuid.uuid4().hex[:4]}",
-                            label=spec.label.strip(),
-                            spec=spec,
-                            index=index,
-                            depth=self.depth + 1,
-                            ws_branch=ws_branch,
-                            workspace_branch_id=ws_branch.id,
-                            path=Path(ws_branch.path),
-                            seed_history=seed,
-                            history=list(seed),
-                        )
-                    )
-            except BaseException:
-                for ws_branch in ws_branches:
-                    with contextlib.suppress(Exception):
-                        ws_branch.abort()
-                self.store.remove(fork_id)
-                raise
-            crash_point("fork:branches")
-
-            self._branches = {rt.branch_id: rt for rt in runtimes}
-            self._resolved = False
-            self._resolved_at = None
-            self._resolution = None
-            self._post_checkpoint = None
-            parent_ws_id = (
-                getattr(self.parent_node, "id", None)
-                if self.parent_node is not self.workspace
-                else None
-            )
-            checkpoint_id = self.checkpoints.save(
-                fork_id, "fork", seed_json, parent_workspace_branch_id=parent_ws_id
-            )
-            self._handle = ForkHandle(
-                fork_id=fork_id,
-                branches=[rt.branch_id for rt in runtimes],
-                labels={rt.branch_id: rt.label for rt in runtimes},
-                depth=self.depth + 1,
-                parent_checkpoint_id=checkpoint_id,
-                merge_strategy=strategy or MergeStrategy(),
-                isolation=isolation or BranchIsolation(),
-                aggregate_budget_usd=aggregate_budget_usd,
-                parent_branch_id=self.parent_runtime.branch_id if self.parent_runtime else None,
-                created_at=time.time(),
-            )
-            self.store.write_history(fork_id, "parent", seed_json)
-            # Not fsync'ed: the rename is atomic against a killed process, and fork() must stay
-            # cheap (the workspace branches themselves are durable).
-            self._persist(now=True)
-            crash_point("fork:manifest")
-            self._publish(ev.ForkCreated(fork_id=fork_id, branch_ids=tuple(self._handle.branches)))
-            for rt in runtimes:
-                # An empty steer sends no new prompt: the branch runs on from the seed (a
-                # seed ending in the user's request re-samples that turn: best-of-N).
-                self._start(rt, rt.spec.steer.strip() or None, seed)
-            return self._handle
+        """Create one workspace branch and start one task per spec; returns at once
+        (``fork/opening.py``)."""
+        return await open_fork(
+            self,
+            specs,
+            parent_history=parent_history,
+            isolation=isolation,
+            strategy=strategy,
+            aggregate_budget_usd=aggregate_budget_usd,
+        )
 
     # -- the user's edits in the mirror (fork/mirror/edits.py) ------------------------------
     def user_edits(self) -> dict[str, list[str]]:
@@ -415,12 +327,12 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         if is_external(rt.spec.model):  # typed on the agent's terminal, if it reads one
             if rt.external is None or not rt.external.steer(message):
                 raise InvalidStateError(f"branch {rt.label} ({rt.spec.model}) cannot be steered: "
-                                        "it reads no input while it works")
-            self._publish(ev.BranchSteered(fork_id=self.fork_id or "", branch_id=rt.branch_id,
+                                   "it reads no input while it works")
+            self.publish(ev.BranchSteered(fork_id=self.fork_id or "", branch_id=rt.branch_id,
                                            label=rt.label, message=message))
             return True
         delivered = rt.queue.put(message)
-        self._publish(
+        self.publish(
             ev.BranchSteered(
                 fork_id=self.fork_id or "", branch_id=rt.branch_id, label=rt.label, message=message
             )
@@ -438,7 +350,7 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
             raise InvalidStateError(f"branch {rt.label} was already {rt.resolution or 'released'}")
         history = rt.partial_history or list(rt.seed_history)
         rt.turns += 1
-        return self._start(rt, user_message, history)
+        return self.runner.start(rt, user_message, history)
 
     # -- nesting -----------------------------------------------------------------------------
     def nested(self, key: str | BranchRuntime) -> ForkCoordinator:
@@ -468,7 +380,7 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         task = rt.task
         if task is not None and not task.done():
             if rt.state == "running":
-                self._set_state(rt, reason or "terminated")
+                self.runner.set_state(rt, reason or "terminated")
                 task.cancel()
             # A task already told to stop (by an earlier, interrupted call) is still waited
             # for: its workspace branch must not be discarded under it.
@@ -480,12 +392,171 @@ class ForkCoordinator(RunLoop, Approvals, Inspection, Merging, Persistence):
         """Cancel everything and release the workspace branches (safe to call twice)."""
         if not self.is_resolved:
             await self.abort_fork()
-        for rt in self._branches.values():
+        for rt in self.state.branches.values():
             if rt.task is not None and not rt.task.done():
                 rt.task.cancel()
                 # asyncio.wait never raises the task's own error; what it raises is the
                 # caller's cancellation, which must reach the caller.
                 await asyncio.wait([rt.task])
+
+    # -- running (run_loop.BranchRunner, approvals.ApprovalBroker) -----------------------
+    def model_for(self, rt: BranchRuntime) -> Any:
+        """The model a branch runs with: its spec's model, else the parent run's."""
+        return self.runner.model_for(rt)
+
+    def capture_partial_history(self, branch_id: str, messages: Sequence[ModelMessage]) -> None:
+        """Record a branch's latest message snapshot (ignored for unknown branches)."""
+        rt = self.state.branches.get(branch_id)
+        if rt is not None:
+            rt.history = list(messages)
+
+    def pending_approvals(self, key: str) -> list[ev.ApprovalCall]:
+        """The tool calls the branch with this label or id waits on (empty if none)."""
+        return list(self.get_branch(key).pending_approvals)
+
+    async def approve(self, key: str, decisions: dict[str, bool | str]) -> asyncio.Task[None]:
+        """Answer a paused branch's pending tool calls and resume it.
+
+        ``decisions`` maps each pending ``tool_call_id`` to True (run it), False (deny), or a
+        string (deny, with that message for the model). Calls left out are denied: a branch
+        never runs a tool nobody approved.
+        """
+        rt = self.get_branch(key)
+        results = self.runner.approvals.answers(rt, decisions)
+        return self.runner.start(rt, None, list(rt.history), results)
+
+    # -- inspection (inspection.py) ------------------------------------------------------
+    def inspect_branches(self) -> list[BranchStatus]:
+        return [rt.status() for rt in self.state.branches.values()]
+
+    async def wait(
+        self, timeout: float | None = None, branch_ids: Sequence[str] | None = None
+    ) -> list[BranchStatus]:
+        """Wait until the branches (all, or ``branch_ids``) are no longer running, or ``timeout``.
+
+        Waits on the branch tasks themselves (no polling); returns the statuses either way.
+        """
+        selected = (
+            [self.get_branch(k) for k in branch_ids]
+            if branch_ids
+            else list(self.state.branches.values())
+        )
+        await wait_for(selected, timeout)
+        return self.inspect_branches()
+
+    wait_branches = wait
+
+    def fork_cost(self) -> ForkCostSummary:
+        return fork_cost(self._require_handle(), self.state.branches.values(), self.default_model)
+
+    def file_changes(self, key: str) -> list[FileChange]:
+        """What a branch changed so far (tool writes and shell commands alike)."""
+        return file_changes(self.get_branch(key))
+
+    def diff(self, paths: list[str] | None = None) -> dict[str, Any]:
+        """The cross-branch diff report as plain data (``BranchDiffReport.to_dict()``, built
+        by this coordinator's review service; see :meth:`diff_report`)."""
+        return self.diff_report(paths).to_dict()
+
+    # -- ending the fork (merge.ForkMerger; every ending settles the ForkState) ----------
+    async def abort_fork(self) -> list[str]:
+        """Discard every branch (tasks cancelled, workspace branches aborted); returns their ids."""
+        return await self.merger.abort()
+
+    async def merge_or_select(
+        self,
+        action: MergeAction | str,
+        *,
+        git: GitLanding | None = None,
+        git_commit: bool | str | None = None,
+        git_branch: str | None = None,
+        git_ff: bool = False,
+        **judge_options: Any,
+    ) -> MergeResult:
+        """End the fork as ``action`` says (a :class:`MergeAction`, or its string form,
+        parsed here by ``MergeAction.parse`` and nowhere further in): ``pick`` merges that
+        branch; ``abort`` discards them all; ``auto`` lets the judge pick and merges its
+        pick (``judge_options`` go to :meth:`resolve`, e.g. ``judges=[...]``,
+        ``test_command=...``); a judge that cannot name a branch raises ``RuntimeError``
+        and nothing is merged; ``combine`` lands a selection (``fork.combine``; with the
+        string form, ``selection=`` comes here).
+
+        The winner (awaited if still running) is committed into the parent: conflicting paths
+        (changed in the parent since the fork) are reported and left alone, the rest applied.
+        Losers are cancelled and their workspace branches aborted. A budget-stopped or
+        terminated winner merges its files and its partial history.
+
+        Git (issue 25): commits made inside the winner are kept as
+        ``forkdeck/<fork>/<label>`` in the parent's repository (``MergeResult.git_ref``);
+        ``git=GitLanding(commit=True, ...)`` (or the flags' spelling ``git_commit=True`` /
+        ``"message"``, ``git_branch="name"``, ``git_ff=True``; default: ``[git]
+        commit_merges`` of the workspace's settings) then commits exactly the landed paths.
+        Each git outcome is a line in ``MergeResult.git_notes``; it never fails the merge,
+        except up front with ``all_or_nothing`` (``RuntimeError``, nothing merged).
+        """
+        if git is None and (git_commit or git_branch or git_ff):
+            # the headless flags' spelling: --git-commit[=MESSAGE], --git-branch, --git-ff
+            git = GitLanding(
+                commit=bool(git_commit) or git_branch is not None,
+                message=git_commit if isinstance(git_commit, str) and git_commit else None,
+                branch=git_branch,
+                fast_forward=git_ff,
+            )
+        return await self.merger.merge(MergeAction.coerce(action), git=git, **judge_options)
+
+    # -- state on disk (persistence.ForkRecorder) -----------------------------------------
+    def _manifest(self) -> dict[str, Any] | None:
+        if self.state.handle is None:
+            return None
+        return build_manifest(
+            self.state,
+            parent_workspace_branch_id=self.parent_ws_id,
+            parent_fork_id=self.parent_coordinator.fork_id if self.parent_coordinator else None,
+            max_branches=self.max_branches,
+            max_depth=self.max_depth,
+        )
+
+    async def _save_settled(self) -> None:
+        await self.recorder.save_settled()
+
+    def _prune_later(self) -> None:
+        self.recorder.prune_later()
+
+    async def rewind_to_checkpoint(self, checkpoint_id: str) -> list[ModelMessage]:
+        """Restore ``fork:<id>`` / ``post-fork:<id>`` (files + history) into the parent."""
+        await self.flush()
+        return await asyncio.to_thread(self.checkpoints.rewind, checkpoint_id, self.parent_path)
+
+    async def flush(self) -> None:
+        """Wait until every state change (and post-fork checkpoint) so far is on disk."""
+        await self.recorder.flush()
+
+    async def release_networks(self) -> None:
+        """End every branch's network, services and port forwards now, keeping the fork
+        (for a front end that leaves it open for recovery: no process outlives it)."""
+        networks = getattr(self.branch_files, "networks", None)
+        if networks is not None:
+            await asyncio.to_thread(networks.close_all)
+
+    @classmethod
+    def recover(
+        cls,
+        workspace: Workspace | str | os.PathLike[str],
+        agent: Any = None,
+        *,
+        options: ForkOptions | None = None,
+        **option_overrides: Any,
+    ) -> list[Self]:
+        """Rebuild a coordinator for every fork left open under ``workspace`` (e.g. after a crash).
+
+        Branches that were running when their process died become ``terminated`` (their
+        error says why); every branch keeps its partial history and its durable workspace
+        branch, so the fork can be inspected, continued (:meth:`run_on_branch`), merged or
+        aborted. Outer forks are recovered before the forks nested in their branches.
+        ``options`` (and keyword overrides of its fields) apply to every recovered fork;
+        each keeps the branch and depth limits its manifest recorded.
+        """
+        return recover_forks(cls, workspace, agent, options=options, **option_overrides)
 
     # -- review (through ForkOptions.review: fork/review_port.py) -------------------------
     def _review(self) -> ForkReview:

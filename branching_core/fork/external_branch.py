@@ -23,6 +23,7 @@ from branching_core.errors import InvalidStateError, error_name
 from branching_core.fork import events as ev
 
 if TYPE_CHECKING:
+    from branching_core.fork.run_loop import BranchRunner
     from branching_core.fork.runtime import BranchRuntime
 
 AGENT_PREFIX = "agent:"
@@ -66,42 +67,42 @@ def external_prompt(steer: str | None, history: list[Any]) -> str:
     return "\n\n".join(text for text in (last, steer or "") if text.strip()) or "continue"
 
 
-async def run_external_branch(coordinator: Any, rt: BranchRuntime, prompt: str) -> None:
+async def run_external_branch(runner: BranchRunner, rt: BranchRuntime, prompt: str) -> None:
     """The task of an external branch: run it, publish its terminal, settle its state."""
-    runner: ExternalBranchRunner | None = coordinator.options.external_runner
-    fid = coordinator.fork_id or ""
+    external: ExternalBranchRunner | None = runner.fc.options.external_runner
+    fid = runner.fork_id or ""
 
     def on_line(line: str) -> None:
-        coordinator._publish(ev.BranchTerminalOutput(fork_id=fid, branch_id=rt.branch_id,
+        runner.publish(ev.BranchTerminalOutput(fork_id=fid, branch_id=rt.branch_id,
                                                      label=rt.label, text=line))
 
     def on_start(handle: ExternalBranchHandle) -> None:
         rt.external = handle
 
     try:
-        if runner is None:
+        if external is None:
             raise InvalidStateError(f"no runner for external agents here ({rt.spec.model})")
-        code, error = await runner.run(rt, prompt, on_line, on_start)
+        code, error = await external.run(rt, prompt, on_line, on_start)
         rt.output = f"{rt.spec.model} exited {code}" if code is not None else None
         if rt.state == "running":
             if code == 0:
-                coordinator._set_state(rt, "done", persist=False)
+                runner.set_state(rt, "done", persist=False)
             else:
                 rt.error = error or f"{rt.spec.model} exited {code}"
-                coordinator._set_state(rt, "failed", persist=False)
+                runner.set_state(rt, "failed", persist=False)
     except asyncio.CancelledError:
         if rt.state == "running":
-            coordinator._set_state(rt, "terminated", persist=False)
+            runner.set_state(rt, "terminated", persist=False)
     except Exception as exc:
         rt.error = f"{error_name(exc)}: {exc}"
         if rt.state == "running":
-            coordinator._set_state(rt, "failed", persist=False)
+            runner.set_state(rt, "failed", persist=False)
     finally:
         rt.external = None
         rt.finished_at = time.time()
-        coordinator._persist_or_report(rt)
-        if rt._done is not None:
-            rt._done.set()
+        runner.recorder.persist_or_report(rt)
+        if rt.finished_event is not None:
+            rt.finished_event.set()
 
 
 __all__ = ["AGENT_PREFIX", "ExternalBranchHandle", "ExternalBranchRunner", "external_prompt",

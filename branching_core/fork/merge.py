@@ -2,19 +2,18 @@
 parent (one landing lock per parent, shared with sub-agent landings), losers are
 discarded, the ``post-fork`` checkpoint is recorded.
 
-A mixin of :class:`~branching_core.fork.coordinator.ForkCoordinator`."""
+:class:`ForkMerger` is held by :class:`~branching_core.fork.coordinator.ForkCoordinator`;
+every ending goes through :meth:`ForkState.settle <branching_core.fork.state.ForkState.settle>`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from branching_core.errors import ConflictError, InvalidStateError, OperationError
-from branching_core.fork import events as ev
+from branching_core.errors import ConflictError, InvalidStateError
 from branching_core.fork.actions import MergeAction
 from branching_core.fork.checkpoints import HeldFiles
 from branching_core.fork.git_landing import (
@@ -26,10 +25,10 @@ from branching_core.fork.git_landing import (
     trailers_for,
 )
 from branching_core.fork.history import dumps_history
-from branching_core.fork.parts import CoordinatorParts
 from branching_core.fork.runtime import (
     BranchRuntime,
 )
+from branching_core.fork.state import ForkState, Resolution
 from branching_core.fork.types import (
     FlushError,
     FlushReport,
@@ -38,6 +37,10 @@ from branching_core.fork.types import (
 from branching_core.workspace.apply import changed_since
 from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
+
+if TYPE_CHECKING:
+    from branching_core.fork.coordinator import ForkCoordinator
+    from branching_core.fork.persistence import ForkRecorder
 
 
 def _configured_git(root: Path) -> GitLanding | None:
@@ -51,12 +54,28 @@ def _configured_git(root: Path) -> GitLanding | None:
     return GitLanding(commit=True) if on else None
 
 
-class Merging(CoordinatorParts):
-    """``merge_or_select``, ``abort_fork`` and landing a branch in its parent (mixin of
-    ``ForkCoordinator``)."""
+class ForkMerger:
+    """Ends a fork: discards branches, lands a picked one in the parent (or a combination,
+    ``fork/combine.py``) and settles the :class:`ForkState` (the one place that runs the
+    end-of-fork steps). Held by ``ForkCoordinator``; reads where the parent is (node,
+    path, checkpoints) from the coordinator's public surface."""
 
-    async def _discard(self, rt: BranchRuntime) -> None:
-        await self.terminate_branch(rt.branch_id)
+    def __init__(
+        self, coordinator: ForkCoordinator, state: ForkState, recorder: ForkRecorder
+    ) -> None:
+        self.fc = coordinator
+        self.state = state
+        self.recorder = recorder
+
+    @property
+    def parent_ws_id(self) -> str | None:
+        """The workspace branch the fork was taken from (None: the workspace itself)."""
+        fc = self.fc
+        return None if fc.parent_node is fc.workspace else getattr(fc.parent_node, "id", None)
+
+    async def discard(self, rt: BranchRuntime) -> None:
+        """Stop ``rt`` (and any fork nested in it) and drop its workspace branch."""
+        await self.fc.terminate_branch(rt.branch_id)
         if rt.child is not None and not rt.child.is_resolved:
             await rt.child.abort_fork()
         if rt.ws_branch is not None:
@@ -65,73 +84,31 @@ class Merging(CoordinatorParts):
             rt.ws_branch = None
         rt.resolution = "discarded"
 
-    async def abort_fork(self) -> list[str]:
-        """Discard every branch (tasks cancelled, workspace branches aborted); returns their ids."""
-        async with self._lock:
-            if self._handle is None or self._resolved:
+    async def abort(self) -> list[str]:
+        """Discard every branch and settle as ``abort``; returns their ids (none when there
+        is no open fork)."""
+        async with self.state.lock:
+            if self.state.is_resolved:
                 return []
             ids = []
-            for rt in self._branches.values():
-                await self._discard(rt)
+            for rt in self.state.branches.values():
+                await self.discard(rt)
                 ids.append(rt.branch_id)
-            self._resolved = True
-            self._resolution = "abort"
-            self._resolved_at = time.time()
-            await self._writer.flush()
-            await self._persist_durable()
-            self._prune_later()
-            self._publish(
-                ev.ForkResolved(fork_id=self._handle.fork_id, action="abort", discarded=tuple(ids))
-            )
+            await self.state.settle(Resolution("abort"), discarded=ids)
             return ids
 
-    async def merge_or_select(
-        self,
-        action: MergeAction | str,
-        *,
-        git: GitLanding | None = None,
-        git_commit: bool | str | None = None,
-        git_branch: str | None = None,
-        git_ff: bool = False,
-        **judge_options: Any,
+    async def merge(
+        self, merge: MergeAction, *, git: GitLanding | None, **judge_options: Any
     ) -> MergeResult:
-        """End the fork as ``action`` says (a :class:`MergeAction`, or its string form,
-        parsed by ``MergeAction.parse``): ``pick`` merges that branch; ``abort`` discards
-        them all; ``auto`` lets the judge pick and merges its pick (``judge_options`` go to
-        :meth:`resolve`, e.g. ``judges=[...]``, ``test_command=...``); a judge that cannot
-        name a branch raises ``RuntimeError`` and nothing is merged; ``combine`` lands a
-        selection (``fork.combine``; with the string form, ``selection=`` comes here).
-
-        The winner (awaited if still running) is committed into the parent: conflicting paths
-        (changed in the parent since the fork) are reported and left alone, the rest applied.
-        Losers are cancelled and their workspace branches aborted. A budget-stopped or
-        terminated winner merges its files and its partial history.
-
-        Git (issue 25): commits made inside the winner are kept as
-        ``forkdeck/<fork>/<label>`` in the parent's repository (``MergeResult.git_ref``);
-        ``git=GitLanding(commit=True, ...)`` (or the flags' spelling ``git_commit=True`` /
-        ``"message"``, ``git_branch="name"``, ``git_ff=True``; default: ``[git]
-        commit_merges`` of the workspace's settings) then commits exactly the landed paths.
-        Each git outcome is a line in ``MergeResult.git_notes``; it never fails the merge,
-        except up front with ``all_or_nothing`` (``RuntimeError``, nothing merged).
-        """
-        if git is None and (git_commit or git_branch or git_ff):
-            # the headless flags' spelling: --git-commit[=MESSAGE], --git-branch, --git-ff
-            git = GitLanding(
-                commit=bool(git_commit) or git_branch is not None,
-                message=git_commit if isinstance(git_commit, str) and git_commit else None,
-                branch=git_branch,
-                fast_forward=git_ff,
-            )
-        merge = MergeAction.coerce(action)
+        """``ForkCoordinator.merge_or_select`` once the action is typed and ``git`` known."""
         if git is None and merge.git_commit is not None:  # the typed spelling of the same
             git = GitLanding(commit=True, message=merge.git_commit.message,
                              branch=merge.git_commit.branch)
         if git is None:
-            git = _configured_git(self.workspace.path)
-        handle = self._require_handle()
+            git = _configured_git(self.fc.workspace.path)
+        handle = self.state.require_handle()
         if merge.kind == "abort":
-            ids = await self.abort_fork()
+            ids = await self.abort()
             return MergeResult(
                 fork_id=handle.fork_id,
                 action="abort",
@@ -139,43 +116,49 @@ class Merging(CoordinatorParts):
                 pre_fork_checkpoint_id=handle.parent_checkpoint_id,
             )
         if merge.kind == "auto":
-            outcome = await self.resolve(
+            outcome = await self.fc.resolve(
                 replace(handle.merge_strategy, kind="auto"), **judge_options
             )
             if outcome.committed and outcome.merge_result is not None:
                 return outcome.merge_result
-            raise OperationError(
+            raise InvalidStateError(
                 f"the judge did not pick a branch ({outcome.fallback_reason or 'no verdict'}): "
                 "use 'pick:<label>' or 'abort'"
             )
         if merge.kind == "combine":  # per path / per hunk from several branches (fork.combine)
-            from branching_core.fork.combine import merge_combined
-
-            why = refusal(git, self.parent_path)
-            if why is not None:
-                raise OperationError(f"nothing merged: git: {why}")
-            if merge.selection is not None:
-                judge_options = {"selection": merge.selection, "base": merge.base, **judge_options}
-            combined = await merge_combined(self, **judge_options)
-            if git is not None and git.commit and not combined.aborted:
-                outcome = GitOutcome()
-                await asyncio.to_thread(
-                    after_landing, git, outcome, self.parent_path,
-                    [*combined.applied_paths, *combined.deleted_paths],
-                    in_workspace=self.parent_node is self.workspace, steer=None,
-                    trailers=trailers_for(handle.fork_id, "combine", None),
-                )
-                combined.git_commit = outcome.commit.commit if outcome.commit else None
-                combined.git_notes.extend(outcome.notes)
-            return combined
+            return await self._combine(merge, git, **judge_options)
         assert merge.label is not None
-        action = str(merge)
-        async with self._lock:
-            if self._resolved:
-                raise InvalidStateError(
-                    f"fork {handle.fork_id} is already resolved ({self._resolution})"
-                )
-            winner = self.get_branch(merge.label)
+        return await self._pick(merge, merge.label, git)
+
+    async def _combine(
+        self, merge: MergeAction, git: GitLanding | None, **judge_options: Any
+    ) -> MergeResult:
+        from branching_core.fork.combine import merge_combined
+
+        handle = self.state.require_handle()
+        why = refusal(git, self.fc.parent_path)
+        if why is not None:
+            raise InvalidStateError(f"nothing merged: git: {why}")
+        if merge.selection is not None:
+            judge_options = {"selection": merge.selection, "base": merge.base, **judge_options}
+        combined = await merge_combined(self, **judge_options)
+        if git is not None and git.commit and not combined.aborted:
+            outcome = GitOutcome()
+            await asyncio.to_thread(
+                after_landing, git, outcome, self.fc.parent_path,
+                [*combined.applied_paths, *combined.deleted_paths],
+                in_workspace=self.fc.parent_node is self.fc.workspace, steer=None,
+                trailers=trailers_for(handle.fork_id, "combine", None),
+            )
+            combined.git_commit = outcome.commit.commit if outcome.commit else None
+            combined.git_notes.extend(outcome.notes)
+        return combined
+
+    async def _pick(self, merge: MergeAction, label: str, git: GitLanding | None) -> MergeResult:
+        fc = self.fc
+        async with self.state.lock:
+            handle = self.state.require_open()
+            winner = self.state.get_branch(label)
             if winner.ws_branch is None:
                 raise InvalidStateError(
                     f"branch {winner.label} has no workspace branch left to merge"
@@ -184,20 +167,20 @@ class Merging(CoordinatorParts):
                 if winner.task is asyncio.current_task():
                     raise InvalidStateError("a branch cannot merge itself")
                 await asyncio.wait([winner.task])
-            why = refusal(git, self.parent_path)
+            why = refusal(git, fc.parent_path)
             if why is not None:
-                raise OperationError(f"nothing merged: git: {why}")
+                raise InvalidStateError(f"nothing merged: git: {why}")
             if winner.child is not None and not winner.child.is_resolved:
                 await winner.child.abort_fork()
             discarded = []
-            for rt in self._branches.values():
+            for rt in self.state.branches.values():
                 if rt is not winner:
-                    await self._discard(rt)
+                    await self.discard(rt)
                     discarded.append(rt.branch_id)
             kept = await asyncio.to_thread(
                 keep_branch_commits,
                 winner.ws_branch,
-                self.parent_path,
+                fc.parent_path,
                 handle.fork_id,
                 winner.label,
             )
@@ -207,43 +190,33 @@ class Merging(CoordinatorParts):
                 after_landing,
                 git,
                 git_outcome,
-                self.parent_path,
+                fc.parent_path,
                 [*report.applied_paths, *report.deleted_paths],
-                in_workspace=self.parent_node is self.workspace,
+                in_workspace=fc.parent_node is fc.workspace,
                 steer=winner.spec.steer,
                 trailers=trailers_for(
-                    handle.fork_id, winner.label, winner.spec.model or self.default_model
+                    handle.fork_id, winner.label, winner.spec.model or fc.default_model
                 ),
             )
             history = winner.partial_history or list(winner.seed_history)
             history_json = dumps_history(history)
             post_id = await asyncio.to_thread(
-                self.checkpoints.save,
+                fc.checkpoints.save,
                 handle.fork_id,
                 "post-fork",
                 history_json,
-                parent_workspace_branch_id=self._parent_ws_id(),
+                parent_workspace_branch_id=self.parent_ws_id,
             )
             winner.resolution = "merged"
             winner.ws_branch = None
-            self._resolved = True
-            self._resolution = f"pick:{winner.branch_id}"
-            self._post_checkpoint = post_id
-            self._resolved_at = time.time()
-            await self._writer.flush()
-            await self._persist_durable()
-            self._prune_later()
-            self._publish(
-                ev.ForkResolved(
-                    fork_id=handle.fork_id,
-                    action=self._resolution,
-                    winner_branch_id=winner.branch_id,
-                    discarded=tuple(discarded),
-                )
+            await self.state.settle(
+                Resolution("pick", winner.branch_id),
+                discarded=discarded,
+                post_checkpoint=post_id,
             )
             return MergeResult(
                 fork_id=handle.fork_id,
-                action=action,
+                action=str(merge),
                 winner_branch_id=winner.branch_id,
                 winner_label=winner.label,
                 winner_state=winner.state,
@@ -262,14 +235,11 @@ class Merging(CoordinatorParts):
                 git_notes=git_outcome.notes,
             )
 
-    def _parent_ws_id(self) -> str | None:
-        return None if self.parent_node is self.workspace else getattr(self.parent_node, "id", None)
-
     async def _apply(self, rt: BranchRuntime) -> FlushReport:
         """Commit ``rt``'s workspace branch into the parent; fall back to per-path on conflict."""
         # One lock per parent path for every landing (forks of one parent, sub-agents):
         # the stale check and the commit of two landings never interleave.
-        async with landing_lock(self.parent_node):
+        async with landing_lock(self.fc.parent_node):
             return await self._apply_locked(rt)
 
     async def _apply_locked(self, rt: BranchRuntime) -> FlushReport:
@@ -277,12 +247,12 @@ class Merging(CoordinatorParts):
         # the commit, the per-path fallback) runs in one worker thread, and the copies of
         # the replaced files are made after the commit (see CheckpointStore.hold_files): the
         # event loop (a TUI) never waits on the size of the branch or of its files.
-        fork_id = self._require_handle().fork_id
-        parent_dir = self.parent_path
+        fork_id = self.state.require_handle().fork_id
+        parent_dir = self.fc.parent_path
         report, touched, held = await asyncio.to_thread(
             self._apply_blocking, rt.ws_branch, fork_id, parent_dir
         )
-        self._record_post_fork(fork_id, parent_dir, touched, held)
+        self.record_post_fork(fork_id, parent_dir, touched, held)
         return report
 
     def _apply_blocking(
@@ -296,7 +266,7 @@ class Merging(CoordinatorParts):
             for p in (*changes.created, *changes.modified)
             if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
         }
-        held = self.checkpoints.hold_files(fork_id, "fork", parent_dir, touched)
+        held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, touched)
         try:
             report = self._commit_or_apply(branch, branch_dir, parent_dir, changes, is_dir)
         except BaseException:
@@ -335,12 +305,12 @@ class Merging(CoordinatorParts):
         report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
         return report
 
-    def _record_post_fork(
+    def record_post_fork(
         self, fork_id: str, parent_dir: Path, touched: list[str], held: HeldFiles
     ) -> None:
         """Finish the pre-merge record (copy the held files) and record the merged files for
         ``post-fork:<id>``, in a worker thread (``flush()`` waits for both)."""
-        record = self.checkpoints.record_files
+        record = self.fc.checkpoints.record_files
 
         def work() -> None:
             try:
@@ -348,9 +318,7 @@ class Merging(CoordinatorParts):
             finally:
                 record(fork_id, "post-fork", parent_dir, touched)
 
-        task = asyncio.get_running_loop().create_task(asyncio.to_thread(work))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.recorder.track(asyncio.get_running_loop().create_task(asyncio.to_thread(work)))
 
     def _land_paths(
         self, branch: Any, branch_dir: Path, changes: Any, conflicts: set[str], report: FlushReport
@@ -363,7 +331,7 @@ class Merging(CoordinatorParts):
             return
         try:
             landed = land_files(
-                self.parent_node,
+                self.fc.parent_node,
                 files,
                 dirs=dirs,
                 since_ns=branch.created_ns,

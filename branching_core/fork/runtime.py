@@ -91,7 +91,8 @@ class BranchRuntime:
     report shows them among the model's requests)."""
     spend: Any = None  # the branch's SpendContext (model_run.branch_spend), for fork-wide caps
     """Why the latest save of this branch's state or history failed (logged too)."""
-    _done: asyncio.Event | None = None
+    finished_event: asyncio.Event | None = None
+    """Set when the branch's current run ends (made anew by each run)."""
 
     @property
     def overlay(self) -> Any:

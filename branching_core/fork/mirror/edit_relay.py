@@ -96,7 +96,7 @@ class EditRelay:
         note = batch.note()
         if note:
             rt.queue.put(note)
-        publish: Callable[[ev.ForkEvent], None] = coord._publish
+        publish: Callable[[ev.ForkEvent], None] = coord.publish
         ids = {"fork_id": fork_id, "branch_id": rt.branch_id, "label": rt.label}
         if batch.edits:
             edited = self._edited.setdefault(rt.label, {})
