@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +112,7 @@ class RemoteForkBranch:
         return self._view.write_layer
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[bool]:
+    def hold(self) -> Generator[bool, None, None]:
         """Hold the local view (as ``Branch.hold``); yields False once the branch is closed."""
         with self._view.hold() as view_open:
             yield view_open and self.is_open

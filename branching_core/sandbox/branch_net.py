@@ -230,7 +230,7 @@ class BranchNetwork:
 
     def describe(self) -> list[dict[str, Any]]:
         """One record per forward: branch, service, port, host_port, url, status."""
-        out = []
+        out: list[dict[str, Any]] = []
         with self._lock:
             for fwd in self.forwards.values():
                 svc = self.services.get(fwd.service) if fwd.service else None

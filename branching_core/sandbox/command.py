@@ -55,7 +55,7 @@ class CommandResult:
     timed_out: bool = False
     oom_killed: bool = False
     duration: float = 0.0
-    extra: dict[int, bytes] = field(default_factory=dict)
+    extra: dict[int, bytes] = field(default_factory=dict[int, bytes])
     stdout_dropped: int = 0
     stderr_dropped: int = 0
 

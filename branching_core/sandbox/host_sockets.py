@@ -194,7 +194,7 @@ class _Walked:
 
 
 def _ancestors(path: str) -> list[str]:
-    out = []
+    out: list[str] = []
     while path != "/":
         path = os.path.dirname(path)
         out.append(path)

@@ -22,7 +22,7 @@ MAX_PIDS = 1 << 22
 """The kernel's largest pid_max."""
 
 
-def parse_memory(value: int | str) -> int:
+def parse_memory(value: object) -> int:
     """Bytes from an int or a string such as ``"512M"``, ``"1G"``, ``"64MiB"``."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"memory limit must be bytes (an int) or a size like 512M, not {value!r}")
@@ -55,7 +55,7 @@ def parse_cpu(value: float | int | str) -> float:
     return cpu
 
 
-def parse_pids(value: int) -> int:
+def parse_pids(value: object) -> int:
     """A whole number of tasks between 1 and the kernel's largest pid_max."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"pids limit must be a whole number, not {value!r}")
@@ -97,7 +97,7 @@ class ResourceLimits:
 
     def controllers(self) -> list[str]:
         """The cgroup controllers these limits need, in a stable order."""
-        wanted = []
+        wanted: list[str] = []
         if self.memory is not None:
             wanted.append("memory")
         if self.cpu is not None:

@@ -86,7 +86,7 @@ class NetworkChoice:
     host: bool = False
     namespace: NetNamespace | None = None
     owned: bool = False  # made for this sandbox: closed when it ends
-    _fds: list[int] = field(default_factory=list)
+    _fds: list[int] = field(default_factory=list[int])
 
     def apply(self, plan: SandboxPlan) -> None:
         """Make ``plan`` join the namespace (and the user namespace owning it)."""

@@ -22,10 +22,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from branching_core.errors import BranchingError
 from branching_core.sandbox.command import SandboxedCommand
+
+if TYPE_CHECKING:
+    from branching_core.config.schema import ServiceConfig
 
 LOG_LINES = 400
 LOG_LINE_CHARS = 2000
@@ -49,7 +52,7 @@ class ServiceSpec:
     command: str
     port: int | None = None
     ready: str = "tcp"
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
     autostart: bool = False
     stop_signal: str = "TERM"
     stop_timeout: float = 10.0
@@ -69,8 +72,8 @@ class ServiceSpec:
         signal_number(self.stop_signal)
 
     @classmethod
-    def from_config(cls, name: str, cfg: Any) -> ServiceSpec:
-        """From the settings' ``ServiceConfig`` (or anything with the same attributes)."""
+    def from_config(cls, name: str, cfg: ServiceConfig) -> ServiceSpec:
+        """From the settings' ``ServiceConfig``."""
         return cls(name=name, command=cfg.command, port=cfg.port, ready=cfg.ready,
                    env=dict(cfg.env), autostart=cfg.autostart, stop_signal=cfg.stop_signal,
                    stop_timeout=cfg.stop_timeout, ready_timeout=cfg.ready_timeout)

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -383,7 +383,7 @@ class Branch(_Node):
         return Path(layers[0]) if layers else self.path
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[bool]:
+    def hold(self) -> Generator[bool, None, None]:
         """Hold this branch still: commit and abort (which take the same lock) wait until
         the block ends. Yields whether the branch is still open, so a reader such as the
         fork mirror never sees a view halfway through being published or thrown away."""

@@ -9,7 +9,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from branching_core.atomicio import atomic_write
 
@@ -33,6 +33,16 @@ def write_json_atomic(path: Path, data: Any, *, durable: bool = False) -> None:
 def read_json(path: Path) -> Any:
     with open(path, "rb") as fh:
         return json.load(fh)
+
+
+def is_json_object(value: object) -> TypeGuard[dict[str, object]]:
+    """A decoded JSON value that is an object (JSON object keys are always strings)."""
+    return isinstance(value, dict)
+
+
+def is_json_list(value: object) -> TypeGuard[list[object]]:
+    """A decoded JSON value that is an array."""
+    return isinstance(value, list)
 
 
 def rmtree(path: Path) -> None:

@@ -139,7 +139,7 @@ class Workspace(_Node):
 
     def list_branches(self) -> list[BranchInfo]:
         """Branches present in the store: this process's and durable ones left by others."""
-        infos = []
+        infos: list[BranchInfo] = []
         here = self.tree.open_ids()
         for branch_id in self.tree.store.branch_ids():
             meta = self.tree.store.read_meta(branch_id)
@@ -263,7 +263,7 @@ class Workspace(_Node):
                     continue
                 made_state_dir |= (leftover / STATE_MARK).exists()
                 rmtree(leftover)
-        intents = []
+        intents: list[Path] = []
         for intent in store.journal_dir.glob(f"*{STATE_INTENT}"):
             commit_id = intent.name[: -len(STATE_INTENT)]
             if (store.journal_dir / f"{commit_id}.json").exists():
