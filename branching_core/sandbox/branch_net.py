@@ -60,14 +60,14 @@ def add_forward_listener(callback: Callable[[Forward], None]) -> Callable[[], No
 
     return remove
 
-_LIVE_LOCK = threading.Lock()
+_live_lock = threading.Lock()
 
 
 def _forget_in_child() -> None:
     """A fork does not own its parent's branch networks (nor may it write their record)."""
-    global _LIVE_LOCK
+    global _live_lock
     _LIVE.clear()
-    _LIVE_LOCK = threading.Lock()
+    _live_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -128,7 +128,7 @@ class BranchNetwork:
                 self.mode = "host"
         elif self.mode == "none":
             self.namespace = NetNamespace(outbound=False, userns_pid=helper)
-        with _LIVE_LOCK:
+        with _live_lock:
             _LIVE.append(self)
         try:
             for spec in self.specs.values():
@@ -259,7 +259,7 @@ class BranchNetwork:
                 fwd.close()
         if self.namespace is not None:
             self.namespace.close()
-        with _LIVE_LOCK:
+        with _live_lock:
             if self in _LIVE:
                 _LIVE.remove(self)
         _write_record()
@@ -292,7 +292,7 @@ def _host_socket(family: socket.AddressFamily = socket.AF_INET) -> socket.socket
 
 def live_networks() -> list[BranchNetwork]:
     """Every open ``BranchNetwork`` of this process."""
-    with _LIVE_LOCK:
+    with _live_lock:
         return list(_LIVE)
 
 

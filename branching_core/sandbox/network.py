@@ -116,8 +116,12 @@ class NetworkChoice:
             self.namespace.close()
 
 
-def resolve_network(network: NetworkArg, helper_pid: int | None = None) -> NetworkChoice:
-    """Turn ``network=`` into a ``NetworkChoice`` (may start a ``private`` namespace)."""
+def resolve_network(network: NetworkArg | object, helper_pid: int | None = None
+                    ) -> NetworkChoice:
+    """Turn ``network=`` into a ``NetworkChoice`` (may start a ``private`` namespace).
+
+    Takes any object: ``network=`` also arrives from untyped callers and configuration,
+    and anything but a ``NetworkArg`` is refused here with a TypeError."""
     if isinstance(network, NetNamespace):
         return NetworkChoice("joined", namespace=network)
     if network is None or network is False:

@@ -285,10 +285,10 @@ class Store:
             if self.session_alive(marker.name.split("-", 1)[0]):
                 continue
             try:
-                ids = json.loads(marker.read_bytes())
+                ids: object = json.loads(marker.read_bytes())
             except (OSError, ValueError):
-                ids = []
-            for branch_id in ids if is_json_list(ids) else []:
+                ids = None
+            for branch_id in ids if is_json_list(ids) else ():
                 if isinstance(branch_id, str) and "/" not in branch_id and branch_id:
                     self.remove_branch_dir(branch_id)
             with contextlib.suppress(FileNotFoundError):
