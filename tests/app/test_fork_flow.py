@@ -44,6 +44,7 @@ from tests.app.conftest import (
     wait_for,
 )
 from tests.app.fixtures_merge import recording_difftool
+from tests.support.typed import coordinator_of, view_of
 
 
 async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_history(
@@ -58,9 +59,11 @@ async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_histo
             pilot, ["!echo a > a.txt", "!echo b > b.txt && rm README.txt"], aggregate="1.5"
         )
         assert area.labels == ["a", "b"]
-        assert app.session.coordinator.handle.aggregate_budget_usd == 1.5
+        assert coordinator_of(app).handle.aggregate_budget_usd == 1.5
         badge = chat.query_one(ForkBadgeWidget)
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await pilot.pause(0.3)
         assert badge.display and badge.summary_text.startswith("FORK: 2 branches · 0 running")
         # Each branch got the parent's history and then its own steer, nothing else.
@@ -107,7 +110,9 @@ async def test_steering_reaches_only_that_branch_and_unknown_labels_are_refused(
         await submit(pilot, "plain text on the overview")
         assert ">>label message" in chat.last_notice
         gate.set()
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         told_a = [p for r in gated.prompts_of("hold a") for p in r]
         told_b = [p for r in gated.prompts_of("hold b") for p in r]
         assert "focus on tests" in told_a
@@ -151,7 +156,9 @@ async def test_plain_text_on_a_branch_tab_continues_that_branch_only(
         await ready(pilot)
         chat = chat_screen(app)
         area = await open_fork(pilot, ["quick", "hold b"])
-        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["a"] == "done", what=lambda: states(app)
+        )
         await pilot.press("alt+2")
         await submit(pilot, "more please")
         assert "branch b is still running" in chat.last_notice and ">>b" in chat.last_notice
@@ -159,11 +166,15 @@ async def test_plain_text_on_a_branch_tab_continues_that_branch_only(
         assert area.active_label == "a"
         await submit(pilot, "follow up for a")
         await wait_for(pilot, lambda: bool(gated.prompts_of("follow up for a")), what="sent")
-        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["a"] == "done", what=lambda: states(app)
+        )
         assert gated.prompts_of("follow up for a")[-1] == ["quick", "follow up for a"]
         assert not gated.prompts_of("more please")
         gate.set()
-        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["b"] == "done", what=lambda: states(app)
+        )
         assert all("follow up" not in p for r in gated.prompts_of("hold b") for p in r)
 
 
@@ -181,7 +192,9 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
         await escape(pilot, ConfirmModal)
         assert "Terminate branch a?" in app.screen.question
         await pilot.press("y")
-        await wait_for(pilot, lambda: states(app)["a"] == "terminated", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["a"] == "terminated", what=lambda: states(app)
+        )
         assert states(app)["b"] == "running"
         # Esc on a branch that is not running offers no Terminate that would do nothing
         # (issue 13.13): it goes back to the overview.
@@ -244,7 +257,9 @@ async def test_fork_diff_launches_the_configured_diff_tool(
         await ready(pilot)
         chat = chat_screen(app)
         await open_fork(pilot, ["!echo one >> README.txt", "!echo two >> README.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/fork diff README.txt")
         await wait_for(pilot, lambda: "diff tool" in chat.last_notice, what="launch")
         await wait_for(pilot, lambda: record.exists(), what="the tool ran")
@@ -267,7 +282,9 @@ async def test_fork_diff_without_a_diff_tool_opens_the_explorer(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["write notes.md\nfrom a\nend", "write notes.md\nfrom b\nend"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/fork diff notes.md")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffExplorerScreen), what="explorer")
         assert app.screen.selected_path == "notes.md"
@@ -291,7 +308,9 @@ async def test_judge_verdict_is_shown_before_the_merge_and_enter_accepts(
         await ready(pilot)
         chat = chat_screen(app)
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/merge")
         await wait_for(
             pilot, lambda: isinstance(app.screen, MergeAcceptanceModal), what="the verdict"
@@ -372,13 +391,17 @@ async def test_a_branch_waiting_for_approval_runs_the_tool_only_when_approved(
         first = app.screen.label
         assert ran == []
         await pilot.press("y", "enter")
-        await wait_for(pilot, lambda: states(app)[first] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)[first] == "done", what=lambda: states(app)
+        )
         assert ran == ["prod"]
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval 2")
         second = app.screen.label
         assert second != first
         await pilot.press("escape")  # deny all
-        await wait_for(pilot, lambda: states(app)[second] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)[second] == "done", what=lambda: states(app)
+        )
         assert ran == ["prod"]
 
 
@@ -390,7 +413,9 @@ async def test_quit_with_an_open_fork_keeps_it_for_the_next_start(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["quick", "hold b"])
-        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["a"] == "done", what=lambda: states(app)
+        )
         await submit(pilot, "/quit")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="quit asks")
         await pilot.press("y")  # b still runs: quitting asks first (issue 13.18)
@@ -422,8 +447,10 @@ async def test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree(
         await ready(pilot)
         chat = chat_screen(app)
         await open_fork(pilot, ["!echo one >> README.txt", "!echo new > new.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
-        mirror = project / ".pydantic-deep" / "forks" / app.session.coordinator.fork_id
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
+        mirror = project / ".pydantic-deep" / "forks" / coordinator_of(app).fork_id
         # The parent moves on after the fork: the tool must still see the fork-time version.
         (project / "README.txt").write_text("changed in the parent\n")
 
@@ -530,7 +557,9 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
         # a follow-up turn on branch b runs in b's workspace branch, with b's history
         await submit(pilot, "write more.txt")
         await wait_for(pilot, lambda: "more.txt" in panel.transcript_text, what="the follow-up")
-        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["b"] == "done", what=lambda: states(app)
+        )
         assert gated.prompts_of("write more.txt")[-1] == [
             "the parent turn",
             "!echo b > b.txt",
@@ -581,7 +610,9 @@ async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
         await ready(pilot)
         chat = chat_screen(app)
         area = await open_fork(pilot, ["!seq 1 200", "!echo short"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await pilot.press("ctrl+o")  # on the overview: nothing to show, says so
         assert not isinstance(app.screen, ToolOutputModal)
         area.select("a")
@@ -627,7 +658,9 @@ async def test_a_merge_appends_the_winners_turns_and_keeps_notices_and_output(
         await wait_for(pilot, lambda: "shell-output-before" in chat.last_notice)
         await submit(pilot, "/tokens")
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/cost")  # during the fork
         cost_notice = chat.last_notice
         await submit(pilot, "/merge")
@@ -727,7 +760,9 @@ async def test_a_judge_without_a_model_says_so_and_the_picker_shows_branch_tests
         chat = chat_screen(app)
         assert app.session.offline
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
         notices = "\n".join(chat.messages.transcript())
@@ -755,7 +790,9 @@ async def test_the_diff_report_is_built_off_the_event_loop(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         coordinator = app.session.coordinator
         original = coordinator.diff_report
         loop = asyncio.get_running_loop()
@@ -799,9 +836,11 @@ async def test_config_approval_required_makes_branches_ask_before_running_tools(
         second = app.screen.label
         assert second != first
         await pilot.press("escape")  # deny all
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         coordinator = app.session.coordinator
-        views = {rt.label: Path(rt.path) for rt in coordinator.branches.values()}
+        views = {rt.label: view_of(rt) for rt in coordinator.branches.values()}
         assert (views[first] / f"{first}.txt").read_text() == f"{first}\n"
         assert not (views[second] / f"{second}.txt").exists()
         await app.session.abort_fork()

@@ -28,6 +28,7 @@ from tests.app.fixtures_fork import (
     wait_until,
     widget_is_on_screen,
 )
+from tests.support.typed import view_of
 
 SIZE = (100, 30)
 STEERS = {"alpha": "steer-alpha", "bravo": "steer-bravo", "charlie": "steer-charlie"}
@@ -497,7 +498,7 @@ async def test_approval_request_marks_the_chip_and_posts_a_message(tmp_path: Pat
         await coord.approve("w", {message.calls[0].tool_call_id: True})
         await coord.wait()
         await wait_until(pilot, lambda: chip_texts(area)[0] == "✓ w")
-        assert (coord.branches[next(iter(coord.branches))].path / "w.txt").read_text() == "w"
+        assert (view_of(coord.branches[next(iter(coord.branches))]) / "w.txt").read_text() == "w"
     await close_fork(coord)
 
 

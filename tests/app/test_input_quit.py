@@ -27,7 +27,9 @@ async def test_ctrl_q_with_running_branches_asks_and_enter_keeps_running(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["hold a", "quick b"])
-        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["b"] == "done", what=lambda: states(app)
+        )
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="quit asks")
         assert "1 branch(es) still running (a)" in app.screen.question
@@ -48,6 +50,8 @@ async def test_quit_without_running_branches_does_not_ask(project: Path, gated: 
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["quick a", "quick b"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: not app.is_running)
