@@ -39,6 +39,7 @@ from tests.app.conftest import (
     open_fork,
     parent_turn,
     ready,
+    screen_as,
     states,
     submit,
     wait_for,
@@ -59,7 +60,8 @@ async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_histo
             pilot, ["!echo a > a.txt", "!echo b > b.txt && rm README.txt"], aggregate="1.5"
         )
         assert area.labels == ["a", "b"]
-        assert coordinator_of(app).handle.aggregate_budget_usd == 1.5
+        handle = coordinator_of(app).handle
+        assert handle is not None and handle.aggregate_budget_usd == 1.5
         badge = chat.query_one(ForkBadgeWidget)
         await wait_for(
             pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
@@ -190,7 +192,7 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
         await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
         await pilot.press("alt+1")
         await escape(pilot, ConfirmModal)
-        assert "Terminate branch a?" in app.screen.question
+        assert "Terminate branch a?" in screen_as(app, ConfirmModal).question
         await pilot.press("y")
         await wait_for(
             pilot, lambda: states(app)["a"] == "terminated", what=lambda: states(app)
@@ -212,7 +214,7 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
         assert states(app)["b"] == "running"
         area.select(None)
         await escape(pilot, ConfirmModal)
-        assert "Abort the entire fork?" in app.screen.question
+        assert "Abort the entire fork?" in screen_as(app, ConfirmModal).question
         await pilot.press("y")
         await wait_for(pilot, lambda: chat.fork_area is None and not app.session.fork_active)
         assert "fork aborted: 2 branches discarded" in chat.last_notice
@@ -287,7 +289,7 @@ async def test_fork_diff_without_a_diff_tool_opens_the_explorer(
         )
         await submit(pilot, "/fork diff notes.md")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffExplorerScreen), what="explorer")
-        assert app.screen.selected_path == "notes.md"
+        assert screen_as(app, DiffExplorerScreen).selected_path == "notes.md"
         await escape(pilot, ChatScreen)
         assert app.session.fork_active
 
@@ -341,7 +343,7 @@ async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
-        modal = app.screen
+        modal = screen_as(app, RecoverForkModal)
         assert modal.option_ids()[:3] == ["reopen-0", "merge-0-0", "merge-0-1"]
         await pilot.press("down", "down", "enter")  # the third row: merge branch b
         await wait_for(pilot, lambda: (project / "b.txt").exists(), what="the merge")
@@ -367,12 +369,13 @@ async def test_a_branch_waiting_for_approval_runs_the_tool_only_when_approved(
             return ModelResponse(parts=[TextPart("deployed")])
         return ModelResponse(parts=[ToolCallPart("deploy", {"target": "prod"})])
 
-    async def stream(messages: list, info: AgentInfo):  # type: ignore[no-untyped-def]
+    async def stream(messages: list, info: AgentInfo):
         response = await respond(messages, info)
         part = response.parts[0]
         if isinstance(part, TextPart):
             yield part.content
         else:
+            assert isinstance(part, ToolCallPart)
             yield {0: DeltaToolCall(name=part.tool_name, json_args='{"target": "prod"}')}
 
     model = FunctionModel(respond, stream_function=stream, model_name="deployer")
@@ -388,7 +391,7 @@ async def test_a_branch_waiting_for_approval_runs_the_tool_only_when_approved(
 
         await open_fork(pilot, ["ship it", "ship it too"])
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval")
-        first = app.screen.label
+        first = screen_as(app, ApprovalModal).label
         assert ran == []
         await pilot.press("y", "enter")
         await wait_for(
@@ -396,7 +399,7 @@ async def test_a_branch_waiting_for_approval_runs_the_tool_only_when_approved(
         )
         assert ran == ["prod"]
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval 2")
-        second = app.screen.label
+        second = screen_as(app, ApprovalModal).label
         assert second != first
         await pilot.press("escape")  # deny all
         await wait_for(
@@ -450,7 +453,9 @@ async def test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree(
         await wait_for(
             pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
         )
-        mirror = project / ".pydantic-deep" / "forks" / coordinator_of(app).fork_id
+        fork_id = coordinator_of(app).fork_id
+        assert fork_id is not None
+        mirror = project / ".pydantic-deep" / "forks" / fork_id
         # The parent moves on after the fork: the tool must still see the fork-time version.
         (project / "README.txt").write_text("changed in the parent\n")
 
@@ -531,7 +536,7 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
         await ready(pilot)
         chat = chat_screen(app)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
-        assert app.screen.option_ids()[0] == "reopen-0"
+        assert screen_as(app, RecoverForkModal).option_ids()[0] == "reopen-0"
         await pilot.press("enter")
         await wait_for(pilot, lambda: chat.fork_area is not None, what="the reopened fork")
         await wait_for(pilot, lambda: "reopened" in chat.last_notice, what="the notice")
@@ -639,7 +644,7 @@ async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
         assert scroll.scroll_y == bottom
         await pilot.press("ctrl+o")
         await wait_for(pilot, lambda: isinstance(app.screen, ToolOutputModal), what="modal")
-        modal = app.screen
+        modal = screen_as(app, ToolOutputModal)
         assert modal.shown.text == result.full_text
         assert "200" in str(modal.query_one("#text").render())
         await escape(pilot, ChatScreen)
@@ -733,7 +738,7 @@ async def test_the_merge_picker_is_live_and_s_stops_a_running_branch_and_merges_
         await open_fork(pilot, ["hold-a then finish", "hold-b forever"])
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
-        picker = app.screen
+        picker = screen_as(app, MergePickerModal)
         assert "running" in _column_header(picker, "a")
         hold_a.set()
         await wait_for(
@@ -793,7 +798,7 @@ async def test_the_diff_report_is_built_off_the_event_loop(
         await wait_for(
             pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
         )
-        coordinator = app.session.coordinator
+        coordinator = coordinator_of(app)
         original = coordinator.diff_report
         loop = asyncio.get_running_loop()
         ticked: list[bool] = []
@@ -827,19 +832,19 @@ async def test_config_approval_required_makes_branches_ask_before_running_tools(
         assert app.session.config_problems == []
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval")
-        first = app.screen.label
+        first = screen_as(app, ApprovalModal).label
         assert "run_command" in screen_text_of(app) and f"echo {first} > {first}.txt" in (
             screen_text_of(app)
         )
         await pilot.press("y", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval 2")
-        second = app.screen.label
+        second = screen_as(app, ApprovalModal).label
         assert second != first
         await pilot.press("escape")  # deny all
         await wait_for(
             pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
         )
-        coordinator = app.session.coordinator
+        coordinator = coordinator_of(app)
         views = {rt.label: view_of(rt) for rt in coordinator.branches.values()}
         assert (views[first] / f"{first}.txt").read_text() == f"{first}\n"
         assert not (views[second] / f"{second}.txt").exists()

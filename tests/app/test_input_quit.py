@@ -13,6 +13,7 @@ from tests.app.conftest import (
     make_app,
     open_fork,
     ready,
+    screen_as,
     states,
     submit,
     wait_for,
@@ -32,7 +33,7 @@ async def test_ctrl_q_with_running_branches_asks_and_enter_keeps_running(
         )
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="quit asks")
-        assert "1 branch(es) still running (a)" in app.screen.question
+        assert "1 branch(es) still running (a)" in screen_as(app, ConfirmModal).question
         assert app.screen.focused is not None and app.screen.focused.id == "no"
         await pilot.press("ctrl+q")  # a second ctrl+q does not stack a second dialog
         await pilot.press("enter")  # the default: do not quit

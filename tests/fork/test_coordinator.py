@@ -113,6 +113,7 @@ async def test_fork_runs_branches_in_isolation_and_merges_winner(ws, project: Pa
     assert any(isinstance(e, BranchStateChanged) and e.state == "done" for e in seen)
 
     manifest = ForkStore(project).read_manifest(handle.fork_id)
+    assert manifest is not None
     assert manifest["resolved"] and manifest["resolution"] == f"pick:{a.branch_id}"
 
     # Rewinding to fork:<id> restores the files too (seed 003 could not); post-fork redoes them.
@@ -120,6 +121,7 @@ async def test_fork_runs_branches_in_isolation_and_merges_winner(ws, project: Pa
     assert (project / "README.txt").read_text() == "hello\n" and not (project / "a.txt").exists()
     assert user_prompts(history) == ["parent task"]
     await coord.flush()  # post-fork files are recorded in a worker thread
+    assert result.post_fork_checkpoint_id is not None
     history = CheckpointStore(ForkStore(project)).rewind(result.post_fork_checkpoint_id)
     assert (project / "a.txt").read_text() == "from a" and not (project / "README.txt").exists()
     assert user_prompts(history)[:2] == ["parent task", "A"]
@@ -216,7 +218,7 @@ async def test_budget_stops_branch_between_two_tool_calls_and_it_stays_mergeable
     assert (project / "one.txt").read_text() == "1" and not (project / "b.txt").exists()
     # the partial history ends before the unanswered second call
     calls = [p for m in result.history_after_merge for p in m.parts if isinstance(p, ToolCallPart)]
-    assert [c.args["path"] for c in calls] == ["one.txt"]
+    assert [c.args_as_dict()["path"] for c in calls] == ["one.txt"]
 
 
 async def test_budget_priced_by_genai_prices(ws, runner) -> None:
@@ -337,6 +339,7 @@ async def test_run_on_branch_continues_a_finished_branch(ws, runner) -> None:
     rt = coord.get_branch("a")
     assert rt.state == "done" and (view_of(rt) / "more.txt").exists()
     assert user_prompts(s.requests_for("MORE")[0]) == ["A", "MORE"]
+    assert coord.fork_id is not None
     persisted = load_history(ForkStore(ws.path).read_history(coord.fork_id, rt.branch_id))
     assert user_prompts(persisted) == ["A", "MORE"]
     manifest = json.loads(
