@@ -14,9 +14,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from branching_core.cli._common import UsageError
+
+if TYPE_CHECKING:
+    from branching_core.workspace import Workspace
 
 
 def add_git_options(p: argparse.ArgumentParser) -> None:
@@ -47,7 +50,7 @@ class GitWatch:
     commit_id: str | None = None
 
 
-def prepare(args: argparse.Namespace, ws: Any, command: str) -> GitWatch | None:
+def prepare(args: argparse.Namespace, ws: Workspace, command: str) -> GitWatch | None:
     """Check the git options and hook the workspace's commits; ``None`` when the
     workspace is not in a git repository and no git option was given."""
     from branching_core.gitops import repo_state

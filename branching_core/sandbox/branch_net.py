@@ -26,12 +26,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from branching_core.atomicio import atomic_write
 from branching_core.errors import BranchingError
 from branching_core.sandbox.command import CommandResult, run_command
 from branching_core.sandbox.forwards import Forward, open_forward
+from branching_core.sandbox.limits import ResourceLimits
 from branching_core.sandbox.namespaces import parse_view_path
 from branching_core.sandbox.netstack import NetNamespace, NetworkUnavailable
 from branching_core.sandbox.network import (
@@ -43,6 +44,9 @@ from branching_core.sandbox.network import (
 )
 from branching_core.sandbox.network import policy as current_policy
 from branching_core.sandbox.services import Service, ServiceError, ServiceSpec
+
+if TYPE_CHECKING:
+    from branching_core.workspace.branch import Branch
 
 log = logging.getLogger(__name__)
 _LIVE: list[BranchNetwork] = []
@@ -99,7 +103,7 @@ class BranchNetwork:
         mode: NetworkMode | str = "private",
         services: Mapping[str, ServiceSpec] | Sequence[ServiceSpec] = (),
         mount_at: str | os.PathLike[str] | None = None,
-        limits: Any = None,
+        limits: ResourceLimits | None = None,
         policy: NetworkPolicy | None = None,
         workspace_root: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -271,7 +275,7 @@ class BranchNetwork:
         self.close()
 
     @classmethod
-    def for_branch(cls, branch: Any, **kwargs: Any) -> BranchNetwork:
+    def for_branch(cls, branch: Branch, **kwargs: Any) -> BranchNetwork:
         """A network for workspace ``branch`` that closes when the branch does (commit,
         abort, merge, exit). ``mount_at`` defaults to the workspace's own path."""
         kwargs.setdefault("label", getattr(branch, "name", None) or str(branch.path))

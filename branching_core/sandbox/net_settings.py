@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from branching_core.config.schema import Settings
 from branching_core.sandbox.branch_net import BranchNetwork
@@ -26,6 +26,9 @@ from branching_core.sandbox.network import (
     set_policy,
 )
 from branching_core.sandbox.services import ServiceSpec
+
+if TYPE_CHECKING:
+    from branching_core.workspace.branch import Branch
 
 Purpose = Literal["agent", "command"]
 
@@ -39,7 +42,7 @@ class NetworkSetup:
     policy: NetworkPolicy = field(default_factory=NetworkPolicy)
     chosen: bool = False  # the user asked for this mode (no silent fallback)
 
-    def for_branch(self, branch: Any, **kwargs: Any) -> BranchNetwork:
+    def for_branch(self, branch: Branch, **kwargs: Any) -> BranchNetwork:
         """A ``BranchNetwork`` for workspace ``branch``: its namespace, its services
         (autostart ones started), closed with the branch."""
         kwargs.setdefault("mode", self.mode)

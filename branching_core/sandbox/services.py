@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from branching_core.errors import BranchingError
 from branching_core.sandbox.command import SandboxedCommand
+from branching_core.sandbox.limits import ResourceLimits
 
 if TYPE_CHECKING:
     from branching_core.config.schema import ServiceConfig
@@ -164,7 +165,8 @@ class Service:
 
     def __init__(self, spec: ServiceSpec, workspace: str | os.PathLike[str], *,
                  network: Any, make_socket: SocketFactory | None,
-                 mount_at: str | os.PathLike[str] | None = None, limits: Any = None) -> None:
+                 mount_at: str | os.PathLike[str] | None = None,
+                 limits: ResourceLimits | None = None) -> None:
         self.spec = spec
         self.log = ServiceLog()
         self.started_at = time.time()
