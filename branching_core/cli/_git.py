@@ -20,6 +20,7 @@ from branching_core.cli._common import UsageError
 
 if TYPE_CHECKING:
     from branching_core.workspace import Workspace
+    from branching_core.workspace.branch import Branch
 
 
 def add_git_options(p: argparse.ArgumentParser) -> None:
@@ -78,7 +79,7 @@ def prepare(args: argparse.Namespace, ws: Workspace, command: str) -> GitWatch |
         Path(ws.path), commit, args.git_commit or None, args.git_branch, args.git_ff
     )
 
-    def before(branch: Any) -> None:
+    def before(branch: Branch) -> None:
         from branching_core.gitops import land_branch_commits, ref_name
 
         if branch.parent is not ws:
@@ -88,7 +89,7 @@ def prepare(args: argparse.Namespace, ws: Workspace, command: str) -> GitWatch |
             branch.path, ws.path, ref_name(head or command, tail), write_layer=branch.write_layer
         )
 
-    def after(branch: Any, paths: list[str]) -> None:
+    def after(branch: Branch, paths: list[str]) -> None:
         if branch.parent is ws:
             watch.landed = paths
 

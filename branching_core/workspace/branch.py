@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from branching_core.errors import (
     AbortError,
@@ -211,7 +211,7 @@ def _meta_of(
     }
 
 
-def _notify(hooks: list[Any], *args: Any) -> None:
+def _notify(hooks: Sequence[Callable[..., None]], *args: object) -> None:
     """Call commit observers (``BranchTree.before_commit``/``after_commit``); one that
     fails is logged, never a failed commit."""
     for hook in list(hooks):
