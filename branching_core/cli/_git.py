@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from branching_core.cli._common import UsageError
 
 if TYPE_CHECKING:
+    from branching_core.gitops import LandedCommits
+    from branching_core.patterns import SpeculationOutcome
     from branching_core.workspace import Workspace
     from branching_core.workspace.branch import Branch
 
@@ -46,7 +48,7 @@ class GitWatch:
     branch: str | None
     fast_forward: bool
     landed: list[str] = field(default_factory=list)
-    kept: Any = None
+    kept: LandedCommits | None = None
     notes: list[str] = field(default_factory=list)
     commit_id: str | None = None
 
@@ -99,7 +101,7 @@ def prepare(args: argparse.Namespace, ws: Workspace, command: str) -> GitWatch |
 
 
 def finish(
-    watch: GitWatch | None, outcome: Any, labels: dict[int, str], *, command: str
+    watch: GitWatch | None, outcome: SpeculationOutcome, labels: dict[int, str], *, command: str
 ) -> dict[str, Any] | None:
     """After the pattern: fast-forward and commit as asked; the ``git`` part of the
     command's output (``None`` when there is nothing to say)."""

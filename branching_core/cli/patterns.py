@@ -136,7 +136,7 @@ _INDEX = object()  # "winner": the committed branch's index (the seed-000 shape)
 def _report(
     args: argparse.Namespace,
     command: str,
-    outcome: Any,
+    outcome: SpeculationOutcome,
     noun: str,
     labels: dict[int, str] | None = None,
     *,
