@@ -22,11 +22,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from branching_core.errors import BranchingError
 from branching_core.sandbox.command import SandboxedCommand
 from branching_core.sandbox.limits import ResourceLimits
+from branching_core.sandbox.network import NetworkArg
 
 if TYPE_CHECKING:
     from branching_core.config.schema import ServiceConfig
@@ -164,7 +165,7 @@ class Service:
     """A running service of one branch (made by ``BranchNetwork.start_service``)."""
 
     def __init__(self, spec: ServiceSpec, workspace: str | os.PathLike[str], *,
-                 network: Any, make_socket: SocketFactory | None,
+                 network: NetworkArg, make_socket: SocketFactory | None,
                  mount_at: str | os.PathLike[str] | None = None,
                  limits: ResourceLimits | None = None) -> None:
         self.spec = spec
