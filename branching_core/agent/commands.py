@@ -29,7 +29,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from branching_core.sandbox.limits import ResourceLimits
+    from branching_core.sandbox.network import NetworkArg
 
 OutputCallback = Callable[[str, str], None]
 """``on_output(stream, line)``: ``"stdout"``/``"stderr"`` and one line without its newline."""
@@ -287,18 +291,18 @@ class SandboxCommandRunner:
     awaiting task then kills the sandboxed tree at once), else the blocking
     ``sandbox.run_command`` in a worker thread. ``on_output`` calls, which the sandbox
     makes from its drain thread, are forwarded to the event loop's thread.
-    ``limits`` is a ``branching_core.sandbox.ResourceLimits`` (typed loosely here because the
-    sandbox layer is imported lazily), ``mount_at`` is passed through unchanged. The
+    ``limits`` is a ``branching_core.sandbox.ResourceLimits`` (the sandbox layer is imported
+    lazily, so only the type checker imports it here), ``mount_at`` is passed through unchanged. The
     sandbox keeps at most ``capture_chars`` bytes of each stream (head and tail), and the
     forwarding of ``on_output`` lines is bounded too (see ``_LoopForwarder``).
     ``expose_secrets`` shows the homes and credential files the sandbox masks by default.
     """
 
-    limits: Any = None
+    limits: ResourceLimits | None = None
     mount_at: Path | str | None = None
     capture_chars: int = DEFAULT_CAPTURE_CHARS
     expose_secrets: bool = False
-    network: Any = False
+    network: NetworkArg = False
     """``network=`` of the sandbox: none/private/host or a branch's namespace to join."""
 
     async def __call__(

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from branching_core.cli import _types
 from branching_core.errors import BranchingError
+
+if TYPE_CHECKING:  # imported where used: a command loads only the layers it needs
+    from branching_core.sandbox import ResourceLimits
+    from branching_core.workspace import Workspace
 
 
 class UsageError(BranchingError):
@@ -31,7 +35,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="print one JSON object on stdout and nothing else")
 
 
-def limits_from(args: argparse.Namespace) -> Any:
+def limits_from(args: argparse.Namespace) -> ResourceLimits | None:
     """``ResourceLimits`` from the flags, or None; bad values are usage errors."""
     if args.memory_limit is None and args.cpu_limit is None and args.pids_limit is None:
         return None
@@ -43,7 +47,7 @@ def limits_from(args: argparse.Namespace) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def open_workspace(args: argparse.Namespace) -> Any:
+def open_workspace(args: argparse.Namespace) -> Workspace:
     from branching_core.workspace import Workspace
 
     try:

@@ -14,9 +14,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from branching_core.cli._common import UsageError
+
+if TYPE_CHECKING:
+    from branching_core.gitops import LandedCommits
+    from branching_core.patterns import SpeculationOutcome
+    from branching_core.workspace import Workspace
+    from branching_core.workspace.branch import Branch
 
 
 def add_git_options(p: argparse.ArgumentParser) -> None:
@@ -42,12 +48,12 @@ class GitWatch:
     branch: str | None
     fast_forward: bool
     landed: list[str] = field(default_factory=list)
-    kept: Any = None
+    kept: LandedCommits | None = None
     notes: list[str] = field(default_factory=list)
     commit_id: str | None = None
 
 
-def prepare(args: argparse.Namespace, ws: Any, command: str) -> GitWatch | None:
+def prepare(args: argparse.Namespace, ws: Workspace, command: str) -> GitWatch | None:
     """Check the git options and hook the workspace's commits; ``None`` when the
     workspace is not in a git repository and no git option was given."""
     from branching_core.gitops import repo_state
@@ -75,7 +81,7 @@ def prepare(args: argparse.Namespace, ws: Any, command: str) -> GitWatch | None:
         Path(ws.path), commit, args.git_commit or None, args.git_branch, args.git_ff
     )
 
-    def before(branch: Any) -> None:
+    def before(branch: Branch) -> None:
         from branching_core.gitops import land_branch_commits, ref_name
 
         if branch.parent is not ws:
@@ -85,7 +91,7 @@ def prepare(args: argparse.Namespace, ws: Any, command: str) -> GitWatch | None:
             branch.path, ws.path, ref_name(head or command, tail), write_layer=branch.write_layer
         )
 
-    def after(branch: Any, paths: list[str]) -> None:
+    def after(branch: Branch, paths: list[str]) -> None:
         if branch.parent is ws:
             watch.landed = paths
 
@@ -95,7 +101,7 @@ def prepare(args: argparse.Namespace, ws: Any, command: str) -> GitWatch | None:
 
 
 def finish(
-    watch: GitWatch | None, outcome: Any, labels: dict[int, str], *, command: str
+    watch: GitWatch | None, outcome: SpeculationOutcome, labels: dict[int, str], *, command: str
 ) -> dict[str, Any] | None:
     """After the pattern: fast-forward and commit as asked; the ``git`` part of the
     command's output (``None`` when there is nothing to say)."""

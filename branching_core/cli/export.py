@@ -14,9 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from branching_core.cli._common import UsageError, emit, open_workspace
+
+if TYPE_CHECKING:
+    from branching_core.workspace import Workspace
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -33,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.set_defaults(handler=cmd_export)
 
 
-def _branch_entry(ws: Any, fork_id: str, label: str) -> dict[str, Any]:
+def _branch_entry(ws: Workspace, fork_id: str, label: str) -> dict[str, Any]:
     from branching_core.fork.store import ForkStore
 
     manifest = ForkStore(ws.path).read_manifest(fork_id)

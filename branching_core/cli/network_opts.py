@@ -7,9 +7,12 @@ One place for the flags and for turning them (with ``[sandbox] network`` and
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from branching_core.sandbox.net_settings import NetworkSetup, Purpose, network_setup
+
+if TYPE_CHECKING:
+    from branching_core.workspace import Workspace
 
 
 def add_network_option(p: argparse.ArgumentParser, *, services: bool = True) -> None:
@@ -23,7 +26,7 @@ def add_network_option(p: argparse.ArgumentParser, *, services: bool = True) -> 
                        "first (repeatable); it runs until the branch ends")
 
 
-def setup_from_args(args: argparse.Namespace, ws: Any, purpose: Purpose = "command"
+def setup_from_args(args: argparse.Namespace, ws: Workspace, purpose: Purpose = "command"
                     ) -> NetworkSetup:
     """The network setup for this command (config of workspace ``ws`` plus the flags)."""
     from branching_core.config import load_settings

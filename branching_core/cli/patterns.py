@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from branching_core.cli import _git, _types
 from branching_core.cli._command import CommandCandidate, CommandTask, warn_stderr
@@ -34,6 +34,10 @@ from branching_core.patterns import (
     SpeculationOutcome,
     Tournament,
 )
+
+if TYPE_CHECKING:
+    from branching_core.sandbox import ResourceLimits
+    from branching_core.workspace import Workspace
 
 
 def _summary(outcome: SpeculationOutcome) -> list[dict[str, Any]]:
@@ -62,7 +66,7 @@ def _text(outcome: SpeculationOutcome, what: str, labels: dict[int, str]) -> str
     return "\n".join(lines)
 
 
-def _execute(args: argparse.Namespace, pattern: Any, ws: Any,
+def _execute(args: argparse.Namespace, pattern: Any, ws: Workspace,
              labels: dict[int, str]) -> SpeculationOutcome:
     live = sys.stderr.isatty() and not args.json
     if not live:
@@ -92,7 +96,9 @@ def _ray_runner(address: str) -> Any:
         raise UsageError(str(exc)) from None
 
 
-def _candidate_options(args: argparse.Namespace, ws: Any, limits: Any) -> dict[str, Any]:
+def _candidate_options(
+    args: argparse.Namespace, ws: Workspace, limits: ResourceLimits | None
+) -> dict[str, Any]:
     return {"workspace_path": str(ws.path), "limits": limits, "warn": warn_stderr,
             "network": setup_from_args(args, ws)}
 
@@ -131,7 +137,7 @@ _INDEX = object()  # "winner": the committed branch's index (the seed-000 shape)
 def _report(
     args: argparse.Namespace,
     command: str,
-    outcome: Any,
+    outcome: SpeculationOutcome,
     noun: str,
     labels: dict[int, str] | None = None,
     *,
@@ -158,7 +164,7 @@ def _report(
     return 0 if outcome.committed else 1
 
 
-def _critique(command: str, ws: Any, limits: Any) -> Callable[[Path], str]:
+def _critique(command: str, ws: Workspace, limits: ResourceLimits | None) -> Callable[[Path], str]:
     def critique(path: Path) -> str:
         from branching_core.sandbox import run_command
 
@@ -183,7 +189,7 @@ def cmd_reflexion(args: argparse.Namespace) -> int:
     return _report(args, "reflexion", outcome, "attempt", attempts=len(outcome.all_results))
 
 
-def _judge(command: str, ws: Any) -> Callable[[Path, Path], int]:
+def _judge(command: str, ws: Workspace) -> Callable[[Path, Path], int]:
     """The judge runs as a plain subprocess in the workspace: it must see both views."""
 
     def judge(a: Path, b: Path) -> int:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,8 @@ from branching_core.workspace.changes import BranchChanges
 
 if TYPE_CHECKING:
     from branching_core.cluster.runner import RayRunner
+    from branching_core.workspace.branch import Branch, OnError, OnSuccess
+    from branching_core.workspace.workspace import Workspace
 
 WRITING_TOOLS = frozenset({"write_file", "edit_file", "delete_file", "run_command"})
 UNREACHABLE_AFTER = 60.0
@@ -66,7 +68,7 @@ class RemoteForkBranch:
     """Conflicts are checked against the snapshot at commit (``delta.apply``), never by
     the parent's first-winner rule."""
 
-    def __init__(self, runner: RayRunner, parent: Any, snapshot: Snapshot,
+    def __init__(self, runner: RayRunner, parent: Workspace | Branch, snapshot: Snapshot,
                  shipped: ShippedSnapshot, name: str, make_tools: MakeTools,
                  *, live_view: bool = False) -> None:
         self.runner = runner
@@ -112,7 +114,7 @@ class RemoteForkBranch:
         return self._view.write_layer
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[bool]:
+    def hold(self) -> Generator[bool, None, None]:
         """Hold the local view (as ``Branch.hold``); yields False once the branch is closed."""
         with self._view.hold() as view_open:
             yield view_open and self.is_open
@@ -189,11 +191,12 @@ class RemoteForkBranch:
             deleted=sorted(p for p in delta.deleted if p not in written),
         )
 
-    def branch(self, name: str, **options: Any) -> Any:
+    def branch(self, name: str, on_success: OnSuccess = None, on_error: OnError = None, *,
+               durable: bool = False) -> Branch:
         """A local child of the up-to-date view (e.g. a scratch copy the judge runs a
-        branch's tests in, on this machine)."""
+        branch's tests in, on this machine); kept (not committed, not aborted) unless asked."""
         self.sync()
-        return self._view.branch(name, **{"on_success": None, "on_error": None, **options})
+        return self._view.branch(name, on_success, on_error, durable=durable)
 
     def commit(self) -> None:
         """Land the branch's delta in the parent (journaled, all or nothing); a conflict
@@ -258,7 +261,8 @@ class RemoteForkBranch:
         return f"RemoteForkBranch({self.name!r}, {self._state})"
 
 
-def open_fork_branches(runner: RayRunner, parent: Any, names: Sequence[str],
+def open_fork_branches(runner: RayRunner, parent: Workspace | Branch | RemoteForkBranch,
+                       names: Sequence[str],
                        make_tools: MakeTools, *, live_view: bool = False
                        ) -> list[RemoteForkBranch]:
     """Ship ``parent`` (once per snapshot) and start one branch actor per name."""

@@ -147,8 +147,8 @@ class Snapshot:
     root: Path
     manifest: Manifest
     key: str
-    packs: list[bytes] = field(default_factory=list)
-    blobs: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    packs: list[bytes] = field(default_factory=list[bytes])
+    blobs: dict[str, tuple[int, int, int]] = field(default_factory=dict[str, tuple[int, int, int]])
 
     @property
     def content_bytes(self) -> int:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from branching_core.errors import BranchingError, ProcessBranchError
+from branching_core.sandbox.limits import ResourceLimits
 
 _FORK_LOCK = threading.Lock()
 _HEADER = struct.Struct("<QQ")
@@ -231,7 +232,8 @@ class ChildProcessHandle:
 class SandboxHandle:
     """Run ``fn(path)`` in the sandbox layer's ``BranchContext`` (with limits)."""
 
-    def __init__(self, fn: Callable[[Path], Any], path: Path, limits: Any) -> None:
+    def __init__(self, fn: Callable[[Path], Any], path: Path, limits: ResourceLimits | None
+                 ) -> None:
         from branching_core.sandbox import BranchContext
 
         self._ctx = BranchContext(fn, path, limits=limits)

@@ -36,7 +36,8 @@ from branching_core.patterns.result import (
     TIMED_OUT,
     SpeculationResult,
 )
-from branching_core.patterns.runners import LocalRunner, LocalSession
+from branching_core.patterns.runners import LocalRunner, LocalSession, Runner
+from branching_core.sandbox.limits import ResourceLimits
 from branching_core.workspace.branch import Branch
 
 log = logging.getLogger(__name__)
@@ -110,12 +111,12 @@ class CandidateScheduler:
         prefix: str,
         timeout: float | None = None,
         overall_timeout: float | None = None,
-        resource_limits: Any = None,
+        resource_limits: ResourceLimits | None = None,
         isolate_processes: bool = False,
         evaluate: Evaluate | None = None,
         max_parallel: int | None = None,
         progress: Progress | None = None,
-        runner: Any = None,
+        runner: Runner | None = None,
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise InvalidArgumentError(f"timeout must be positive, got {timeout!r}")

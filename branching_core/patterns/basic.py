@@ -25,7 +25,8 @@ from branching_core.patterns._runner import (
     rank,
 )
 from branching_core.patterns.result import ABORTED, COMMITTED, SpeculationOutcome
-from branching_core.patterns.runners import LocalRunner
+from branching_core.patterns.runners import LocalRunner, Runner
+from branching_core.sandbox.limits import ResourceLimits
 
 
 class _Pattern:
@@ -39,12 +40,12 @@ class _Pattern:
         *,
         timeout: float | None = None,
         overall_timeout: float | None = None,
-        resource_limits: Any = None,
+        resource_limits: ResourceLimits | None = None,
         isolate_processes: bool = False,
         evaluate: Evaluate | None = None,
         max_parallel: int | None = None,
         progress: Progress | None = None,
-        runner: Any = None,
+        runner: Runner | None = None,
     ) -> None:
         self.timeout = timeout
         self.overall_timeout = overall_timeout

@@ -24,6 +24,7 @@ from typing import Any
 from branching_core.errors import InvalidTypeError
 from branching_core.patterns._proc import CandidateTimeout
 from branching_core.patterns._runner import Verdict
+from branching_core.sandbox.limits import ResourceLimits
 
 Warn = Callable[[str], None]
 
@@ -84,7 +85,7 @@ class CommandCandidate:
         *,
         workspace_path: str,
         env: Mapping[str, str] | None = None,
-        limits: Any = None,
+        limits: ResourceLimits | None = None,
         score_fd: bool = False,
         warn: Warn | None = None,
         label: str = "candidate",

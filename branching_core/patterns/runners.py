@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from branching_core.patterns._proc import ChildProcessHandle, Handle, SandboxHandle, ThreadHandle
+from branching_core.sandbox.limits import ResourceLimits
 
 Evaluate = Callable[[Any], float]
 
@@ -34,7 +35,7 @@ class RunSession(Protocol):
         """All of ``names`` at once under ``parent``, or ``None`` to make them one by one."""
         ...
 
-    def start(self, job: Any, branch: Any, mode: str, limits: Any) -> Handle:
+    def start(self, job: Any, branch: Any, mode: str, limits: ResourceLimits | None) -> Handle:
         """Start ``job`` (a ``_runner.Job``) in ``branch``; ``mode`` is thread/fork/sandbox."""
         ...
 
@@ -71,7 +72,7 @@ class LocalSession:
             return None
         return list(parent.branch_many(list(names), on_success=None, on_error=None))
 
-    def start(self, job: Any, branch: Any, mode: str, limits: Any) -> Handle:
+    def start(self, job: Any, branch: Any, mode: str, limits: ResourceLimits | None) -> Handle:
         if job.start is not None:
             return job.start(branch)
         assert job.fn is not None

@@ -26,12 +26,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from branching_core.atomicio import atomic_write
 from branching_core.errors import BranchingError
 from branching_core.sandbox.command import CommandResult, run_command
 from branching_core.sandbox.forwards import Forward, open_forward
+from branching_core.sandbox.limits import ResourceLimits
 from branching_core.sandbox.namespaces import parse_view_path
 from branching_core.sandbox.netstack import NetNamespace, NetworkUnavailable
 from branching_core.sandbox.network import (
@@ -43,6 +44,9 @@ from branching_core.sandbox.network import (
 )
 from branching_core.sandbox.network import policy as current_policy
 from branching_core.sandbox.services import Service, ServiceError, ServiceSpec
+
+if TYPE_CHECKING:
+    from branching_core.workspace.branch import Branch
 
 log = logging.getLogger(__name__)
 _LIVE: list[BranchNetwork] = []
@@ -60,14 +64,14 @@ def add_forward_listener(callback: Callable[[Forward], None]) -> Callable[[], No
 
     return remove
 
-_LIVE_LOCK = threading.Lock()
+_live_lock = threading.Lock()
 
 
 def _forget_in_child() -> None:
     """A fork does not own its parent's branch networks (nor may it write their record)."""
-    global _LIVE_LOCK
+    global _live_lock
     _LIVE.clear()
-    _LIVE_LOCK = threading.Lock()
+    _live_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -99,7 +103,7 @@ class BranchNetwork:
         mode: NetworkMode | str = "private",
         services: Mapping[str, ServiceSpec] | Sequence[ServiceSpec] = (),
         mount_at: str | os.PathLike[str] | None = None,
-        limits: Any = None,
+        limits: ResourceLimits | None = None,
         policy: NetworkPolicy | None = None,
         workspace_root: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -128,7 +132,7 @@ class BranchNetwork:
                 self.mode = "host"
         elif self.mode == "none":
             self.namespace = NetNamespace(outbound=False, userns_pid=helper)
-        with _LIVE_LOCK:
+        with _live_lock:
             _LIVE.append(self)
         try:
             for spec in self.specs.values():
@@ -230,7 +234,7 @@ class BranchNetwork:
 
     def describe(self) -> list[dict[str, Any]]:
         """One record per forward: branch, service, port, host_port, url, status."""
-        out = []
+        out: list[dict[str, Any]] = []
         with self._lock:
             for fwd in self.forwards.values():
                 svc = self.services.get(fwd.service) if fwd.service else None
@@ -259,7 +263,7 @@ class BranchNetwork:
                 fwd.close()
         if self.namespace is not None:
             self.namespace.close()
-        with _LIVE_LOCK:
+        with _live_lock:
             if self in _LIVE:
                 _LIVE.remove(self)
         _write_record()
@@ -271,7 +275,7 @@ class BranchNetwork:
         self.close()
 
     @classmethod
-    def for_branch(cls, branch: Any, **kwargs: Any) -> BranchNetwork:
+    def for_branch(cls, branch: Branch, **kwargs: Any) -> BranchNetwork:
         """A network for workspace ``branch`` that closes when the branch does (commit,
         abort, merge, exit). ``mount_at`` defaults to the workspace's own path."""
         kwargs.setdefault("label", getattr(branch, "name", None) or str(branch.path))
@@ -292,7 +296,7 @@ def _host_socket(family: socket.AddressFamily = socket.AF_INET) -> socket.socket
 
 def live_networks() -> list[BranchNetwork]:
     """Every open ``BranchNetwork`` of this process."""
-    with _LIVE_LOCK:
+    with _live_lock:
         return list(_LIVE)
 
 

@@ -143,7 +143,7 @@ class _Placement:
 class BranchCgroups:
     """The cgroups of one branch; the child joins ``procs_files`` before it runs anything."""
 
-    placements: list[_Placement] = field(default_factory=list)
+    placements: list[_Placement] = field(default_factory=list[_Placement])
     removed: bool = False
 
     @property

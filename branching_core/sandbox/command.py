@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeGuard
 
 from branching_core.errors import InvalidArgumentError, TimedOutError
 from branching_core.sandbox import _spawn
@@ -56,9 +56,15 @@ class CommandResult:
     timed_out: bool = False
     oom_killed: bool = False
     duration: float = 0.0
-    extra: dict[int, bytes] = field(default_factory=dict)
+    extra: dict[int, bytes] = field(default_factory=dict[int, bytes])
     stdout_dropped: int = 0
     stderr_dropped: int = 0
+
+
+def _is_fd_map(extra_fds: Iterable[int] | Mapping[int, int] | None
+               ) -> TypeGuard[Mapping[int, int]]:
+    """``extra_fds`` given as ``{fd in the child: fd here}`` rather than fds to capture."""
+    return isinstance(extra_fds, Mapping)
 
 
 class SandboxedCommand(_spawn.SpawnedProcessView):
@@ -95,7 +101,7 @@ class SandboxedCommand(_spawn.SpawnedProcessView):
         self.timed_out = False
         capture: list[int] = []
         passed: dict[int, int] = {}
-        if isinstance(extra_fds, Mapping):
+        if _is_fd_map(extra_fds):
             passed = {int(k): int(v) for k, v in extra_fds.items()}
         elif extra_fds is not None:
             capture = [int(fd) for fd in extra_fds]

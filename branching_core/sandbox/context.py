@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -236,7 +236,7 @@ class BranchContext(_spawn.SpawnedProcessView):
         mount_at: str | os.PathLike[str] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         expose_secrets: bool = False,
-    ) -> Iterator[list[BranchContext]]:
+    ) -> Generator[list[BranchContext], None, None]:
         """Start one sandbox per (target, workspace); abort all still running on exit."""
         if len(targets) != len(workspaces):
             raise InvalidArgumentError(f"{len(targets)} targets but {len(workspaces)} workspaces")

@@ -17,10 +17,12 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
+
+T = TypeVar("T")
 
 from branching_core.errors import InvalidArgumentError
 
@@ -81,9 +83,10 @@ class _Relay:
                 self.loop = loop
             return self.loop
 
-    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def call(self, fn: Callable[..., Coroutine[object, object, T]], *args: object) -> T:
+        """Run coroutine function ``fn`` on the relay's loop; its result (10 s at most)."""
         loop = self._start()
-        fut: Future[Any] = asyncio.run_coroutine_threadsafe(fn(*args), loop)
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(fn(*args), loop)
         return fut.result(10)
 
 

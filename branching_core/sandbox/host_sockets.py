@@ -131,7 +131,7 @@ class _Walked:
                  mounts: dict[str, str], skip: tuple[str, ...]) -> None:
         self.plan = plan
         self.skip = skip
-        self.mounts = mounts
+        self.mounts: dict[str, str] = mounts
         self.info = (f"/proc/{helper_pid}/mountinfo" if helper_pid is not None
                      else "/proc/self/mountinfo")
         self.root = root
@@ -194,7 +194,7 @@ class _Walked:
 
 
 def _ancestors(path: str) -> list[str]:
-    out = []
+    out: list[str] = []
     while path != "/":
         path = os.path.dirname(path)
         out.append(path)

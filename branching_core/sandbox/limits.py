@@ -24,7 +24,7 @@ MAX_PIDS = 1 << 22
 """The kernel's largest pid_max."""
 
 
-def parse_memory(value: int | str) -> int:
+def parse_memory(value: object) -> int:
     """Bytes from an int or a string such as ``"512M"``, ``"1G"``, ``"64MiB"``."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise InvalidArgumentError(
@@ -65,7 +65,7 @@ def parse_cpu(value: float | int | str) -> float:
     return cpu
 
 
-def parse_pids(value: int) -> int:
+def parse_pids(value: object) -> int:
     """A whole number of tasks between 1 and the kernel's largest pid_max."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgumentError(f"pids limit must be a whole number, not {value!r}")
@@ -107,7 +107,7 @@ class ResourceLimits:
 
     def controllers(self) -> list[str]:
         """The cgroup controllers these limits need, in a stable order."""
-        wanted = []
+        wanted: list[str] = []
         if self.memory is not None:
             wanted.append("memory")
         if self.cpu is not None:

@@ -47,7 +47,7 @@ def _is_store_root(path: str) -> bool:
 
 
 def _ancestors(path: str) -> list[str]:
-    out = []
+    out: list[str] = []
     while True:
         parent = os.path.dirname(path)
         if parent == path:

@@ -29,7 +29,7 @@ import re
 import socket
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
 from branching_core.errors import NamespaceError, WorkspaceError
@@ -174,7 +174,7 @@ _Masks = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...
 
 
 @contextlib.contextmanager
-def shared_mask_plan() -> Iterator[None]:
+def shared_mask_plan() -> Generator[None, None, None]:
     """Sandboxes planned by this thread inside the block share one mask plan per
     (hidden stores, secrets, network, view helper).
 

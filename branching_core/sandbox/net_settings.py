@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from branching_core.config.schema import Settings
 from branching_core.sandbox.branch_net import BranchNetwork
 from branching_core.sandbox.network import (
     NetworkArg,
@@ -25,6 +26,9 @@ from branching_core.sandbox.network import (
     set_policy,
 )
 from branching_core.sandbox.services import ServiceSpec
+
+if TYPE_CHECKING:
+    from branching_core.workspace.branch import Branch
 
 Purpose = Literal["agent", "command"]
 
@@ -38,7 +42,7 @@ class NetworkSetup:
     policy: NetworkPolicy = field(default_factory=NetworkPolicy)
     chosen: bool = False  # the user asked for this mode (no silent fallback)
 
-    def for_branch(self, branch: Any, **kwargs: Any) -> BranchNetwork:
+    def for_branch(self, branch: Branch, **kwargs: Any) -> BranchNetwork:
         """A ``BranchNetwork`` for workspace ``branch``: its namespace, its services
         (autostart ones started), closed with the branch."""
         kwargs.setdefault("mode", self.mode)
@@ -64,17 +68,18 @@ class NetworkSetup:
         return bool(self.services) and self.mode != "host"
 
 
-def network_setup(settings: Any = None, *, override: str | None = None,
+def network_setup(settings: Settings | None = None, *, override: str | None = None,
                   purpose: Purpose = "command") -> NetworkSetup:
     """The setup for one run from ``Settings`` (or None) and a ``--network`` value.
 
     Also makes the policy the process-wide one for ``network="private"`` sandboxes.
     """
-    configured = getattr(settings, "sandbox_network", None)
-    raw_services = getattr(settings, "services", None) or {}
-    services = tuple(ServiceSpec.from_config(name, cfg) for name, cfg in raw_services.items())
-    fallback = getattr(settings, "network_fallback", None)
-    policy = NetworkPolicy(stack=getattr(settings, "network_stack", "auto") or "auto",
+    if settings is None:
+        settings = Settings()
+    configured = settings.sandbox_network
+    services = tuple(ServiceSpec.from_config(name, cfg) for name, cfg in settings.services.items())
+    fallback = settings.network_fallback
+    policy = NetworkPolicy(stack=settings.network_stack or "auto",
                            fallback=parse_mode(fallback) if fallback else None)
     chosen = override is not None or configured is not None
     if override is not None:

@@ -86,7 +86,7 @@ class NetworkChoice:
     host: bool = False
     namespace: NetNamespace | None = None
     owned: bool = False  # made for this sandbox: closed when it ends
-    _fds: list[int] = field(default_factory=list)
+    _fds: list[int] = field(default_factory=list[int])
 
     def apply(self, plan: SandboxPlan) -> None:
         """Make ``plan`` join the namespace (and the user namespace owning it)."""
@@ -116,8 +116,12 @@ class NetworkChoice:
             self.namespace.close()
 
 
-def resolve_network(network: NetworkArg, helper_pid: int | None = None) -> NetworkChoice:
-    """Turn ``network=`` into a ``NetworkChoice`` (may start a ``private`` namespace)."""
+def resolve_network(network: NetworkArg | object, helper_pid: int | None = None
+                    ) -> NetworkChoice:
+    """Turn ``network=`` into a ``NetworkChoice`` (may start a ``private`` namespace).
+
+    Takes any object: ``network=`` also arrives from untyped callers and configuration,
+    and anything but a ``NetworkArg`` is refused here with a TypeError."""
     if isinstance(network, NetNamespace):
         return NetworkChoice("joined", namespace=network)
     if network is None or network is False:

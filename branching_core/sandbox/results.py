@@ -25,7 +25,7 @@ def _qualname(exc_type: type[BaseException]) -> str:
     return exc_type.__qualname__ if module == "builtins" else f"{module}.{exc_type.__qualname__}"
 
 
-def encode_value(value: Any) -> tuple[bytes, bytes]:
+def encode_value(value: object) -> tuple[bytes, bytes]:
     """Meta and payload for a return value; a value that cannot be pickled becomes an error."""
     try:
         payload = pickle.dumps(value, protocol=_PROTOCOL)

@@ -22,10 +22,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from branching_core.errors import BranchingError, InvalidArgumentError
 from branching_core.sandbox.command import SandboxedCommand
+from branching_core.sandbox.limits import ResourceLimits
+from branching_core.sandbox.network import NetworkArg
+
+if TYPE_CHECKING:
+    from branching_core.config.schema import ServiceConfig
 
 LOG_LINES = 400
 LOG_LINE_CHARS = 2000
@@ -49,7 +54,7 @@ class ServiceSpec:
     command: str
     port: int | None = None
     ready: str = "tcp"
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
     autostart: bool = False
     stop_signal: str = "TERM"
     stop_timeout: float = 10.0
@@ -73,8 +78,8 @@ class ServiceSpec:
         signal_number(self.stop_signal)
 
     @classmethod
-    def from_config(cls, name: str, cfg: Any) -> ServiceSpec:
-        """From the settings' ``ServiceConfig`` (or anything with the same attributes)."""
+    def from_config(cls, name: str, cfg: ServiceConfig) -> ServiceSpec:
+        """From the settings' ``ServiceConfig``."""
         return cls(name=name, command=cfg.command, port=cfg.port, ready=cfg.ready,
                    env=dict(cfg.env), autostart=cfg.autostart, stop_signal=cfg.stop_signal,
                    stop_timeout=cfg.stop_timeout, ready_timeout=cfg.ready_timeout)
@@ -164,8 +169,9 @@ class Service:
     """A running service of one branch (made by ``BranchNetwork.start_service``)."""
 
     def __init__(self, spec: ServiceSpec, workspace: str | os.PathLike[str], *,
-                 network: Any, make_socket: SocketFactory | None,
-                 mount_at: str | os.PathLike[str] | None = None, limits: Any = None) -> None:
+                 network: NetworkArg, make_socket: SocketFactory | None,
+                 mount_at: str | os.PathLike[str] | None = None,
+                 limits: ResourceLimits | None = None) -> None:
         self.spec = spec
         self.log = ServiceLog()
         self.started_at = time.time()

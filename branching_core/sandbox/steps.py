@@ -162,14 +162,14 @@ def _compile(view_path: str, target: str, keep_visible: tuple[str, ...],
             if mount not in mount_slots:
                 mount_slots[mount] = c.slot()
                 c.add("opath", mount_slots[mount], mount)
-    shown = []
+    shown: list[tuple[str, int]] = []
     for path in show_files:
         slot = c.slot()
         c.add("clone", slot, path, 0)
         shown.append((path, slot))
     # Exposed paths (an agent's own session directory in the masked home): grabbed now,
     # like the view, and mounted back at their own path once the masks are in place.
-    exposed = []
+    exposed: list[tuple[str, bool, bool, int]] = []
     for path, writable, is_dir in expose:
         slot = c.slot()
         c.add("clone", slot, path, 1, missing_ok=True)

@@ -30,6 +30,8 @@ reaches EOF, the helper exits and the kernel drops every mount with the namespac
 no stray mount is ever left on the host.
 """
 
+from __future__ import annotations
+
 import ctypes
 import json
 import os
@@ -46,14 +48,64 @@ MNT_DETACH = 2
 
 libc = ctypes.CDLL(None, use_errno=True)
 
+# The request shapes, for the type checker only: `typing` is not imported at run time
+# (this program starts with `-I -S` on every fork of a new store, so it imports the
+# least it can); pyright treats any `TYPE_CHECKING` name as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import io
+    from collections.abc import Callable
+    from typing import Any, NotRequired, TypedDict
 
-def _check(result, what):
+    class _Mount(TypedDict):
+        lower: list[str]
+        target: str
+        upper: NotRequired[str | None]
+        work: NotRequired[str | None]
+        redirect: NotRequired[bool]
+
+    class _Target(TypedDict):
+        target: str
+
+    class _Branch(_Mount):
+        dirs: list[str]
+        whiteouts: NotRequired[list[str]]
+        files: NotRequired[dict[str, str]]
+        spare: NotRequired[str | None]
+        spare_mounted: NotRequired[bool]
+
+    class _SpareMount(TypedDict):
+        lower: list[str]
+        redirect: bool
+
+    class _Spare(TypedDict):
+        root: str
+        dirs: list[str]
+        whiteouts: list[str]
+        mount: NotRequired[_SpareMount | None]
+
+    class _MountMany(TypedDict):
+        mounts: list[_Mount]
+
+    class _CreateMany(TypedDict):
+        branches: list[_Branch]
+        redirect: NotRequired[bool]
+        make_spares: NotRequired[list[_Spare] | None]
+
+    class _UmountMany(TypedDict):
+        targets: list[str]
+
+    # work to run once a reply is sent; called with "is a request waiting?"
+    _Later = Callable[[Callable[[], bool]], None]
+
+
+def _check(result: int, what: str) -> None:
     if result != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _enter_namespace():
+def _enter_namespace() -> None:
     uid, gid = os.getuid(), os.getgid()
     if uid != 0:
         _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user+mount)")
@@ -71,21 +123,22 @@ def _enter_namespace():
     _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
 
 
-def _escape(path):
+def _escape(path: str) -> str:
     """Overlay splits its options on ',' and lowerdir on ':'; a backslash escapes either
     (and itself) in every directory option (fs/overlayfs: ovl_next_opt, ovl_unescape)."""
     return path.replace("\\", "\\\\").replace(",", "\\,").replace(":", "\\:")
 
 
-def _mount(req):
+def _mount(req: _Mount) -> None:
     """An overlay view. ``redirect``: trusted.* xattrs with redirect_dir=on (root only;
     directory renames work), else userxattr (the unprivileged format, where renaming a
     lower directory fails with EXDEV). Without ``upper`` the mount is read-only."""
     lower = ":".join(_escape(p) for p in req["lower"])
-    if req.get("upper") is None:
+    upper, work = req.get("upper"), req.get("work")
+    if upper is None or work is None:
         options = f"lowerdir={lower},redirect_dir=follow"
     else:
-        upper, work = _escape(req["upper"]), _escape(req["work"])
+        upper, work = _escape(upper), _escape(work)
         xattrs = "redirect_dir=on" if req.get("redirect") else "userxattr"
         options = f"lowerdir={lower},upperdir={upper},workdir={work},{xattrs},volatile"
     data = options.encode()
@@ -94,12 +147,13 @@ def _mount(req):
             7, "overlay mount options exceed one page; nesting is too deep for this path length"
         )
     _check(libc.mount(b"overlay", req["target"].encode(), b"overlay", 0, data), "mount overlay")
-    if req.get("work") is not None:
+    work = req.get("work")
+    if work is not None:
         # The kernel makes work/work mode 000. Root removes it anyway; the user a store
         # belongs to could not (``rm -rf`` of a cache, a store left by a killed process),
         # so it gets the owner's rights back: the kernel never checks them.
         # (and so are the directories it makes in it: incompat/volatile)
-        top = os.path.join(req["work"], "work")
+        top = os.path.join(work, "work")
         try:
             os.chmod(top, 0o700)
             for where, dirs, _files in os.walk(top):
@@ -109,7 +163,7 @@ def _mount(req):
             pass
 
 
-def _unmount_quietly(done):
+def _unmount_quietly(done: list[_Mount]) -> None:
     """Undo the mounts of a batch that failed part way (all or none); the batch's own
     error is what the caller hears, not a failure of this cleanup."""
     for one in done:
@@ -119,8 +173,8 @@ def _unmount_quietly(done):
             pass
 
 
-def _mount_many(req):
-    done = []
+def _mount_many(req: _MountMany) -> None:
+    done: list[_Mount] = []
     try:
         for one in req["mounts"]:
             _mount(one)
@@ -130,11 +184,11 @@ def _mount_many(req):
         raise
 
 
-def _umount(req):
+def _umount(req: _Target | _Mount) -> None:
     _check(libc.umount2(req["target"].encode(), MNT_DETACH), "umount")
 
 
-def _prepare(one):
+def _prepare(one: _Branch) -> bool:
     """A branch's store directories (in order, the first one new) and its whiteouts.
 
     With ``spare`` (a directory made ahead by ``_make_spares``, holding exactly those
@@ -142,9 +196,10 @@ def _prepare(one):
     is not there (never made, or taken) falls back to making them here. Returns True
     when the spare taken was already mounted (``spare_mounted``): its mount moved with
     it, there is nothing left to mount."""
-    if one.get("spare"):
+    spare = one.get("spare")
+    if spare:
         try:
-            os.rename(one["spare"], one["dirs"][0])
+            os.rename(spare, one["dirs"][0])
             return bool(one.get("spare_mounted"))
         except OSError:
             pass
@@ -155,7 +210,7 @@ def _prepare(one):
     return False
 
 
-def _write_files(one):
+def _write_files(one: _Branch) -> None:
     """A branch's small files, written once under new names (nothing is overwritten)."""
     for path, text in one.get("files", {}).items():
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
@@ -167,7 +222,7 @@ def _write_files(one):
             os.close(fd)
 
 
-def _make_spares(spares, waiting):
+def _make_spares(spares: list[_Spare], waiting: Callable[[], bool]) -> None:
     """Make spare store directories for later batches (after the reply was sent, while
     the caller is busy with the branches it just got): each is built under a ``.part``
     name and renamed into place, so a spare is complete or absent. Stops at the first
@@ -178,7 +233,7 @@ def _make_spares(spares, waiting):
             return
         root = spare["root"]
         part = root + ".part"
-        mounted = None
+        mounted: _Mount | None = None
         try:
             os.makedirs(os.path.dirname(root), exist_ok=True)
             os.mkdir(part, 0o755)
@@ -207,12 +262,12 @@ def _make_spares(spares, waiting):
             return
 
 
-def _create_many(req):
+def _create_many(req: _CreateMany) -> _Later | None:
     """Prepare and mount every branch of a batch; all or none. On failure the mounts
     made are undone and the error names the branch; the caller removes the directories
     (it knows which store directories are its own). Returns the spare-making work to
     run once the reply is sent."""
-    done = []
+    done: list[_Mount] = []
     try:
         for one in req["branches"]:
             premounted = _prepare(one)
@@ -220,20 +275,29 @@ def _create_many(req):
                 done.append(one)  # mounted: undone like the others on a failure
             _write_files(one)
             if not premounted:
-                _mount(dict(one, redirect=req.get("redirect", False)))
+                mount: _Mount = {
+                    "lower": one["lower"],
+                    "upper": one.get("upper"),
+                    "work": one.get("work"),
+                    "target": one["target"],
+                    "redirect": req.get("redirect", False),
+                }
+                _mount(mount)
                 done.append(one)
     except OSError:
         _unmount_quietly(done)
         raise
     spares = req.get("make_spares") or []
-    return (lambda waiting: _make_spares(spares, waiting)) if spares else None
+    if not spares:
+        return None
+    return lambda waiting: _make_spares(spares, waiting)
 
 
-def _umount_many(req):
+def _umount_many(req: _UmountMany) -> None:
     """Unmount every target (lazily, like ``umount``); a failure does not stop the rest.
     Raises naming the targets that are still mounted, so the caller keeps those."""
-    failed = []
-    errors = []
+    failed: list[str] = []
+    errors: list[OSError] = []
     for target in req["targets"]:
         try:
             _umount({"target": target})
@@ -245,17 +309,35 @@ def _umount_many(req):
 
 
 class _Partial(OSError):
-    def __init__(self, errno, message, failed):
+    def __init__(self, errno: int | None, message: str, failed: list[str]) -> None:
         super().__init__(errno, message)
         self.failed = failed
 
 
-def _waiting(sock, pending):
+def _waiting(sock: io.FileIO, pending: bool) -> Callable[[], bool]:
     """Is a request waiting (already read into the buffer, or readable on the socket)?"""
     return lambda: pending or bool(select.select([sock], [], [], 0)[0])
 
 
-def main():
+def _handle(req: Any) -> _Later | None:
+    """Run one request (``req`` is the decoded JSON line, shaped as the docstring says)."""
+    op = req["op"]
+    if op == "mount":
+        _mount(req)
+    elif op == "mount_many":
+        _mount_many(req)
+    elif op == "umount":
+        _umount(req)
+    elif op == "create_many":
+        return _create_many(req)
+    elif op == "umount_many":
+        _umount_many(req)
+    elif op != "ping":
+        raise KeyError(op)
+    return None
+
+
+def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     sock = os.fdopen(0, "rb", buffering=0)
@@ -268,26 +350,19 @@ def main():
         )
         return 1
     out.write((json.dumps({"ok": True, "pid": os.getpid()}) + "\n").encode())
-    handlers = {
-        "mount": _mount,
-        "mount_many": _mount_many,
-        "umount": _umount,
-        "create_many": _create_many,
-        "umount_many": _umount_many,
-        "ping": lambda req: None,
-    }
-    buffer = b""
+    buffer: bytes = b""
     while True:
-        chunk = sock.read(65536)
+        chunk: bytes | None = sock.read(65536)
         if not chunk:
             return 0  # the owner is gone: exiting drops every mount with the namespace
         buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+        while (end := buffer.find(b"\n")) >= 0:
+            line, buffer = buffer[:end], buffer[end + 1 :]
             req = json.loads(line)
-            later = None
+            later: _Later | None = None
+            reply: dict[str, object]
             try:
-                later = handlers[req["op"]](req)
+                later = _handle(req)
                 reply = {"ok": True}
             except OSError as exc:
                 reply = {"ok": False, "error": str(exc), "errno": exc.errno}

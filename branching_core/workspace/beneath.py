@@ -20,7 +20,7 @@ import errno
 import os
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 
 from branching_core.errors import PathIsDirectoryError, PathNotDirectoryError, UnsafeChangeError
@@ -41,7 +41,7 @@ def _refuse(rel: str, upto: list[str], why: str) -> UnsafeChangeError:
 @contextlib.contextmanager
 def open_dir(
     root: Path | str, rel_dir: str | list[str], *, create: bool = False, mode: int = 0o777
-) -> Iterator[int]:
+) -> Generator[int, None, None]:
     """A descriptor of the directory ``rel_dir`` below ``root`` (``""``: the root),
     reached without following a link; ``create`` makes missing directories (``mode``)."""
     parts = rel_dir if isinstance(rel_dir, list) else [p for p in rel_dir.split("/") if p]

@@ -14,10 +14,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 from branching_core.errors import (
     AbortError,
@@ -57,7 +57,7 @@ OnSuccess = Literal["commit"] | None
 OnError = Literal["abort"] | None
 
 
-class _Node:
+class BranchNode:
     """What workspaces and branches share: being a parent of branches."""
 
     workspace: Workspace
@@ -108,7 +108,7 @@ class _Node:
                 raise InvalidBranchNameError(
                     f"a branch named {name!r} is already open under {self.branch_path}"
                 )
-            child = Branch._create(self, name, on_success, on_error, durable=durable)
+            (child,) = Branch.create_children(self, [name], on_success, on_error, durable=durable)
             self._children.append(child)
             self._had_children = True
             return child
@@ -141,7 +141,7 @@ class _Node:
                 raise InvalidBranchNameError(
                     f"a branch named {sorted(taken)[0]!r} is already open under {self.branch_path}"
                 )
-            children = Branch._create_many(self, names, on_success, on_error, durable=durable)
+            children = Branch.create_children(self, names, on_success, on_error, durable=durable)
             self._children.extend(children)
             self._had_children = bool(children) or self._had_children
             return children
@@ -160,17 +160,18 @@ class _Node:
         """
         victims = list(dict.fromkeys(branches))
         for branch in victims:
-            if not isinstance(branch, Branch) or branch.parent is not self:
+            # (anything that is not a branch has no parent: refused the same way)
+            if getattr(branch, "parent", None) is not self:
                 raise BranchError(f"{branch!r} is not a child branch of {self.branch_path}")
         with contextlib.ExitStack() as held:
             for branch in sorted(victims, key=lambda b: b.node_id):
-                held.enter_context(branch._lock)
+                held.enter_context(branch.hold())
             closed = [b for b in victims if b.state in ("committed", "pending")]
             if closed:
                 raise BranchClosedError(
                     f"{closed[0].branch_path} is already {closed[0].state}; nothing was aborted"
                 )
-            Branch._abort_many_locked([b for b in victims if b.is_open])
+            Branch.abort_held([b for b in victims if b.is_open])
 
     def _adopt_child(self, child: Branch) -> None:
         """Record ``child`` (a reopened durable branch) as open under this node."""
@@ -187,7 +188,7 @@ class _Node:
 def _meta_of(
     branch_id: str,
     name: str,
-    parent: _Node,
+    parent: BranchNode,
     backend: str,
     *,
     created_ns: int,
@@ -210,7 +211,7 @@ def _meta_of(
     }
 
 
-def _notify(hooks: list[Any], *args: Any) -> None:
+def _notify(hooks: Sequence[Callable[..., None]], *args: object) -> None:
     """Call commit observers (``BranchTree.before_commit``/``after_commit``); one that
     fails is logged, never a failed commit."""
     for hook in list(hooks):
@@ -255,12 +256,12 @@ def _private_gitdirs(root: Path, layouts: list[BranchLayout], tree: BranchTree) 
         raise BranchError(f"cannot give the branch its own git directory: {exc}") from exc
 
 
-class Branch(_Node):
+class Branch(BranchNode):
     """An isolated view of its parent. Use ``.path`` like any directory."""
 
     def __init__(
         self,
-        parent: _Node,
+        parent: BranchNode,
         name: str,
         layout: BranchLayout,
         *,
@@ -298,21 +299,18 @@ class Branch(_Node):
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
-    def _create(
-        cls, parent: _Node, name: str, on_success: OnSuccess, on_error: OnError, *, durable: bool
-    ) -> Self:
-        return cls._create_many(parent, [name], on_success, on_error, durable=durable)[0]
-
-    @classmethod
-    def _create_many(
+    def create_children(
         cls,
-        parent: _Node,
+        parent: BranchNode,
         names: list[str],
         on_success: OnSuccess,
         on_error: OnError,
         *,
         durable: bool,
     ) -> list[Self]:
+        """New children of ``parent``, made and mounted in one batch. Called by the
+        parent's ``branch``/``branch_many`` (which validate the names and hold the
+        parent's children lock); not a way around them."""
         tree = parent.tree
         store = tree.store
         ids = [store.new_branch_id() for _ in names]
@@ -383,7 +381,7 @@ class Branch(_Node):
         return Path(layers[0]) if layers else self.path
 
     @contextlib.contextmanager
-    def hold(self) -> Iterator[bool]:
+    def hold(self) -> Generator[bool, None, None]:
         """Hold this branch still: commit and abort (which take the same lock) wait until
         the block ends. Yields whether the branch is still open, so a reader such as the
         fork mirror never sees a view halfway through being published or thrown away."""
@@ -561,11 +559,12 @@ class Branch(_Node):
             self._abort_locked()
 
     def _abort_locked(self) -> None:
-        Branch._abort_many_locked([self])
+        Branch.abort_held([self])
 
     @staticmethod
-    def _abort_many_locked(branches: list[Branch]) -> None:
-        """Abort open siblings whose locks the caller holds: their open children first
+    def abort_held(branches: list[Branch]) -> None:
+        """Abort open siblings whose locks the caller holds (``hold()``; what
+        ``abort_many`` of their parent does once it checked them): their open children first
         (a batch per parent), then every view in one backend call."""
         if not branches:
             return
@@ -675,4 +674,7 @@ class Branch(_Node):
         return f"<Branch {self.branch_path} {self._state} at {self._layout.view}>"
 
 
-__all__ = ["Branch", "WorkspaceBranchState"]
+# The former private name, for modules not yet moved to ``BranchNode``.
+_Node = BranchNode
+
+__all__ = ["Branch", "BranchNode", "WorkspaceBranchState"]

@@ -60,13 +60,13 @@ def ordered(ops: Iterable[Op]) -> list[Op]:
 class BranchChanges:
     """Paths (relative, POSIX) a branch created, modified or deleted, relative to its parent."""
 
-    created: list[str] = field(default_factory=list)
-    modified: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list[str])
+    modified: list[str] = field(default_factory=list[str])
+    deleted: list[str] = field(default_factory=list[str])
     # Paths the branch writes that someone else removed from the parent since the branch
     # was made (or, on overlay, may have: see find_conflicts), or whose directory is gone:
     # applying them path by path would resurrect what a third party deleted.
-    lost_in_parent: list[str] = field(default_factory=list, compare=False, repr=False)
+    lost_in_parent: list[str] = field(default_factory=list[str], compare=False, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.created or self.modified or self.deleted)
@@ -222,7 +222,7 @@ def lost_in_parent(
 ) -> list[str]:
     """Puts whose path is now missing from the parent and was (or may have been) there
     when the branch was made, or whose directory the parent no longer has."""
-    lost = []
+    lost: list[str] = []
     for op in ops:
         if op.kind != "put":
             continue

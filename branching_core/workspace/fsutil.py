@@ -8,8 +8,10 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeGuard
 
 from branching_core.atomicio import atomic_write
 
@@ -25,7 +27,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_json_atomic(path: Path, data: Any, *, durable: bool = False) -> None:
+def write_json_atomic(path: Path, data: object, *, durable: bool = False) -> None:
     """Write JSON so readers see the old or the new file, never a torn one."""
     atomic_write(path, json.dumps(data, sort_keys=True).encode(), durable=durable)
 
@@ -35,10 +37,24 @@ def read_json(path: Path) -> Any:
         return json.load(fh)
 
 
+def is_json_object(value: object) -> TypeGuard[dict[str, object]]:
+    """A decoded JSON value that is an object (JSON object keys are always strings)."""
+    return isinstance(value, dict)
+
+
+def is_json_list(value: object) -> TypeGuard[list[object]]:
+    """A decoded JSON value that is an array."""
+    return isinstance(value, list)
+
+
 def rmtree(path: Path) -> None:
     """Remove a tree even when overlayfs left mode-000 work directories in it."""
 
-    def _onerror(func: Any, failed: str, exc_info: Any) -> None:
+    def _onerror(
+        func: Callable[..., object],
+        failed: str,
+        exc_info: tuple[type[BaseException], BaseException, TracebackType],
+    ) -> None:
         exc = exc_info[1]
         if isinstance(exc, FileNotFoundError):
             return

@@ -198,7 +198,7 @@ def linked_steps(steps: Iterable[tuple[str, str | None]], root: Path) -> list[tu
 
 
 def _special_in_tree(rel: str, tree: Path) -> list[tuple[str, str]]:
-    out = []
+    out: list[tuple[str, str]] = []
     for dirpath, dirnames, filenames in os.walk(tree):
         for name in dirnames + filenames:
             full = os.path.join(dirpath, name)
@@ -210,7 +210,7 @@ def _special_in_tree(rel: str, tree: Path) -> list[tuple[str, str]]:
 
 
 def _strip_privileges(ops: list[Op], what: str, stats: dict[str, os.stat_result]) -> list[Op]:
-    out = []
+    out: list[Op] = []
     for op in ops:
         if op.kind == "put" and op.source is not None:
             if op.tree:

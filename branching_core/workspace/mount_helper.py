@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from branching_core.errors import MountError
+from branching_core.workspace.fsutil import is_json_list
 
 _HELPER_SOURCE = (Path(__file__).with_name("_mount_helper_main.py")).read_text()
 
@@ -31,9 +32,9 @@ class PreparedMount:
     upper: Path
     work: Path
     target: Path
-    dirs: list[Path] = field(default_factory=list)
-    whiteouts: list[Path] = field(default_factory=list)
-    files: dict[Path, str] = field(default_factory=dict)
+    dirs: list[Path] = field(default_factory=list[Path])
+    whiteouts: list[Path] = field(default_factory=list[Path])
+    files: dict[Path, str] = field(default_factory=dict[Path, str])
     spare: Path | None = None  # a spare made earlier (``make_spares``): renamed, not made
     spare_mounted: bool = False  # ... with its view already mounted (nothing to mount)
 
@@ -206,7 +207,7 @@ class MountHelper:
             raise UmountError(str(exc), list(targets)) from exc
         if not reply.get("ok"):
             failed = reply.get("failed")
-            still = [Path(str(p)) for p in failed] if isinstance(failed, list) else list(targets)
+            still = [Path(str(p)) for p in failed] if is_json_list(failed) else list(targets)
             raise UmountError(f"umount failed: {reply.get('error')}", still)
 
     def mount_read_only(self, lower: list[Path], target: Path) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from types import FrameType
 from typing import Any
 
@@ -28,7 +28,7 @@ _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
 @contextlib.contextmanager
-def deferred_signals() -> Iterator[None]:
+def deferred_signals() -> Generator[None, None, None]:
     """Record SIGINT/SIGTERM/SIGHUP instead of acting on them; act on them at the end."""
     if threading.current_thread() is not threading.main_thread():
         yield

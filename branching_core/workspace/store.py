@@ -30,13 +30,13 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from branching_core.atomicio import atomic_write, is_atomic_temp
-from branching_core.workspace.fsutil import read_json, rmtree, write_json_atomic
+from branching_core.workspace.fsutil import is_json_list, read_json, rmtree, write_json_atomic
 
 ROOT_ID = "root"
 STORE_ENV = "FORKDECK_STORE"
@@ -194,7 +194,7 @@ class Store:
 
     # -- commit lock ----------------------------------------------------------------
     @contextlib.contextmanager
-    def commit_lock(self) -> Iterator[None]:
+    def commit_lock(self) -> Generator[None, None, None]:
         self.ensure()
         fd = os.open(self.root / "commit.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -231,7 +231,7 @@ class Store:
     def branch_ids(self) -> list[str]:
         if not self.root.exists():
             return []
-        ids = []
+        ids: list[str] = []
         for entry in self.root.iterdir():
             if "-" in entry.name and entry.is_dir() and not entry.name.startswith("."):
                 ids.append(entry.name)
@@ -285,10 +285,10 @@ class Store:
             if self.session_alive(marker.name.split("-", 1)[0]):
                 continue
             try:
-                ids = json.loads(marker.read_bytes())
+                ids: object = json.loads(marker.read_bytes())
             except (OSError, ValueError):
-                ids = []
-            for branch_id in ids if isinstance(ids, list) else []:
+                ids = None
+            for branch_id in ids if is_json_list(ids) else ():
                 if isinstance(branch_id, str) and "/" not in branch_id and branch_id:
                     self.remove_branch_dir(branch_id)
             with contextlib.suppress(FileNotFoundError):

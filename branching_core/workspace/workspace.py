@@ -21,7 +21,7 @@ from branching_core.errors import (
 )
 from branching_core.workspace.backends import AUTO_ORDER, BACKENDS, Backend
 from branching_core.workspace.backends.base import BranchLayout, ParentView
-from branching_core.workspace.branch import Branch, _Node
+from branching_core.workspace.branch import Branch, BranchNode
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR, rmtree
 from branching_core.workspace.journal import STATE_INTENT, STATE_MARK, Journal
 from branching_core.workspace.store import ROOT_ID, Store
@@ -46,7 +46,7 @@ class BranchInfo:
     created_ns: int = 0  # wall clock (time.time_ns) when the branch was made
 
 
-class Workspace(_Node):
+class Workspace(BranchNode):
     """A directory whose branches are isolated, instant views committed back atomically.
 
     ``backend="auto"`` picks the first of overlay, reflink and copy that works here and
@@ -139,7 +139,7 @@ class Workspace(_Node):
 
     def list_branches(self) -> list[BranchInfo]:
         """Branches present in the store: this process's and durable ones left by others."""
-        infos = []
+        infos: list[BranchInfo] = []
         here = self.tree.open_ids()
         for branch_id in self.tree.store.branch_ids():
             meta = self.tree.store.read_meta(branch_id)
@@ -168,7 +168,7 @@ class Workspace(_Node):
         if meta is None or not meta.get("durable"):
             raise BranchNotFoundError(f"no durable branch with id {branch_id!r} in {self.path}")
         parent_id = str(meta["parent"])
-        parent: _Node = self if parent_id == ROOT_ID else self.open_branch(parent_id)
+        parent: BranchNode = self if parent_id == ROOT_ID else self.open_branch(parent_id)
         layout: BranchLayout = self.tree.backend.reopen(branch_id, parent.parent_view())
         branch = Branch(
             parent,
@@ -263,7 +263,7 @@ class Workspace(_Node):
                     continue
                 made_state_dir |= (leftover / STATE_MARK).exists()
                 rmtree(leftover)
-        intents = []
+        intents: list[Path] = []
         for intent in store.journal_dir.glob(f"*{STATE_INTENT}"):
             commit_id = intent.name[: -len(STATE_INTENT)]
             if (store.journal_dir / f"{commit_id}.json").exists():

@@ -107,6 +107,7 @@ def test_resolve_base_url_from_settings_builds_an_openai_compatible_model() -> N
     )
     assert isinstance(model, OpenAIChatModel)
     assert model.model_name == "llama3"
+    assert model.provider is not None
     assert str(model.provider.base_url).startswith("http://localhost:11434/v1")
     assert display_name(model) == "llama3 @ http://localhost:11434/v1"
     # a bare or ollama-prefixed name with a configured base URL goes to that server too

@@ -8,6 +8,7 @@ import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
+    ModelMessage,
     ModelRequest,
     ModelResponse,
     PartDeltaEvent,
@@ -32,7 +33,7 @@ def agent_for(tools: WorkspaceToolset, model: OfflineModel | None = None) -> Age
     return Agent(model or OfflineModel(), toolsets=[tools])
 
 
-def tool_calls(messages: list) -> list[ToolCallPart]:  # type: ignore[type-arg]
+def tool_calls(messages: list[ModelMessage]) -> list[ToolCallPart]:
     return [
         p
         for m in messages

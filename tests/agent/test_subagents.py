@@ -110,6 +110,12 @@ def finish(**fields: Any) -> ToolCallPart:
     return ToolCallPart("__finish__", fields)
 
 
+def text_of(part: ToolReturnPart) -> str:
+    """A tool return's text: the branch tools answer with strings (fails otherwise)."""
+    assert isinstance(part.content, str), part.content
+    return part.content
+
+
 def tool_returns(messages: list[ModelMessage], tool: str) -> list[ToolReturnPart]:
     return [
         p
@@ -199,7 +205,7 @@ async def test_discovery_lists_every_branch_with_its_input_schema(workspace: Wor
     result = await run_parent(parent_agent(parent, subagents))
 
     (listing,) = tool_returns(result.all_messages(), "branch")
-    text = listing.content
+    text = text_of(listing)
     assert text.startswith("<available_branches>")
     for name in ("FactCheck", "FactCheckStrict", "Summary"):
         assert f"<name>{name}</name>" in text
@@ -268,8 +274,8 @@ async def test_two_branches_in_one_turn_overlap_and_both_land(
     assert len(returns) == 2
     for part in returns.values():
         assert part.outcome == "success"
-        assert part.content.startswith("<branch_result>")
-        assert "<verified>true</verified>" in part.content
+        assert text_of(part).startswith("<branch_result>")
+        assert "<verified>true</verified>" in text_of(part)
     # both siblings' files reached the parent (the second one was stale: applied per path)
     assert (project / "alpha.txt").read_text() == "alpha\n"
     assert (project / "beta.txt").read_text() == "beta\n"
@@ -313,7 +319,7 @@ async def test_failing_branch_is_discarded_and_successful_one_is_visible(
     assert (project / "notes.txt").read_text() == "revised notes\n"
     assert not (project / "bad.txt").exists()
     by_outcome = {p.outcome: p for p in tool_returns(result.all_messages(), "branch")}
-    failed = by_outcome["failed"].content
+    failed = text_of(by_outcome["failed"])
     assert failed.startswith("Branch execution failed: bad failed: RuntimeError")
     assert "model endpoint exploded" in failed
     assert "its file changes were discarded" in failed
@@ -350,7 +356,7 @@ async def test_conflicting_change_is_reported_and_parent_keeps_its_version(
 
     (part,) = tool_returns(result.all_messages(), "branch")
     assert part.outcome == "failed"
-    assert "could not be applied" in part.content and "notes.txt" in part.content
+    assert "could not be applied" in text_of(part) and "notes.txt" in text_of(part)
     assert (project / "notes.txt").read_text() == "the parent's own edit\n"
     (run,) = subagents.runs
     assert run.state == "conflict" and run.conflicts == ["notes.txt"]
@@ -479,14 +485,14 @@ async def test_nested_branch_reaches_only_its_immediate_parents_tools(workspace:
 
     assert result.output == "ok"
     # the middle sub-agent sees the root's own tools (and not branch / finish / itself)
-    mid_listing = json.loads(tool_returns(mid.requests[1][0], "call_parent_tool")[0].content)
+    mid_listing = json.loads(text_of(tool_returns(mid.requests[1][0], "call_parent_tool")[0]))
     assert [t["name"] for t in mid_listing] == ["root_secret"]
     # the leaf sees only the middle one's tools: not the root's, never branch or finish
     leaf_messages = own_messages(leaf.requests[-1][0])
     listing, secret, via_branch, lookup = tool_returns(leaf_messages, "call_parent_tool")
-    assert [t["name"] for t in json.loads(listing.content)] == ["mid_lookup"]
-    assert secret.outcome == "failed" and "no tool 'root_secret'" in secret.content
-    assert via_branch.outcome == "failed" and "no tool 'branch'" in via_branch.content
+    assert [t["name"] for t in json.loads(text_of(listing))] == ["mid_lookup"]
+    assert secret.outcome == "failed" and "no tool 'root_secret'" in text_of(secret)
+    assert via_branch.outcome == "failed" and "no tool 'branch'" in text_of(via_branch)
     assert lookup.content == "mid value for k1"
     # inherited directly too (Acorn's default), again only the immediate parent's
     leaf_tools = {t.name for t in leaf.requests[0][1].function_tools}
@@ -529,14 +535,14 @@ async def test_parent_tools_allow_list_and_max_depth(workspace: Workspace) -> No
 
     own = own_messages(mid.requests[-1][0])
     (listing,) = tool_returns(own, "call_parent_tool")
-    assert [t["name"] for t in json.loads(listing.content)] == ["root_a"]
+    assert [t["name"] for t in json.loads(text_of(listing))] == ["root_a"]
     assert {"root_a"} == {t.name for t in mid.requests[0][1].function_tools} & {
         "root_a",
         "root_b",
     }
     (too_deep,) = tool_returns(own, "branch")
     assert too_deep.outcome == "failed"
-    assert "Leaf would nest 2 levels deep (max_depth is 1)" in too_deep.content
+    assert "Leaf would nest 2 levels deep (max_depth is 1)" in text_of(too_deep)
     assert leaf.requests == []
 
 
@@ -628,7 +634,7 @@ async def test_cancel_a_running_branch_from_a_listener(workspace: Workspace, pro
     result = await run_parent(parent_agent(parent, subagents))
 
     (part,) = tool_returns(result.all_messages(), "branch")
-    assert "FactCheck was cancelled (the user pressed stop)" in part.content
+    assert "FactCheck was cancelled (the user pressed stop)" in text_of(part)
     assert not (project / "x.txt").exists()
     assert events[0] == "SubAgentStarted" and events[-1] == "SubAgentFinished"
     assert subagents.runs[0].state == "terminated"
@@ -653,7 +659,7 @@ async def test_budget_stops_a_branch_after_the_response_that_crossed_it(
 
     assert calls == ["first"]  # the second response was priced, then stopped before its tool
     (part,) = tool_returns(result.all_messages(), "branch")
-    assert "exhausted its budget of $1.5 (spent $2.000000)" in part.content
+    assert "exhausted its budget of $1.5 (spent $2.000000)" in text_of(part)
     (run,) = subagents.runs
     assert run.state == "budget_exhausted" and run.cost_usd == 2.0
 
@@ -681,7 +687,7 @@ async def test_price_fn_that_raises_stops_a_budgeted_branch_as_budget_unknown(
 
     assert calls == []  # stopped at its first response, before that response's tool ran
     (part,) = tool_returns(result.all_messages(), "branch")
-    assert "cost is unknown" in part.content and "no price table" in part.content
+    assert "cost is unknown" in text_of(part) and "no price table" in text_of(part)
     (run,) = subagents.runs
     assert run.state == "budget_unknown"
 
@@ -694,7 +700,7 @@ async def test_max_steps_bounds_model_requests(workspace: Workspace) -> None:
     result = await run_parent(parent_agent(parent, subagents))
 
     (part,) = tool_returns(result.all_messages(), "branch")
-    assert "FactCheck used its 3 steps without finishing" in part.content
+    assert "FactCheck used its 3 steps without finishing" in text_of(part)
     assert len(sub.requests) == 3
     assert subagents.runs[0].state == "step_limit"
 
@@ -722,7 +728,7 @@ async def test_bad_branch_calls_are_clear_tool_errors_and_touch_nothing(
 
     result = await run_parent(parent_agent(parent, subagents))
 
-    texts = sorted(p.content for p in tool_returns(result.all_messages(), "branch"))
+    texts = sorted(text_of(p) for p in tool_returns(result.all_messages(), "branch"))
     assert texts == [
         "branch: invalid input for FactCheck: claim: Field required",
         "branch: merge must be one of end_result, summarize, not 'everything'",

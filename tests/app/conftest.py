@@ -13,7 +13,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from forkdeck.forkdeck_app import ForkdeckApp
@@ -180,6 +180,16 @@ async def parent_turn(pilot: Any, text: str) -> None:
 
 
 # ---------------------------------------------------------------- Pilot helpers shared by files
+
+
+S = TypeVar("S")
+
+
+def screen_as(app: Any, kind: type[S]) -> S:
+    """The screen in front, which the test expects to be a ``kind``."""
+    screen = app.screen
+    assert isinstance(screen, kind), f"expected {kind.__name__} in front, not {screen!r}"
+    return screen
 
 
 def chat_screen(app: Any) -> ChatScreen:

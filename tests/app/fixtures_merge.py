@@ -41,6 +41,7 @@ from branching_core.review.types import (
     ResolveOutcome,
 )
 from tests.fork.helpers import Scripted, call
+from tests.support.typed import view_of
 
 HOSTILE_NAME = "$(touch pwned)"
 """A file name that runs ``touch`` if anything ever hands it to a shell."""
@@ -282,7 +283,7 @@ async def run_fork(project: Path, *, materialize: bool = False) -> ForkRun:
     statuses = await coordinator.wait(timeout=30)
     assert coordinator.fork_id is not None
     report = build_diff_report(coordinator.fork_id, list(coordinator.branches.values()))
-    dirs = {rt.label: Path(rt.path) for rt in coordinator.branches.values()}
+    dirs = {rt.label: view_of(rt) for rt in coordinator.branches.values()}
     return ForkRun(coordinator, project, list(statuses), report, dirs)
 
 

@@ -36,6 +36,7 @@ async def test_without_a_key_it_greets_with_the_offline_model_and_how_to_configu
             assert hint in text
         status = chat.status.text
         assert "offline (scripted, no LLM)" in status
+        assert app.session.workspace is not None
         assert f"workspace {app.session.workspace.fstype}" in status
         assert app.session.offline
 
@@ -94,7 +95,7 @@ async def test_streamed_text_arrives_delta_by_delta(project: Path, gated: GatedM
             seen.append(delta)
             original(self, delta)
 
-        chat.messages.on_text = spy.__get__(chat.messages)  # type: ignore[method-assign]
+        chat.messages.on_text = spy.__get__(chat.messages)
         await type_line(pilot, "tell me three words")
         await wait_for(pilot, lambda: not chat.turn_running and bool(app.session.history))
     assert len(seen) > 3

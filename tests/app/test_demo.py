@@ -13,6 +13,7 @@ from forkdeck.modals.merge_picker import MergePickerModal
 from forkdeck.session import ChatSession
 
 from tests.app.conftest import TERMINAL, chat_screen, wait_for
+from tests.support.typed import view_of
 
 
 async def test_the_demo_forks_three_fixes_and_opens_the_picker_with_results(
@@ -38,7 +39,7 @@ async def test_the_demo_forks_three_fixes_and_opens_the_picker_with_results(
         coordinator = app.session.coordinator
         assert coordinator is not None
         for approach in APPROACHES:
-            path = Path(coordinator.get_branch(approach.label).path) / "calc.py"
+            path = view_of(coordinator.get_branch(approach.label)) / "calc.py"
             assert approach.body in path.read_text()
         assert "(len(values) + 1)" in (root / "calc.py").read_text()
         # the parent turn showed the failing tests first

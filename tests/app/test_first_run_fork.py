@@ -4,6 +4,7 @@ while it is typed. Real app, real offline model, real workspace branches."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from forkdeck.modals.fork_picker import STEER_PLACEHOLDER, ForkPickerModal, ForkRequest
@@ -18,7 +19,7 @@ from tests.app.test_fork_modals import PickerHost
 TASK = "read README.txt"
 
 
-def _prompts(history: list[object]) -> list[str]:
+def _prompts(history: Sequence[object]) -> list[str]:
     return [
         str(part.content)
         for message in history

@@ -18,6 +18,7 @@ from textual.widgets import Input
 from branching_core.sandbox import sandbox_available
 from tests.app.conftest import TERMINAL, chat_screen, make_app, ready, states, submit, wait_for
 from tests.external.conftest import AGENT
+from tests.support.typed import coordinator_of
 
 pytestmark = pytest.mark.skipif(not sandbox_available()[0], reason="sandbox unavailable here")
 
@@ -63,7 +64,7 @@ async def test_agent_rows_stream_steer_and_merge(project: Path) -> None:
         assert "\x1b[36m" in block_a.text  # the agent's colours are kept for drawing
         block_b = _terminal(area, "b")
         assert block_b is not None and "steered: hello from the chat" in block_b.plain
-        branch_b = app.session.coordinator.get_branch("b")
+        branch_b = coordinator_of(app).get_branch("b")
         assert (Path(branch_b.ws_branch.path) / "steered.txt").read_text().strip() == \
             "hello from the chat"
 

@@ -39,11 +39,13 @@ from tests.app.conftest import (
     open_fork,
     parent_turn,
     ready,
+    screen_as,
     states,
     submit,
     wait_for,
 )
 from tests.app.fixtures_merge import recording_difftool
+from tests.support.typed import coordinator_of, view_of
 
 
 async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_history(
@@ -58,9 +60,12 @@ async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_histo
             pilot, ["!echo a > a.txt", "!echo b > b.txt && rm README.txt"], aggregate="1.5"
         )
         assert area.labels == ["a", "b"]
-        assert app.session.coordinator.handle.aggregate_budget_usd == 1.5
+        handle = coordinator_of(app).handle
+        assert handle is not None and handle.aggregate_budget_usd == 1.5
         badge = chat.query_one(ForkBadgeWidget)
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await pilot.pause(0.3)
         assert badge.display and badge.summary_text.startswith("FORK: 2 branches · 0 running")
         # Each branch got the parent's history and then its own steer, nothing else.
@@ -107,7 +112,9 @@ async def test_steering_reaches_only_that_branch_and_unknown_labels_are_refused(
         await submit(pilot, "plain text on the overview")
         assert ">>label message" in chat.last_notice
         gate.set()
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         told_a = [p for r in gated.prompts_of("hold a") for p in r]
         told_b = [p for r in gated.prompts_of("hold b") for p in r]
         assert "focus on tests" in told_a
@@ -151,7 +158,9 @@ async def test_plain_text_on_a_branch_tab_continues_that_branch_only(
         await ready(pilot)
         chat = chat_screen(app)
         area = await open_fork(pilot, ["quick", "hold b"])
-        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["a"] == "done", what=lambda: states(app)
+        )
         await pilot.press("alt+2")
         await submit(pilot, "more please")
         assert "branch b is still running" in chat.last_notice and ">>b" in chat.last_notice
@@ -159,11 +168,15 @@ async def test_plain_text_on_a_branch_tab_continues_that_branch_only(
         assert area.active_label == "a"
         await submit(pilot, "follow up for a")
         await wait_for(pilot, lambda: bool(gated.prompts_of("follow up for a")), what="sent")
-        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["a"] == "done", what=lambda: states(app)
+        )
         assert gated.prompts_of("follow up for a")[-1] == ["quick", "follow up for a"]
         assert not gated.prompts_of("more please")
         gate.set()
-        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["b"] == "done", what=lambda: states(app)
+        )
         assert all("follow up" not in p for r in gated.prompts_of("hold b") for p in r)
 
 
@@ -179,9 +192,11 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
         await wait_for(pilot, lambda: len(gated.requests) == 2, what="both branches asked")
         await pilot.press("alt+1")
         await escape(pilot, ConfirmModal)
-        assert "Terminate branch a?" in app.screen.question
+        assert "Terminate branch a?" in screen_as(app, ConfirmModal).question
         await pilot.press("y")
-        await wait_for(pilot, lambda: states(app)["a"] == "terminated", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["a"] == "terminated", what=lambda: states(app)
+        )
         assert states(app)["b"] == "running"
         # Esc on a branch that is not running offers no Terminate that would do nothing
         # (issue 13.13): it goes back to the overview.
@@ -199,7 +214,7 @@ async def test_escape_terminates_a_branch_and_on_the_overview_aborts_the_fork(
         assert states(app)["b"] == "running"
         area.select(None)
         await escape(pilot, ConfirmModal)
-        assert "Abort the entire fork?" in app.screen.question
+        assert "Abort the entire fork?" in screen_as(app, ConfirmModal).question
         await pilot.press("y")
         await wait_for(pilot, lambda: chat.fork_area is None and not app.session.fork_active)
         assert "fork aborted: 2 branches discarded" in chat.last_notice
@@ -244,7 +259,9 @@ async def test_fork_diff_launches_the_configured_diff_tool(
         await ready(pilot)
         chat = chat_screen(app)
         await open_fork(pilot, ["!echo one >> README.txt", "!echo two >> README.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/fork diff README.txt")
         await wait_for(pilot, lambda: "diff tool" in chat.last_notice, what="launch")
         await wait_for(pilot, lambda: record.exists(), what="the tool ran")
@@ -267,10 +284,12 @@ async def test_fork_diff_without_a_diff_tool_opens_the_explorer(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["write notes.md\nfrom a\nend", "write notes.md\nfrom b\nend"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/fork diff notes.md")
         await wait_for(pilot, lambda: isinstance(app.screen, DiffExplorerScreen), what="explorer")
-        assert app.screen.selected_path == "notes.md"
+        assert screen_as(app, DiffExplorerScreen).selected_path == "notes.md"
         await escape(pilot, ChatScreen)
         assert app.session.fork_active
 
@@ -291,7 +310,9 @@ async def test_judge_verdict_is_shown_before_the_merge_and_enter_accepts(
         await ready(pilot)
         chat = chat_screen(app)
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/merge")
         await wait_for(
             pilot, lambda: isinstance(app.screen, MergeAcceptanceModal), what="the verdict"
@@ -322,7 +343,7 @@ async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
-        modal = app.screen
+        modal = screen_as(app, RecoverForkModal)
         assert modal.option_ids()[:3] == ["reopen-0", "merge-0-0", "merge-0-1"]
         await pilot.press("down", "down", "enter")  # the third row: merge branch b
         await wait_for(pilot, lambda: (project / "b.txt").exists(), what="the merge")
@@ -348,12 +369,13 @@ async def test_a_branch_waiting_for_approval_runs_the_tool_only_when_approved(
             return ModelResponse(parts=[TextPart("deployed")])
         return ModelResponse(parts=[ToolCallPart("deploy", {"target": "prod"})])
 
-    async def stream(messages: list, info: AgentInfo):  # type: ignore[no-untyped-def]
+    async def stream(messages: list, info: AgentInfo):
         response = await respond(messages, info)
         part = response.parts[0]
         if isinstance(part, TextPart):
             yield part.content
         else:
+            assert isinstance(part, ToolCallPart)
             yield {0: DeltaToolCall(name=part.tool_name, json_args='{"target": "prod"}')}
 
     model = FunctionModel(respond, stream_function=stream, model_name="deployer")
@@ -369,16 +391,20 @@ async def test_a_branch_waiting_for_approval_runs_the_tool_only_when_approved(
 
         await open_fork(pilot, ["ship it", "ship it too"])
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval")
-        first = app.screen.label
+        first = screen_as(app, ApprovalModal).label
         assert ran == []
         await pilot.press("y", "enter")
-        await wait_for(pilot, lambda: states(app)[first] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)[first] == "done", what=lambda: states(app)
+        )
         assert ran == ["prod"]
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval 2")
-        second = app.screen.label
+        second = screen_as(app, ApprovalModal).label
         assert second != first
         await pilot.press("escape")  # deny all
-        await wait_for(pilot, lambda: states(app)[second] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)[second] == "done", what=lambda: states(app)
+        )
         assert ran == ["prod"]
 
 
@@ -390,7 +416,9 @@ async def test_quit_with_an_open_fork_keeps_it_for_the_next_start(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["quick", "hold b"])
-        await wait_for(pilot, lambda: states(app)["a"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["a"] == "done", what=lambda: states(app)
+        )
         await submit(pilot, "/quit")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="quit asks")
         await pilot.press("y")  # b still runs: quitting asks first (issue 13.18)
@@ -422,8 +450,12 @@ async def test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree(
         await ready(pilot)
         chat = chat_screen(app)
         await open_fork(pilot, ["!echo one >> README.txt", "!echo new > new.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
-        mirror = project / ".pydantic-deep" / "forks" / app.session.coordinator.fork_id
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
+        fork_id = coordinator_of(app).fork_id
+        assert fork_id is not None
+        mirror = project / ".pydantic-deep" / "forks" / fork_id
         # The parent moves on after the fork: the tool must still see the fork-time version.
         (project / "README.txt").write_text("changed in the parent\n")
 
@@ -504,7 +536,7 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
         await ready(pilot)
         chat = chat_screen(app)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
-        assert app.screen.option_ids()[0] == "reopen-0"
+        assert screen_as(app, RecoverForkModal).option_ids()[0] == "reopen-0"
         await pilot.press("enter")
         await wait_for(pilot, lambda: chat.fork_area is not None, what="the reopened fork")
         await wait_for(pilot, lambda: "reopened" in chat.last_notice, what="the notice")
@@ -530,7 +562,9 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
         # a follow-up turn on branch b runs in b's workspace branch, with b's history
         await submit(pilot, "write more.txt")
         await wait_for(pilot, lambda: "more.txt" in panel.transcript_text, what="the follow-up")
-        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["b"] == "done", what=lambda: states(app)
+        )
         assert gated.prompts_of("write more.txt")[-1] == [
             "the parent turn",
             "!echo b > b.txt",
@@ -581,7 +615,9 @@ async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
         await ready(pilot)
         chat = chat_screen(app)
         area = await open_fork(pilot, ["!seq 1 200", "!echo short"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await pilot.press("ctrl+o")  # on the overview: nothing to show, says so
         assert not isinstance(app.screen, ToolOutputModal)
         area.select("a")
@@ -608,7 +644,7 @@ async def test_long_tool_output_expands_opens_in_full_and_panels_scroll_by_key(
         assert scroll.scroll_y == bottom
         await pilot.press("ctrl+o")
         await wait_for(pilot, lambda: isinstance(app.screen, ToolOutputModal), what="modal")
-        modal = app.screen
+        modal = screen_as(app, ToolOutputModal)
         assert modal.shown.text == result.full_text
         assert "200" in str(modal.query_one("#text").render())
         await escape(pilot, ChatScreen)
@@ -627,7 +663,9 @@ async def test_a_merge_appends_the_winners_turns_and_keeps_notices_and_output(
         await wait_for(pilot, lambda: "shell-output-before" in chat.last_notice)
         await submit(pilot, "/tokens")
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/cost")  # during the fork
         cost_notice = chat.last_notice
         await submit(pilot, "/merge")
@@ -700,7 +738,7 @@ async def test_the_merge_picker_is_live_and_s_stops_a_running_branch_and_merges_
         await open_fork(pilot, ["hold-a then finish", "hold-b forever"])
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
-        picker = app.screen
+        picker = screen_as(app, MergePickerModal)
         assert "running" in _column_header(picker, "a")
         hold_a.set()
         await wait_for(
@@ -727,7 +765,9 @@ async def test_a_judge_without_a_model_says_so_and_the_picker_shows_branch_tests
         chat = chat_screen(app)
         assert app.session.offline
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/merge")
         await wait_for(pilot, lambda: isinstance(app.screen, MergePickerModal), what="picker")
         notices = "\n".join(chat.messages.transcript())
@@ -755,8 +795,10 @@ async def test_the_diff_report_is_built_off_the_event_loop(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
-        coordinator = app.session.coordinator
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
+        coordinator = coordinator_of(app)
         original = coordinator.diff_report
         loop = asyncio.get_running_loop()
         ticked: list[bool] = []
@@ -790,18 +832,20 @@ async def test_config_approval_required_makes_branches_ask_before_running_tools(
         assert app.session.config_problems == []
         await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval")
-        first = app.screen.label
+        first = screen_as(app, ApprovalModal).label
         assert "run_command" in screen_text_of(app) and f"echo {first} > {first}.txt" in (
             screen_text_of(app)
         )
         await pilot.press("y", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="approval 2")
-        second = app.screen.label
+        second = screen_as(app, ApprovalModal).label
         assert second != first
         await pilot.press("escape")  # deny all
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
-        coordinator = app.session.coordinator
-        views = {rt.label: Path(rt.path) for rt in coordinator.branches.values()}
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
+        coordinator = coordinator_of(app)
+        views = {rt.label: view_of(rt) for rt in coordinator.branches.values()}
         assert (views[first] / f"{first}.txt").read_text() == f"{first}\n"
         assert not (views[second] / f"{second}.txt").exists()
         await app.session.abort_fork()

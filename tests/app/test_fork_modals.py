@@ -18,6 +18,7 @@ from textual.widgets import Input
 from branching_core.config import Settings, SettingsStore
 from branching_core.fork import BranchSpec, ForkCoordinator, list_open_forks
 from branching_core.fork.events import ApprovalCall
+from tests.app.conftest import screen_as
 from tests.app.fixtures_fork import (
     HostApp,
     StreamScript,
@@ -471,7 +472,7 @@ async def test_picker_adds_and_removes_rows_for_this_fork_only(tmp_path: Path) -
         await pilot.pause()
         await pilot.press("ctrl+n")
         await pilot.pause()
-        picker = app.screen
+        picker = screen_as(app, ForkPickerModal)
         assert picker.n == 3 and "Fork into 3 branches" in screen_text(app)
         assert app.screen.focused is picker.query_one("#label-3", Input)
         await pilot.press("ctrl+n")  # a 4th row, then remove the 2nd: rows below move up
@@ -509,7 +510,9 @@ async def test_picker_keeps_between_one_row_and_max_branches() -> None:
         await pilot.pause()
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert app.screen.n == 2 and "at most 2 branches" in app.screen.error_text
+        assert screen_as(app, ForkPickerModal).n == 2
+        assert "at most 2 branches" in screen_as(app, ForkPickerModal).error_text
         await pilot.press("ctrl+r", "ctrl+r")
         await pilot.pause()
-        assert app.screen.n == 1 and "at least one branch" in app.screen.error_text
+        assert screen_as(app, ForkPickerModal).n == 1
+        assert "at least one branch" in screen_as(app, ForkPickerModal).error_text

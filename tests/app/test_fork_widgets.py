@@ -14,6 +14,7 @@ from forkdeck.widgets.fork_area import ForkArea
 from forkdeck.widgets.fork_badge import ForkBadgeWidget
 from forkdeck.widgets.fork_tabs import ForkTabsWidget
 from pydantic_ai.messages import ModelResponse
+from textual.message import Message
 
 from branching_core.fork import ForkCoordinator
 from tests.app.fixtures_fork import (
@@ -28,8 +29,18 @@ from tests.app.fixtures_fork import (
     wait_until,
     widget_is_on_screen,
 )
+from tests.support.typed import view_of
 
 SIZE = (100, 30)
+
+
+def selected_labels(messages: list[Message]) -> list[str | None]:
+    """The labels of the selection messages posted (any other message fails the test)."""
+    labels: list[str | None] = []
+    for message in messages:
+        assert isinstance(message, ForkTabsWidget.Selected | ForkArea.Selected), message
+        labels.append(message.label)
+    return labels
 STEERS = {"alpha": "steer-alpha", "bravo": "steer-bravo", "charlie": "steer-charlie"}
 
 
@@ -141,7 +152,7 @@ async def test_tabs_keys_and_clicks_post_selected() -> None:
         tabs.focus()
         await pilot.press("right", "right", "3", "0", "left")
         await pilot.pause()
-        picked = [m.label for m in app.messages]
+        picked = selected_labels(app.messages)
         assert picked == ["a", "b", "c", None, "c"]
         assert tabs.active == "c"
 
@@ -151,7 +162,7 @@ async def test_tabs_keys_and_clicks_post_selected() -> None:
 
         await pilot.click(tabs.chip("b"))
         await pilot.pause()
-        assert app.messages[-1].label == "b"
+        assert selected_labels(app.messages)[-1] == "b"
         assert tabs.active == "b"
         assert tabs.chip("b").has_class("-active")
         assert not tabs.chip("c").has_class("-active")
@@ -381,7 +392,7 @@ async def test_select_cycle_and_jump(tmp_path: Path) -> None:
         area.select("charlie")
         area.select("charlie")  # no change: no second message
         await pilot.pause()
-        assert [m.label for m in app.messages] == [
+        assert selected_labels(app.messages) == [
             "alpha",
             "bravo",
             "charlie",
@@ -497,7 +508,7 @@ async def test_approval_request_marks_the_chip_and_posts_a_message(tmp_path: Pat
         await coord.approve("w", {message.calls[0].tool_call_id: True})
         await coord.wait()
         await wait_until(pilot, lambda: chip_texts(area)[0] == "✓ w")
-        assert (coord.branches[next(iter(coord.branches))].path / "w.txt").read_text() == "w"
+        assert (view_of(coord.branches[next(iter(coord.branches))]) / "w.txt").read_text() == "w"
     await close_fork(coord)
 
 
@@ -651,7 +662,7 @@ async def test_consecutive_responses_are_separate_blocks(tmp_path: Path) -> None
 
     gate = asyncio.Event()
 
-    async def stream(messages: list, info: AgentInfo):  # type: ignore[no-untyped-def]
+    async def stream(messages: list, info: AgentInfo):
         if any("and more" in p for p in user_prompts(messages)):
             yield "Yes, that's the second."
             return

@@ -66,7 +66,9 @@ async def test_esc_on_a_finished_branch_offers_nothing_to_terminate(
         await ready(pilot)
         chat = chat_screen(app)
         area = await open_fork(pilot, ["quick a", "quick b"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         area.select("a")
         await pilot.press("escape")
         await settle(pilot)

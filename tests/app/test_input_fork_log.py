@@ -53,7 +53,9 @@ async def test_notices_and_command_output_show_in_the_fork_view(
             pilot, lambda: on_screen(chat, "from-b"), what=lambda: chat.fork_log.lines_text
         )
         gated.release_all()
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await submit(pilot, "/copy")
         assert "copied branch b's transcript" in chat.last_notice
 
@@ -64,7 +66,9 @@ async def test_the_log_strip_goes_away_with_the_fork(project: Path, gated: Gated
         await ready(pilot)
         chat = chat_screen(app)
         await open_fork(pilot, ["quick a", "quick b"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         assert chat.fork_log.display
         chat.close_fork_view()
         await pilot.pause()

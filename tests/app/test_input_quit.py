@@ -13,6 +13,7 @@ from tests.app.conftest import (
     make_app,
     open_fork,
     ready,
+    screen_as,
     states,
     submit,
     wait_for,
@@ -27,10 +28,12 @@ async def test_ctrl_q_with_running_branches_asks_and_enter_keeps_running(
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["hold a", "quick b"])
-        await wait_for(pilot, lambda: states(app)["b"] == "done", what=states)
+        await wait_for(
+            pilot, lambda: states(app)["b"] == "done", what=lambda: states(app)
+        )
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="quit asks")
-        assert "1 branch(es) still running (a)" in app.screen.question
+        assert "1 branch(es) still running (a)" in screen_as(app, ConfirmModal).question
         assert app.screen.focused is not None and app.screen.focused.id == "no"
         await pilot.press("ctrl+q")  # a second ctrl+q does not stack a second dialog
         await pilot.press("enter")  # the default: do not quit
@@ -48,6 +51,8 @@ async def test_quit_without_running_branches_does_not_ask(project: Path, gated: 
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         await open_fork(pilot, ["quick a", "quick b"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         await pilot.press("ctrl+q")
         await wait_for(pilot, lambda: not app.is_running)

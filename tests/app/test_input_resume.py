@@ -10,15 +10,22 @@ from forkdeck.screens.chat import ChatScreen
 from forkdeck.session import ChatSession
 from forkdeck.tui import build_parser
 
-from tests.app.conftest import TERMINAL, GatedModel, make_app, ready, submit, wait_for
+from tests.app.conftest import (
+    TERMINAL,
+    GatedModel,
+    chat_screen,
+    make_app,
+    ready,
+    submit,
+    wait_for,
+)
 
 
 async def test_resume_continues_the_last_chat(project: Path, gated: GatedModel) -> None:
     app = make_app(project, gated.model)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = app.chat
-        assert isinstance(chat, ChatScreen)
+        chat = chat_screen(app)
         await submit(pilot, "remember the word banana")
         await wait_for(pilot, lambda: not chat.turn_running and len(app.session.history) >= 2)
     saved = project / ".pydantic-deep" / "sessions" / "latest.json"
@@ -28,10 +35,10 @@ async def test_resume_continues_the_last_chat(project: Path, gated: GatedModel) 
     again = ForkdeckApp(session, cursor_blink=False, offer_recovery=False, resume=True)
     async with again.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = again.chat
-        assert isinstance(chat, ChatScreen)
-        assert "resumed the last chat" in "\n".join(chat.messages.transcript())
-        assert "remember the word banana" in "\n".join(chat.messages.transcript())
+        resumed = again.chat
+        assert isinstance(resumed, ChatScreen)
+        assert "resumed the last chat" in "\n".join(resumed.messages.transcript())
+        assert "remember the word banana" in "\n".join(resumed.messages.transcript())
         await submit(pilot, "what was the word?")
         await wait_for(pilot, lambda: bool(gated.prompts_of("what was the word?")), what="sent")
         assert gated.prompts_of("what was the word?")[-1] == [
@@ -60,8 +67,7 @@ async def test_a_broken_saved_chat_is_reported_and_left_alone(project: Path) -> 
     app = ForkdeckApp(session, cursor_blink=False, offer_recovery=False, resume=True)
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
-        chat = app.chat
-        assert isinstance(chat, ChatScreen)
+        chat = chat_screen(app)
         assert "cannot read the saved chat" in chat.last_notice or any(
             "cannot read the saved chat" in line for line in chat.messages.transcript()
         )

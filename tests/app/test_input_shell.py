@@ -16,6 +16,7 @@ from tests.app.conftest import (
     submit,
     wait_for,
 )
+from tests.support.typed import coordinator_of, view_of
 
 
 async def test_shell_on_a_branch_tab_runs_in_that_branch_only(
@@ -26,17 +27,19 @@ async def test_shell_on_a_branch_tab_runs_in_that_branch_only(
         await ready(pilot)
         chat = chat_screen(app)
         area = await open_fork(pilot, ["quick a", "quick b"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         area.select("b")
         await submit(pilot, "!echo trap > trap.txt && pwd")
         await wait_for(
             pilot, lambda: "(exit 0, branch b)" in chat.last_notice, what=lambda: chat.last_notice
         )
         assert not (project / "trap.txt").exists()  # the parent is untouched
-        rt_b = app.session.coordinator.get_branch("b")
-        assert (Path(rt_b.path) / "trap.txt").read_text() == "trap\n"
-        rt_a = app.session.coordinator.get_branch("a")
-        assert not (Path(rt_a.path) / "trap.txt").exists()
+        rt_b = coordinator_of(app).get_branch("b")
+        assert (view_of(rt_b) / "trap.txt").read_text() == "trap\n"
+        rt_a = coordinator_of(app).get_branch("a")
+        assert not (view_of(rt_a) / "trap.txt").exists()
         # the output is in b's panel and in the log strip
         assert "$ echo trap > trap.txt && pwd" in area.panel("b").transcript_text
         assert any("exit 0" in line for line in chat.fork_log.lines_text)

@@ -45,7 +45,7 @@ class NoticeHost(ScreenHost):
         super().__init__(factory)
         self.notices: list[str] = []
 
-    def notify(self, message: str, **kwargs: Any) -> None:  # type: ignore[override]
+    def notify(self, message: str, **kwargs: Any) -> None:
         self.notices.append(message)
         super().notify(message, **kwargs)
 
@@ -287,7 +287,8 @@ def _leaf_labels(tree: Tree[str]) -> dict[str, str]:
     while stack:
         node = stack.pop()
         if node.data is not None:
-            found[node.data] = node.label.plain
+            label = node.label
+            found[node.data] = label if isinstance(label, str) else label.plain
         stack.extend(node.children)
     return found
 

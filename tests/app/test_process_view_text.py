@@ -36,7 +36,9 @@ async def test_text_only_branches_show_their_requests_steers_commands_and_edits(
         await ready(pilot)
         chat = chat_screen(app)
         area = await open_fork(pilot, ["try the hash table", "try a sorted list"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         coord = app.session.coordinator
         assert coord is not None
         area.select("a")

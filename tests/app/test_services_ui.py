@@ -22,6 +22,7 @@ from tests.app.conftest import (
 )
 from tests.sandbox.conftest import wait_until_gone
 from tests.sandbox.net_support import SERVER, requires_stack
+from tests.support.typed import coordinator_of, view_of
 
 pytestmark = [requires_stack]
 MARKER = "forkdeck-services-ui-test"
@@ -56,8 +57,8 @@ async def test_services_start_list_reach_open_and_end_with_the_fork(
         await wait_for(pilot, lambda: set(states(app).values()) == {"done"},
                        what=lambda: states(app))
         area.select("b")
-        rt_b = app.session.coordinator.get_branch("b")
-        (Path(rt_b.path) / "who.txt").write_text("branch b\n")
+        rt_b = coordinator_of(app).get_branch("b")
+        (view_of(rt_b) / "who.txt").write_text("branch b\n")
         await submit(pilot, "/services start web")
         await wait_for(pilot, lambda: "b · web → http://127.0.0.1:" in chat.last_notice,
                        timeout=30, what=lambda: chat.last_notice)
@@ -81,7 +82,7 @@ async def test_services_start_list_reach_open_and_end_with_the_fork(
         await submit(pilot, "/services log web")
         await wait_for(pilot, lambda: "GET /who.txt" in chat.last_notice,
                        what=lambda: chat.last_notice)
-        await app.session.coordinator.abort_fork()
+        await coordinator_of(app).abort_fork()
         assert wait_until_gone(MARKER) == []
         await submit(pilot, "/services")
         assert "no service running (declared: web" in chat.last_notice

@@ -62,7 +62,9 @@ def test_fork_view_with_the_log_strip(project: Path, snap_compare: Any) -> None:
         await _settled(pilot)
         app = pilot.app
         area = await open_fork(pilot, ["ls", "read README.txt"])
-        await wait_for(pilot, lambda: set(states(app).values()) == {"done"}, what=states)
+        await wait_for(
+            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
+        )
         area.select("a")
         await submit(pilot, "/tokens")
         await submit(pilot, "!echo hello from a")

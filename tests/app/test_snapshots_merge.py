@@ -32,13 +32,14 @@ def test_merge_picker_digit_waits_for_confirmation(snap_compare: Any) -> None:
 
 def test_merge_picker_preselected_by_judge(snap_compare: Any) -> None:
     outcome = fixed_outcome()
-    assert outcome.verdict is not None
+    verdict = outcome.verdict
+    assert verdict is not None
     app = ScreenHost(
         lambda: MergePickerModal(
             fixed_report(),
             fixed_statuses(),
             preselect="gamma",
-            subtitle=f"Judge picked alpha: {outcome.verdict.rationale}",
+            subtitle=f"Judge picked alpha: {verdict.rationale}",
         )
     )
     assert snap_compare(app, terminal_size=SIZE)

@@ -11,6 +11,7 @@ from pydantic_ai import Agent
 from branching_core.fork import BranchSpec
 from branching_core.fork.events import BranchApprovalRequested
 from branching_core.live import ForkCoordinator, LiveForkCapability
+from tests.support.typed import view_of
 
 from .helpers import Scripted, call
 
@@ -36,7 +37,7 @@ async def test_branch_pauses_for_approval_and_runs_the_approved_call(ws, runner)
 
     a, b = coord.get_branch("a"), coord.get_branch("b")
     assert a.state == "awaiting_approval" and b.state == "done"
-    assert not (a.path / "a.txt").exists(), "the command ran before anyone approved it"
+    assert not (view_of(a) / "a.txt").exists(), "the command ran before anyone approved it"
     pending = coord.pending_approvals("a")
     assert [(c.tool_name, c.args) for c in pending] == [
         ("run_command", {"command": "echo ran > a.txt"})
@@ -47,7 +48,7 @@ async def test_branch_pauses_for_approval_and_runs_the_approved_call(ws, runner)
 
     await (await coord.approve("a", {pending[0].tool_call_id: True}))
     assert a.state == "done" and a.output == "A: over"
-    assert (a.path / "a.txt").read_text() == "ran\n"
+    assert (view_of(a) / "a.txt").read_text() == "ran\n"
     result = await coord.merge_or_select("pick:a")
     assert "a.txt" in result.applied_paths and (Path(ws.path) / "a.txt").exists()
     await coord.aclose()
@@ -65,7 +66,7 @@ async def test_denied_call_never_runs_and_the_model_reads_why(ws, runner) -> Non
         await coord.approve("a", {"nope": True})
     await (await coord.approve("a", {pending.tool_call_id: "not on my machine"}))
     rt = coord.get_branch("a")
-    assert rt.state == "done" and not (rt.path / "a.txt").exists()
+    assert rt.state == "done" and not (view_of(rt) / "a.txt").exists()
     returns = [
         p.content
         for m in s.requests_for("A")[-1]
@@ -91,7 +92,7 @@ async def test_nested_fork_branches_need_approval_when_the_outer_fork_does(ws, r
     await inner.wait(timeout=20)
     x = inner.get_branch("x")
     assert x.state == "awaiting_approval", x.status()
-    assert not (x.path / "x.txt").exists(), "the nested branch ran a tool nobody approved"
+    assert not (view_of(x) / "x.txt").exists(), "the nested branch ran a tool nobody approved"
     assert [c.tool_name for c in inner.pending_approvals("x")] == ["run_command"]
     assert inner.options == replace(coord.options, default_model=inner.options.default_model)
     await coord.aclose()
@@ -114,5 +115,5 @@ async def test_capability_branch_runs_need_approval(project: Path, runner) -> No
     await coord.wait(timeout=20)
     x = coord.get_branch("x")
     assert x.state == "awaiting_approval", x.status()
-    assert not (x.path / "x.txt").exists()
+    assert not (view_of(x) / "x.txt").exists()
     await coord.aclose()

@@ -11,7 +11,7 @@ from branching_core.fork import ForkCoordinator
 from branching_core.sandbox.branch_net import live_networks
 from branching_core.sandbox.net_settings import NetworkSetup
 from branching_core.sandbox.services import ServiceSpec
-from tests.fork.helpers import Scripted, call, tool_results_after
+from tests.fork.helpers import Scripted, Step, call, tool_results_after
 from tests.sandbox.conftest import processes_with, wait_until_gone
 from tests.sandbox.net_support import SERVER, requires_stack
 
@@ -22,7 +22,7 @@ FETCH = ("python3 -c \"import urllib.request;print('got', urllib.request.urlopen
          "'http://localhost:8000/who.txt', timeout=10).read().decode().strip())\"")
 
 
-def script(label: str) -> list[object]:
+def script(label: str) -> list[Step]:
     return [call("write_file", path="who.txt", content=f"{label}\n"),
             call("run_command", command=FETCH),
             call("run_command", command=FETCH)]

@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelResponse
 
 from branching_core.fork import BranchSpec, ForkCoordinator
 from branching_core.fork.types import FINAL_STATES
+from tests.support.typed import view_of
 
 from .helpers import Scripted, call
 
@@ -46,10 +47,10 @@ async def test_raising_price_fn_stops_a_budgeted_branch(ws, runner, caplog) -> N
     a, b = coord.get_branch("a"), coord.get_branch("b")
     assert a.state == "budget_unknown", a.status()
     assert "price table missing" in (a.error or "") and "budget" in (a.error or "")
-    assert not (a.path / "a.txt").exists(), "the tool of the unpriced response ran"
+    assert not (view_of(a) / "a.txt").exists(), "the tool of the unpriced response ran"
     assert "budget_unknown" in FINAL_STATES
     # no budget: the cost is simply unknown, the branch runs to its end
-    assert b.state == "done" and b.status().cost_usd is None and (b.path / "b.txt").exists()
+    assert b.state == "done" and b.status().cost_usd is None and (view_of(b) / "b.txt").exists()
     assert any("price table missing" in r.getMessage() for r in caplog.records)
     await coord.aclose()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent
+from pydantic_ai.messages import RetryPromptPart, ToolReturnPart
 
 from branching_core.agent import LocalCommandRunner
 from branching_core.live import ForkCoordinator, LiveForkCapability
@@ -167,7 +168,8 @@ async def test_shell_command_in_one_branch_is_invisible_to_sibling_and_parent(
     proceed.set()
     await run_task
     r_results = [
-        p.content for m in s.requests_for("R")[-1] for p in m.parts if p.part_kind == "tool-return"
+        str(p.content) for m in s.requests_for("R")[-1] for p in m.parts
+        if isinstance(p, ToolReturnPart)
     ]
     assert "NOFILE" in r_results[-1] and "README.txt" in r_results[-1]
     assert seen_by_parent == [False]
@@ -193,7 +195,7 @@ async def test_fork_run_isolation_values_are_checked_at_the_tool_boundary(
         str(p.content)
         for m in s.requests_for("ROOT")[1]
         for p in m.parts
-        if p.part_kind in ("tool-return", "retry-prompt")
+        if isinstance(p, ToolReturnPart | RetryPromptPart)
     ]
     # the model is told which value is wrong (before: "x" was passed on unchecked)
     assert answer and "literal_error" in answer[0] and "backend" in answer[0]

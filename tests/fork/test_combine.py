@@ -17,6 +17,7 @@ from branching_core.fork.combine import CombineConflict, CombineError, branch_hu
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, request_text
 from tests.review.forks import call, fork_with
+from tests.support.typed import view_of
 
 from .conftest import project, runner
 
@@ -209,7 +210,7 @@ async def test_nested_fork_combines_into_its_outer_branch(ws: Workspace, project
     await inner.fork([BranchSpec("x", "do x"), BranchSpec("y", "do y")], parent_history=[])
     await inner.wait(timeout=30)
     await inner.merge_or_select("combine", selection={"calc.py": ["x:1", "y:1"]})
-    outer_dir = Path(coord.get_branch("outer").path)
+    outer_dir = view_of(coord.get_branch("outer"))
     assert (outer_dir / "calc.py").read_text() == "line1\nline2\nline3\nline4\nA5\nline6\nB7\n"
     assert (project / "calc.py").read_text() == PARENT
     await coord.merge_or_select("pick:outer")

@@ -29,6 +29,7 @@ from branching_core.fork import (
 )
 from branching_core.fork.history import load_history
 from branching_core.live import ForkCoordinator
+from tests.support.typed import view_of
 
 from .helpers import Scripted, call, request_text, user_prompts
 
@@ -86,8 +87,8 @@ async def test_fork_runs_branches_in_isolation_and_merges_winner(ws, project: Pa
     # Nothing reached the parent while the fork is open; each branch sees only its own files.
     assert not (project / "a.txt").exists() and not (project / "b.txt").exists()
     a, b = coord.get_branch("a"), coord.get_branch("b")
-    assert (a.path / "a.txt").exists() and not (a.path / "b.txt").exists()
-    assert not (b.path / "a.txt").exists()
+    assert (view_of(a) / "a.txt").exists() and not (view_of(a) / "b.txt").exists()
+    assert not (view_of(b) / "a.txt").exists()
     assert {c.path for c in coord.file_changes("a")} == {"a.txt", "README.txt"}
     report = coord.diff()
     assert {p["path"] for p in report["paths"]} == {"a.txt", "b.txt", "README.txt", "src/app.py"}
@@ -112,6 +113,7 @@ async def test_fork_runs_branches_in_isolation_and_merges_winner(ws, project: Pa
     assert any(isinstance(e, BranchStateChanged) and e.state == "done" for e in seen)
 
     manifest = ForkStore(project).read_manifest(handle.fork_id)
+    assert manifest is not None
     assert manifest["resolved"] and manifest["resolution"] == f"pick:{a.branch_id}"
 
     # Rewinding to fork:<id> restores the files too (seed 003 could not); post-fork redoes them.
@@ -119,6 +121,7 @@ async def test_fork_runs_branches_in_isolation_and_merges_winner(ws, project: Pa
     assert (project / "README.txt").read_text() == "hello\n" and not (project / "a.txt").exists()
     assert user_prompts(history) == ["parent task"]
     await coord.flush()  # post-fork files are recorded in a worker thread
+    assert result.post_fork_checkpoint_id is not None
     history = CheckpointStore(ForkStore(project)).rewind(result.post_fork_checkpoint_id)
     assert (project / "a.txt").read_text() == "from a" and not (project / "README.txt").exists()
     assert user_prompts(history)[:2] == ["parent task", "A"]
@@ -150,8 +153,8 @@ async def test_each_branch_calls_its_own_model(ws, runner) -> None:
     assert not any(
         "Be brief." in (m.instructions or "") for m in ma.calls[0][1] if isinstance(m, ModelRequest)
     )
-    assert (coord.get_branch("a").path / "x.txt").read_text() == "a"
-    assert (coord.get_branch("b").path / "x.txt").read_text() == "b"
+    assert (view_of(coord.get_branch("a")) / "x.txt").read_text() == "a"
+    assert (view_of(coord.get_branch("b")) / "x.txt").read_text() == "b"
     await coord.aclose()
 
 
@@ -205,7 +208,8 @@ async def test_budget_stops_branch_between_two_tool_calls_and_it_stays_mergeable
     a, b = coord.get_branch("a"), coord.get_branch("b")
     assert a.state == "budget_exhausted" and b.state == "done"
     assert a.meter.requests == 2 and a.meter.cost_usd == pytest.approx(0.02)
-    assert (a.path / "one.txt").exists() and not (a.path / "two.txt").exists()  # 2nd call never ran
+    # the 2nd call never ran
+    assert (view_of(a) / "one.txt").exists() and not (view_of(a) / "two.txt").exists()
     cost = coord.fork_cost()
     assert cost.aggregate_usd == pytest.approx(0.04)
     result = await coord.merge_or_select("pick:a")
@@ -214,7 +218,7 @@ async def test_budget_stops_branch_between_two_tool_calls_and_it_stays_mergeable
     assert (project / "one.txt").read_text() == "1" and not (project / "b.txt").exists()
     # the partial history ends before the unanswered second call
     calls = [p for m in result.history_after_merge for p in m.parts if isinstance(p, ToolCallPart)]
-    assert [c.args["path"] for c in calls] == ["one.txt"]
+    assert [c.args_as_dict()["path"] for c in calls] == ["one.txt"]
 
 
 async def test_budget_priced_by_genai_prices(ws, runner) -> None:
@@ -234,7 +238,7 @@ async def test_budget_priced_by_genai_prices(ws, runner) -> None:
     a = coord.get_branch("a")
     assert a.state == "budget_exhausted" and a.meter.requests == 1
     assert a.meter.cost_usd > 0
-    assert not (a.path / "one.txt").exists()
+    assert not (view_of(a) / "one.txt").exists()
     await coord.merge_or_select("abort")
 
 
@@ -333,8 +337,9 @@ async def test_run_on_branch_continues_a_finished_branch(ws, runner) -> None:
     await task
     await coord.flush()
     rt = coord.get_branch("a")
-    assert rt.state == "done" and (rt.path / "more.txt").exists()
+    assert rt.state == "done" and (view_of(rt) / "more.txt").exists()
     assert user_prompts(s.requests_for("MORE")[0]) == ["A", "MORE"]
+    assert coord.fork_id is not None
     persisted = load_history(ForkStore(ws.path).read_history(coord.fork_id, rt.branch_id))
     assert user_prompts(persisted) == ["A", "MORE"]
     manifest = json.loads(

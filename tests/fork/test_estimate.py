@@ -72,6 +72,7 @@ async def test_estimate_from_the_run_so_far() -> None:
     assert a.cost_usd == pytest.approx(want)
     assert a.input_tokens == 2 * base + stats.exchange_tokens
     assert b.cost_usd is not None and b.cost_usd > 0
+    assert a.cost_usd is not None
     assert est.total_usd == pytest.approx(a.cost_usd + b.cost_usd)
     assert not est.over_budget
 

@@ -68,6 +68,7 @@ async def test_merge_copies_no_replaced_file_on_the_event_loop(ws, project: Path
 
     # The record is exact: rewinding restores the pre-merge bytes of every replaced file.
     assert (project / "big.bin").read_text() == "after"
+    assert handle.parent_checkpoint_id is not None
     await coord.rewind_to_checkpoint(handle.parent_checkpoint_id)
     assert (project / "big.bin").read_bytes() == b"before" * 100_000
     assert (project / "src/app.py").read_text() == "VALUE = 1\n"

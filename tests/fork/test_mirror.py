@@ -35,6 +35,7 @@ from branching_core.sandbox import run_command
 from branching_core.workspace import Workspace
 from tests.fork.helpers import Scripted, call
 from tests.support.killed_child import run_until_ready_then_kill
+from tests.support.typed import view_of
 
 
 def eventually(check: Callable[[], bool], what: str, deadline: float = 15.0) -> None:
@@ -429,7 +430,7 @@ async def test_killed_process_mirror_is_rebuilt_and_watched_again(project: Path)
     }
     assert files_under(mat.parent_dir) == {"src/app.py": "VALUE = 1\n", "README.txt": "hello\n"}
     # ... and it is live again: a sandboxed command on the recovered branch shows up
-    b_path = coord.get_branch("b").path
+    b_path = view_of(coord.get_branch("b"))
     assert run_command("sed -i s/sed-b/sed-b-again/ README.txt", b_path).exit_code == 0
     await aeventually(
         lambda: read(mat.branch_path("b", "README.txt")) == "sed-b-again\n", "post-recovery write"

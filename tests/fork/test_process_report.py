@@ -14,12 +14,12 @@ from branching_core.workspace import Workspace
 from tests.review.forks import JudgeScript, verdict
 
 from .conftest import project, runner, ws
-from .helpers import Scripted, call
+from .helpers import Scripted, Step, call
 
 __all__ = ["project", "runner", "ws"]
 
 
-SCRIPTS = {
+SCRIPTS: dict[str, list[Step]] = {
     "careful": [
         call("read_file", path="src/app.py"),
         call("write_file", path="src/app.py", content="VALUE = 2\n"),
@@ -86,7 +86,7 @@ async def test_same_calls_with_different_content_diverge(ws: Workspace) -> None:
 
 
 async def test_identical_runs_and_unknown_cost(ws: Workspace) -> None:
-    steps = [call("read_file", path="src/app.py")]
+    steps: list[Step] = [call("read_file", path="src/app.py")]
     scripted = Scripted({"do a": steps, "do b": steps})
     coord = ForkCoordinator(Agent(scripted.model), workspace=ws, price_fn=lambda r: None)
     await coord.fork([BranchSpec("a", "do a"), BranchSpec("b", "do b")], parent_history=[])
@@ -175,10 +175,12 @@ def test_statuses_from_typed_parts() -> None:
         ModelResponse(parts=[calls[3]], timestamp=t0),
     ]
 
+    recorded = history
+
     class Rt:
         label, seed_history = "x", []
+        history = recorded
 
-    Rt.history = history
     report = build_process_report([Rt()])
     steps = report.steps["x"]
     assert [s.status for s in steps] == ["failed", "denied", "retried", "pending"]

@@ -13,6 +13,7 @@ from pydantic_ai import Agent
 from branching_core.fork import ForkCoordinator, ForkStore, list_open_forks
 from branching_core.fork.coordinator import INTERRUPTED
 from tests.support.killed_child import run_until_ready_then_kill
+from tests.support.typed import view_of
 
 from .helpers import Scripted, user_prompts
 
@@ -65,7 +66,7 @@ def test_killed_process_fork_is_recovered_and_merged(project: Path) -> None:
     assert {k: v.state for k, v in statuses.items()} == {"a": "terminated", "b": "terminated"}
     assert statuses["a"].error == INTERRUPTED and statuses["a"].budget_usd == 5.0
     a = coord.get_branch("a")
-    assert (a.path / "a.txt").read_text() == "from a" and (a.path / "a-shell.txt").exists()
+    assert (view_of(a) / "a.txt").read_text() == "from a" and (view_of(a) / "a-shell.txt").exists()
     assert user_prompts(a.history) == ["parent", "A"] and len(a.partial_history) >= 5
     assert not (project / "a.txt").exists()
 
@@ -178,7 +179,7 @@ def test_a_torn_write_left_by_a_killed_process_is_not_merged(project: Path) -> N
     fork_id = run_until_ready_then_kill(CHILD_TORN, str(project))
     [coord] = ForkCoordinator.recover(project, Agent(Scripted({}).model))
     assert coord.fork_id == fork_id
-    assert not (coord.get_branch("a").path / ".fdtmp-0123456789ab").exists()
+    assert not (view_of(coord.get_branch("a")) / ".fdtmp-0123456789ab").exists()
     result = asyncio.run(coord.merge_or_select("pick:a"))
     assert sorted(result.applied_paths) == ["a-shell.txt", "a.txt"]
     assert sorted(p.name for p in project.iterdir() if p.name != ".pydantic-deep") == [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai import Agent
@@ -20,7 +21,7 @@ from branching_core.fork.retention import REWIND_WINDOW
 from .helpers import Scripted, call
 
 
-async def _resolved_forks(ws, runner, n: int, **options: object) -> list[str]:
+async def _resolved_forks(ws, runner, n: int, **options: Any) -> list[str]:
     ids = []
     for i in range(n):
         s = Scripted({f"S{i}": [call("write_file", path="f.txt", content=f"v{i}" * 1000)]})

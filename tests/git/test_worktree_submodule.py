@@ -104,6 +104,7 @@ async def test_fork_merge_keeps_the_branch_commits_and_commits_the_landing(
     )
     result = await coord.merge_or_select("pick:a", git=GitLanding(commit=True))
     assert result.git_ref == f"refs/heads/forkdeck/{result.fork_id}/a"
+    assert result.git_ref is not None
     assert git(root, "log", "-1", "--format=%s", result.git_ref).strip() == "in branch"
     assert result.git_commit == head(root) and git(root, "rev-parse", "HEAD^").strip() == before
     assert git(root, "diff", "--name-only", before, "HEAD").split() == ["README.txt"]

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic_ai.messages import ModelResponse
 
 from branching_core.agent.spend import usage_estimated
 from branching_core.fork import BranchSpec
@@ -92,6 +93,7 @@ async def test_stream_without_usage_gets_estimated_tokens(
     assert cost.input_tokens > 0 and cost.output_tokens > 0
     assert cost.tokens_estimated
     response = coord.get_branch("a").history[-1]
+    assert isinstance(response, ModelResponse)
     assert usage_estimated(response.usage)
     await coord.abort_fork()
 

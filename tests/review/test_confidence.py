@@ -31,7 +31,7 @@ THRESHOLD = 0.8
 
 
 def conf(judge: float = 0.9, **kw: object) -> float:
-    return compute_confidence(ConfidenceSignals(**kw), judge)  # type: ignore[arg-type]
+    return compute_confidence(ConfidenceSignals(**kw), judge)
 
 
 def test_strong_evidence_reaches_the_threshold_with_and_without_tests() -> None:

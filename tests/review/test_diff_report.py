@@ -10,6 +10,7 @@ import pytest
 from branching_core.review import BranchDiffReport, build_diff_report
 from branching_core.review.diff_report import MAX_DIFF_LINES
 from branching_core.workspace import Workspace
+from tests.support.typed import view_of
 
 from .forks import call, fork_with, project, runner
 
@@ -150,7 +151,7 @@ async def test_binary_placeholder_has_size_and_sha256(ws: Workspace, runner) -> 
     command = "for i in $(seq 100); do printf 'PNG\\000\\001\\002'; done > logo.bin"
     coord = await fork_with(ws, {"bin": [call("run_command", command=command)]}, runner=runner)
     rt = coord.get_branch("bin")
-    assert (rt.path / "logo.bin").read_bytes() == blob
+    assert (view_of(rt) / "logo.bin").read_bytes() == blob
     report = coord.diff_report()
     entry = report.path("logo.bin")
     assert entry is not None

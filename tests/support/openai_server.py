@@ -326,7 +326,7 @@ class ScriptedServer:
         h.send_header("Content-Type", "text/event-stream")
         h.send_header("Connection", "close")
         h.end_headers()
-        h.close_connection = True  # type: ignore[attr-defined]
+        h.close_connection = True
 
         def send(event: str, data: dict[str, Any]) -> None:
             line = json.dumps({"type": event, **data})
@@ -388,7 +388,7 @@ class ScriptedServer:
         h.send_header("Content-Type", "text/event-stream")
         h.send_header("Connection", "close")
         h.end_headers()
-        h.close_connection = True  # type: ignore[attr-defined]
+        h.close_connection = True
         for event in ({"type": "response.created", "response": {"id": rid}},
                       {"type": "response.output_item.done", "output_index": 0, "item": item},
                       {"type": "response.completed", "response": {"id": rid, "usage": usage}}):
@@ -443,7 +443,7 @@ class ScriptedServer:
         h.send_header("Cache-Control", "no-cache")
         h.send_header("Connection", "close")
         h.end_headers()
-        h.close_connection = True  # type: ignore[attr-defined]
+        h.close_connection = True
         created = int(time.time())
 
         def send(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:

@@ -34,7 +34,7 @@ STEPS = [p for p in CRASH_POINTS if p != "staged"] + ["finishing"]
 FAULTS = ["interrupt", "eio", "enospc", "eacces"]
 
 
-def _expected(ws_dir: Path, tmp: Path) -> tuple[dict, dict]:  # type: ignore[type-arg]
+def _expected(ws_dir: Path, tmp: Path) -> tuple[dict, dict]:
     before = snapshot(ws_dir)
     expected_dir = tmp / "expected"
     shutil.copytree(ws_dir, expected_dir, symlinks=True)

@@ -34,7 +34,7 @@ class ParentView:
     """What a new branch is made from: the parent's view and (for overlay) its layers."""
 
     root: Path
-    layers: list[Path] = field(default_factory=list)
+    layers: list[Path] = field(default_factory=list[Path])
 
 
 @dataclass
@@ -44,9 +44,9 @@ class BranchLayout:
     branch_id: str
     store_dir: Path
     view: Path | None = None
-    layers: list[Path] = field(default_factory=list)
+    layers: list[Path] = field(default_factory=list[Path])
     mounted: bool = False
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict[str, object])
 
 
 class Backend(abc.ABC):

@@ -24,6 +24,7 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeGuard
 
 from branching_core.workspace.backends.base import (
     META_NAME,
@@ -52,6 +53,16 @@ RACY_WINDOW_NS = 50_000_000  # files touched this close to the copy are hashed
 # A copy of at most this many entries is listed in this process (see create_many)
 SMALL_TREE_ENTRIES = 256
 Entry = list[object]  # [kind, mode, size, mtime_ns, ino, digest-or-None]
+
+
+def _is_manifest(value: object) -> TypeGuard[dict[str, Entry]]:
+    """``layout.extra["manifest"]``: set by ``create_many`` (absent once reopened)."""
+    return isinstance(value, dict)
+
+
+def _is_listing(value: object) -> TypeGuard[frozenset[bytes]]:
+    """``layout.extra["listing"]``: the ``list_tree`` records the manifest describes."""
+    return isinstance(value, frozenset)
 
 
 def _digest(path: Path) -> str:
@@ -133,12 +144,12 @@ class CopyBackend(Backend):
         cached = layout.extra.get("manifest")
         manifest: dict[str, Entry] = (
             cached  # in memory; on disk only for durable branches (see create_many)
-            if isinstance(cached, dict)
+            if _is_manifest(cached)
             else read_json(layout.store_dir / "manifest.json")
         )
         assert layout.view is not None
         before = layout.extra.get("listing")
-        if not isinstance(before, frozenset):
+        if not _is_listing(before):
             # reopened: the listing the manifest describes (a fifo or device is listed
             # under its own type, so it is merely looked at again below)
             before = frozenset(record_of(rel, _as_stat(e)) for rel, e in manifest.items())

@@ -40,6 +40,7 @@ from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     has_xattr,
+    is_json_object,
     is_whiteout,
     lstat_or_none,
     read_json,
@@ -373,7 +374,7 @@ def _is_redirect_format(store_dir: Path) -> bool:
     it went there, in its ``format`` file)."""
     with contextlib.suppress(OSError, ValueError):
         meta = read_json(store_dir / META_NAME)
-        if isinstance(meta, dict) and "format" in meta:
+        if is_json_object(meta) and "format" in meta:
             return meta["format"] == REDIRECT_FORMAT
     try:
         return (store_dir / "format").read_text().strip() == REDIRECT_FORMAT

@@ -159,7 +159,7 @@ def close_all() -> None:
 def _mount_points_under(helper: MountHelper, directory: Path) -> set[Path]:
     """Mount points below ``directory`` in the helper's namespace."""
     prefix = f"{directory}/"
-    found = set()
+    found: set[Path] = set()
     with open(f"/proc/{helper.pid}/mounts") as fh:
         for line in fh:
             # /proc/<pid>/mounts escapes space, tab, newline and backslash as \ooo
