@@ -527,7 +527,7 @@ class Branch(_Node):
                 lambda: self.tree.backend.thaw(self._layout, parent),
                 f"cannot commit {self.branch_path}",
             )
-            outcome = journal.run(store.set_generation)
+            outcome = journal.run(store.set_generation, first=True)
             held = held or outcome.interrupt
             if outcome.pending:
                 self._state = "pending"

@@ -288,7 +288,7 @@ def _publish(journal: Journal, store: Store, label: str) -> None:
     set_generation = store.set_generation
     with deferred_signals():
         held = journal.reach_commit_point(lambda: None, f"cannot land {label}")
-        outcome = journal.run(set_generation)
+        outcome = journal.run(set_generation, first=True)
         held = held or outcome.interrupt
         if outcome.pending:
             cause = outcome.errors[-1] if outcome.errors else "repeated interruptions"
