@@ -31,6 +31,7 @@ from branching_core.workspace import reaper
 from branching_core.workspace.changes import Op, ordered
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
+    OVERLAY_XATTR_PREFIXES,
     PROJECT_STATE_DIR,
     lstat_or_none,
     read_json,
@@ -226,9 +227,7 @@ class Journal:
             crash_point(f"op:{index}")
         for op in self.ops:
             if op.kind == "put" and op.strip_xattrs:
-                target = self.parent_root / op.path
-                if lstat_or_none(target) is not None:
-                    _strip_tree(target)
+                _strip_landed(f"{root_str}/{op.path}")
         set_generation(self.parent_id, self.generation)
         crash_point("applied")
 
@@ -511,6 +510,26 @@ def _undo_op(op: Op, parent_root: Path, displaced: Path, before: int | None) -> 
         and lstat_or_none(target) is not None
     ):
         os.chmod(target, before)
+
+
+def _strip_landed(path: str) -> None:
+    """Drop overlayfs bookkeeping from what a put landed at ``path`` (one ``lstat``; a
+    landed directory is walked by :func:`_strip_tree`)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISDIR(st.st_mode):
+        _strip_tree(Path(path))
+    elif not stat.S_ISLNK(st.st_mode):
+        try:
+            names = os.listxattr(path, follow_symlinks=False)
+        except OSError:
+            return
+        for name in names:
+            if name.startswith(OVERLAY_XATTR_PREFIXES):
+                with contextlib.suppress(OSError):
+                    os.removexattr(path, name, follow_symlinks=False)
 
 
 def _strip_tree(path: Path) -> None:
