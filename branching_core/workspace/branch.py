@@ -675,4 +675,7 @@ class Branch(_Node):
         return f"<Branch {self.branch_path} {self._state} at {self._layout.view}>"
 
 
-__all__ = ["Branch", "WorkspaceBranchState"]
+# what land_files and the workspace take: a workspace or a branch, anything one lands into
+Node = _Node
+
+__all__ = ["Branch", "Node", "WorkspaceBranchState"]

@@ -1,3 +1,4 @@
+# pyright: strict
 """Crash-safe commit: stage, journal the intent, publish by rename, forget the journal.
 
 A commit is a list of ``Op``s applied to a parent directory. Everything the ops need is
@@ -23,8 +24,9 @@ import os
 import shutil
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from branching_core.errors import CommitError
 from branching_core.workspace import reaper
@@ -69,7 +71,7 @@ class Journal:
     created_state_dir: bool = False
     # index -> what rollback restores: the previous mode (chmod/mkdir) or -1 when a
     # mkdir made the directory
-    before: dict[int, int] = field(default_factory=dict)
+    before: dict[int, int] = field(default_factory=dict[int, int])
     direction: str = "forward"
 
     # -- preparation -----------------------------------------------------------------
@@ -110,14 +112,14 @@ class Journal:
                     if source_dev != parent_dev:
                         staged = scratch / "staged" / str(index)
                         if not staged.parent.exists():
-                            _make_scratch(staged.parent, scratch, intent)
+                            make_scratch(staged.parent, scratch, intent)
                         _copy_entry(Path(op.source), staged)
-                        op = Op(**{**op.__dict__, "source": str(staged)})
+                        op = replace(op, source=str(staged))
                 staged_ops.append(op)
             crash_point("staged")
         except BaseException:
             rmtree(scratch)
-            _remove_empty_state_dirs(parent_root, remove_state_dir=created_state_dir,
+            remove_empty_state_dirs(parent_root, remove_state_dir=created_state_dir,
                                      intent=intent)
             raise
         return cls(
@@ -173,7 +175,7 @@ class Journal:
     def discard_staging(self) -> None:
         """Undo :meth:`prepare` for a commit that never reached :meth:`write`."""
         rmtree(scratch_dir(self.parent_root, self.commit_id))
-        _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir,
+        remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir,
                                  intent=self.intent)
 
     def to_json(self) -> dict[str, object]:
@@ -191,7 +193,8 @@ class Journal:
 
     @classmethod
     def load(cls, path: Path, *, parent_root: Path | None = None) -> Journal:
-        data = read_json(path)
+        data: dict[str, Any] = read_json(path)
+        before: dict[str, Any] = data.get("before") or {}
         return cls(
             path=path,
             commit_id=data["commit_id"],
@@ -201,7 +204,7 @@ class Journal:
             generation=int(data["generation"]),
             branch_id=data["branch_id"],
             created_state_dir=bool(data.get("created_state_dir")),
-            before={int(k): int(v) for k, v in (data.get("before") or {}).items()},
+            before={int(k): int(v) for k, v in before.items()},
             direction=str(data.get("direction") or "forward"),
         )
 
@@ -312,7 +315,7 @@ class Journal:
                 else:
                     remove_shallow_tree(scratch)
             crash_point("scratch-removed")
-            _remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir,
+            remove_empty_state_dirs(self.parent_root, remove_state_dir=self.created_state_dir,
                                      intent=self.intent)
         except OSError as exc:
             log.warning("commit %s done; its scratch is left for recovery: %s", self.commit_id, exc)
@@ -349,7 +352,7 @@ class Outcome:
 
     rolled_back: bool = False
     pending: bool = False
-    errors: list[OSError] = field(default_factory=list)
+    errors: list[OSError] = field(default_factory=list[OSError])
     interrupt: BaseException | None = None
 
 
@@ -382,7 +385,7 @@ def state_intent(journal_dir: Path, commit_id: str) -> Path:
     return journal_dir / f"{commit_id}{STATE_INTENT}"
 
 
-def _make_scratch(directory: Path, scratch: Path, intent: Path | None) -> None:
+def make_scratch(directory: Path, scratch: Path, intent: Path | None) -> None:
     """Make a directory of the commit's scratch. ``intent``: this commit makes
     ``.pydantic-deep`` for it; recorded in the store first (see ``state_intent``), and
     marked inside the scratch too (what older recoveries look for)."""
@@ -400,7 +403,7 @@ def _displace(target: Path, displaced: Path, intent: Path | None) -> None:
     if lstat_or_none(displaced) is not None:
         return
     if not displaced.parent.exists():
-        _make_scratch(displaced.parent, displaced.parent.parent, intent)
+        make_scratch(displaced.parent, displaced.parent.parent, intent)
     os.rename(target, displaced)
 
 
@@ -410,7 +413,7 @@ def _keep_copy(target: Path, displaced: Path, intent: Path | None) -> None:
     if lstat_or_none(displaced) is not None:
         return
     if not displaced.parent.exists():
-        _make_scratch(displaced.parent, displaced.parent.parent, intent)
+        make_scratch(displaced.parent, displaced.parent.parent, intent)
     try:
         os.link(target, displaced, follow_symlinks=False)
     except OSError:
@@ -443,7 +446,7 @@ def _put_first(
         pass
     except FileNotFoundError:
         if not made[0] and os.path.lexists(target):  # the displaced directory is missing
-            _make_scratch(displaced_dir, displaced_dir.parent, intent)
+            make_scratch(displaced_dir, displaced_dir.parent, intent)
             made[0] = True
             _apply_op(op, Path(root), Path(displaced), intent)
             return
@@ -543,7 +546,7 @@ def _strip_tree(path: Path) -> None:
                     strip_overlay_xattrs(full)
 
 
-def _remove_empty_state_dirs(
+def remove_empty_state_dirs(
     parent_root: Path, *, remove_state_dir: bool, intent: Path | None = None
 ) -> None:
     """Leave no empty scratch behind; ``.pydantic-deep`` itself only if the commit made it
