@@ -297,9 +297,7 @@ class OverlayBackend(Backend):
             else:
                 if parent_is_dir:
                     ops.append(Op("delete", rel))
-                copied_up = stat.S_ISREG(st.st_mode) and any(
-                    has_xattr(source, name) for name in ORIGIN_XATTRS
-                )
+                copied_up = stat.S_ISREG(st.st_mode) and _has_any_xattr(entry.path, ORIGIN_XATTRS)
                 # A regular file without an origin xattr was created by the branch: it was
                 # not in the parent when the branch wrote it, so its absence from the parent
                 # now is no third-party delete (siblings adding files to one directory must
@@ -405,3 +403,13 @@ def copy_tree_exact(source: Path, target: Path) -> None:
             st = os.lstat(src)
             with contextlib.suppress(OSError):
                 os.chown(dst, st.st_uid, st.st_gid, follow_symlinks=False)
+
+
+def _has_any_xattr(path: str, names: tuple[str, ...]) -> bool:
+    """Does ``path`` (not followed) carry one of ``names``? One ``llistxattr`` for all of
+    them, where a ``getxattr`` per name cost up to three syscalls per changed file."""
+    try:
+        present = os.listxattr(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return any(name in present for name in names)
