@@ -16,9 +16,10 @@ Rows (p50 of ``--rounds`` samples, milliseconds of wall time):
 * ``sandbox_start``: ``run_command(["true"], ws)`` against spawning ``/bin/true``.
 * ``commit_100_modified``: ``Branch.commit()`` of a branch that modified 100 files,
   against the journal's minimum for the same guarantee (all-or-nothing under SIGKILL and
-  Ctrl-C; forkdeck's journal is the commit point and is the one thing fsynced): write
-  100 new files into a staging directory on the same filesystem, write and ``fsync`` an
-  intent record naming them (and its directory), rename each into place, drop the record.
+  Ctrl-C; forkdeck's journal is the commit point and is the one thing fsynced): with 100
+  new files already written into a staging directory on the same filesystem (untimed, as
+  the branch's writes are), write and ``fsync`` an intent record naming them (and its
+  directory), rename each into place, drop the record.
 * ``commit_1000_modified``: the same with 1,000 modified files (a workspace of its own),
   and ``commit_per_file``, derived from the two commit rows: (p50 of 1,000 - p50 of 100)
   / 900, ms per changed file on each side (issue 29's target: <= 0.25 ms for forkdeck).
@@ -99,8 +100,12 @@ def commit_forkdeck(ws: Workspace, round_no: int, files: int = 100) -> float:
         return _ms(b.commit)
 
 
-def commit_floor(target: Path, round_no: int, files: int = 100) -> None:
-    """Stage, journal (fsynced), rename, forget: what an all-or-nothing commit must do."""
+def commit_floor(target: Path, round_no: int, files: int = 100) -> float:
+    """Journal (fsynced), rename, forget: what an all-or-nothing commit must do, in ms.
+
+    The staging writes are not timed: on forkdeck's side the branch wrote its files before
+    ``commit()`` was called, so the commit itself only publishes them (until issue 29's
+    commit work the floor timed the staging too, which flattered the ratio)."""
     stage = target.parent / f".stage-{round_no}"
     stage.mkdir()
     names = [f"f{i}.txt" for i in range(files)]
@@ -110,6 +115,7 @@ def commit_floor(target: Path, round_no: int, files: int = 100) -> None:
             os.write(fd, f"round {round_no} file {name}\n".encode())
         finally:
             os.close(fd)
+    start = time.perf_counter()
     journal = os.open(stage / "intent", os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(journal, "\n".join(names).encode())
     os.fsync(journal)
@@ -121,6 +127,7 @@ def commit_floor(target: Path, round_no: int, files: int = 100) -> None:
         os.rename(stage / name, target / name)
     os.unlink(stage / "intent")
     os.rmdir(stage)
+    return (time.perf_counter() - start) * 1e3
 
 
 def _tree(root: Path, files: int) -> Path:
@@ -158,11 +165,11 @@ def measure(
         ),
         "commit_100_modified": (
             lambda r: commit_forkdeck(ws, r),
-            lambda r: _ms(lambda: commit_floor(floor_dir, r)),
+            lambda r: commit_floor(floor_dir, r),
         ),
         "commit_1000_modified": (
             lambda r: commit_forkdeck(big_ws, r, BIG_COMMIT),
-            lambda r: _ms(lambda: commit_floor(big_floor, r, BIG_COMMIT)),
+            lambda r: commit_floor(big_floor, r, BIG_COMMIT),
         ),
     }
     if only:
