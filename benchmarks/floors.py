@@ -219,9 +219,9 @@ def _slope(small: dict[str, float], big: dict[str, float]) -> dict[str, float]:
     """ms per changed file: the p50 difference of the 1,000- and 100-file commits over
     the 900 files between them (the fixed cost of a commit falls out)."""
     files = BIG_COMMIT - 100
-    fd = (big["forkdeck_ms"] - small["forkdeck_ms"]) / files
-    floor = (big["floor_ms"] - small["floor_ms"]) / files
-    return {"forkdeck_ms": round(fd, 4), "floor_ms": round(floor, 4),
+    fd = round((big["forkdeck_ms"] - small["forkdeck_ms"]) / files, 4)
+    floor = round((big["floor_ms"] - small["floor_ms"]) / files, 4)
+    return {"forkdeck_ms": fd, "floor_ms": floor,
             "ratio": round(fd / floor, 2) if floor > 0 else float("inf")}
 
 
