@@ -41,7 +41,6 @@ from branching_core.workspace.fsutil import (
     PROJECT_STATE_DIR,
     has_xattr,
     is_whiteout,
-    lstat_or_none,
     read_json,
     rmtree,
 )
@@ -269,18 +268,22 @@ class OverlayBackend(Backend):
             entries = list(os.scandir(upper_dir))
         except FileNotFoundError:
             return
+        parent_str = str(parent_root)  # str joins: a Path per changed file cost ~15 us
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if is_internal_path(rel):  # never a change (paths.py: the one predicate)
                 continue
             st = entry.stat(follow_symlinks=False)
-            parent_st = lstat_or_none(parent_root / rel)
+            try:
+                parent_st: os.stat_result | None = os.lstat(f"{parent_str}/{rel}")
+            except (FileNotFoundError, NotADirectoryError):
+                parent_st = None
             parent_is_dir = parent_st is not None and stat.S_ISDIR(parent_st.st_mode)
-            source = Path(entry.path)
             if is_whiteout(st):
                 if parent_st is not None:
                     ops.append(Op("delete", rel))
             elif stat.S_ISDIR(st.st_mode):
+                source = Path(entry.path)
                 if (
                     parent_st is None
                     or not parent_is_dir
@@ -310,7 +313,7 @@ class OverlayBackend(Backend):
                     Op(
                         "put",
                         rel,
-                        source=str(source),
+                        source=entry.path,
                         copied_up=copied_up,
                         existed=existed,
                         strip_xattrs=True,
