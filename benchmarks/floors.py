@@ -16,16 +16,20 @@ Rows (p50 of ``--rounds`` samples, milliseconds of wall time):
 * ``sandbox_start``: ``run_command(["true"], ws)`` against spawning ``/bin/true``.
 * ``commit_100_modified``: ``Branch.commit()`` of a branch that modified 100 files,
   against the journal's minimum for the same guarantee (all-or-nothing under SIGKILL and
-  Ctrl-C; forkdeck's journal is the commit point and is the one thing fsynced): write
-  100 new files into a staging directory on the same filesystem, write and ``fsync`` an
-  intent record naming them (and its directory), rename each into place, drop the record.
+  Ctrl-C; forkdeck's journal is the commit point and is the one thing fsynced): with 100
+  new files already written into a staging directory on the same filesystem (untimed, as
+  the branch's writes are), write and ``fsync`` an intent record naming them (and its
+  directory), rename each into place, drop the record.
+* ``commit_1000_modified``: the same with 1,000 modified files (a workspace of its own),
+  and ``commit_per_file``, derived from the two commit rows: (p50 of 1,000 - p50 of 100)
+  / 900, ms per changed file on each side (issue 29's target: <= 0.25 ms for forkdeck).
 * ``ray_task`` (with ``--ray``): one forkdeck candidate on a local one-node Ray cluster
   (``RayRunner``) against a bare Ray task that does the same work (in a temporary
   directory it makes and removes). The candidate's workspace is its own and unchanged
   between rounds, so this is the per-task cost; shipping a changed workspace is paid
   once per change (``benchmarks/cluster.py`` measures it).
 
-    python benchmarks/floors.py [--rounds 40] [--ray] [--json]
+    python benchmarks/floors.py [--rounds 40] [--ray] [--json] [--only commit]
 
 ``--json`` prints one object ``{name: {"forkdeck_ms": p50, "floor_ms": p50, "ratio": r}}``
 and nothing else on stdout.
@@ -53,6 +57,7 @@ sys.path.insert(0, str(REPO))
 from branching_core import BestOfN, Workspace  # noqa: E402
 from branching_core.sandbox import run_command  # noqa: E402
 
+BIG_COMMIT = 1000  # files of the commit_1000_modified row
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
 NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
@@ -88,24 +93,29 @@ def candidate(ws: Workspace, **options: Any) -> None:
     assert outcome.winner is not None, outcome.all_results
 
 
-def commit_forkdeck(ws: Workspace, round_no: int) -> float:
+def commit_forkdeck(ws: Workspace, round_no: int, files: int = 100) -> float:
     with ws.branch(f"c{round_no + 1}", on_success=None) as b:
-        for i in range(100):
+        for i in range(files):
             (b.path / "files" / f"f{i}.txt").write_text(f"round {round_no} file {i}\n")
         return _ms(b.commit)
 
 
-def commit_floor(target: Path, round_no: int) -> None:
-    """Stage, journal (fsynced), rename, forget: what an all-or-nothing commit must do."""
+def commit_floor(target: Path, round_no: int, files: int = 100) -> float:
+    """Journal (fsynced), rename, forget: what an all-or-nothing commit must do, in ms.
+
+    The staging writes are not timed: on forkdeck's side the branch wrote its files before
+    ``commit()`` was called, so the commit itself only publishes them (until issue 29's
+    commit work the floor timed the staging too, which flattered the ratio)."""
     stage = target.parent / f".stage-{round_no}"
     stage.mkdir()
-    names = [f"f{i}.txt" for i in range(100)]
+    names = [f"f{i}.txt" for i in range(files)]
     for name in names:
         fd = os.open(stage / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, f"round {round_no} file {name}\n".encode())
         finally:
             os.close(fd)
+    start = time.perf_counter()
     journal = os.open(stage / "intent", os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(journal, "\n".join(names).encode())
     os.fsync(journal)
@@ -117,16 +127,28 @@ def commit_floor(target: Path, round_no: int) -> None:
         os.rename(stage / name, target / name)
     os.unlink(stage / "intent")
     os.rmdir(stage)
+    return (time.perf_counter() - start) * 1e3
 
 
-def measure(rounds: int, base: Path, with_ray: bool) -> dict[str, dict[str, float]]:
-    ws_dir = base / "ws"
-    (ws_dir / "files").mkdir(parents=True)
-    for i in range(100):
-        (ws_dir / "files" / f"f{i}.txt").write_text(f"original {i}\n")
+def _tree(root: Path, files: int) -> Path:
+    (root / "files").mkdir(parents=True)
+    for i in range(files):
+        (root / "files" / f"f{i}.txt").write_text(f"original {i}\n")
+    return root
+
+
+def measure(
+    rounds: int, base: Path, with_ray: bool, only: str | None = None
+) -> dict[str, dict[str, float]]:
+    ws_dir = _tree(base / "ws", 100)
     ws = Workspace(ws_dir)
     floor_dir = base / "floor" / "files"
     floor_dir.mkdir(parents=True)
+    # the per-file slope: 1,000 modified files in a workspace of their own (the 100-file
+    # row keeps its small workspace), beside the floor's 1,000 renames
+    big_ws = Workspace(_tree(base / "ws-1000", BIG_COMMIT))
+    big_floor = base / "floor-1000" / "files"
+    big_floor.mkdir(parents=True)
 
     cases: dict[str, tuple[Callable[[int], float], Callable[[int], float]]] = {
         "isolated_callable": (
@@ -143,9 +165,15 @@ def measure(rounds: int, base: Path, with_ray: bool) -> dict[str, dict[str, floa
         ),
         "commit_100_modified": (
             lambda r: commit_forkdeck(ws, r),
-            lambda r: _ms(lambda: commit_floor(floor_dir, r)),
+            lambda r: commit_floor(floor_dir, r),
+        ),
+        "commit_1000_modified": (
+            lambda r: commit_forkdeck(big_ws, r, BIG_COMMIT),
+            lambda r: commit_floor(big_floor, r, BIG_COMMIT),
         ),
     }
+    if only:
+        cases = {name: case for name, case in cases.items() if only in name}
     cluster = None
     if with_ray:
         # its own workspace: the commit row changes ``ws`` every round, and a changed
@@ -182,7 +210,19 @@ def measure(rounds: int, base: Path, with_ray: bool) -> dict[str, dict[str, floa
         fd_p50, floor_p50 = statistics.median(fd_s), statistics.median(floor_s)
         out[name] = {"forkdeck_ms": round(fd_p50, 3), "floor_ms": round(floor_p50, 3),
                      "ratio": round(fd_p50 / floor_p50, 2) if floor_p50 else float("inf")}
+    if "commit_100_modified" in out and "commit_1000_modified" in out:
+        out["commit_per_file"] = _slope(out["commit_100_modified"], out["commit_1000_modified"])
     return out
+
+
+def _slope(small: dict[str, float], big: dict[str, float]) -> dict[str, float]:
+    """ms per changed file: the p50 difference of the 1,000- and 100-file commits over
+    the 900 files between them (the fixed cost of a commit falls out)."""
+    files = BIG_COMMIT - 100
+    fd = round((big["forkdeck_ms"] - small["forkdeck_ms"]) / files, 4)
+    floor = round((big["floor_ms"] - small["floor_ms"]) / files, 4)
+    return {"forkdeck_ms": fd, "floor_ms": floor,
+            "ratio": round(fd / floor, 2) if floor > 0 else float("inf")}
 
 
 def _ray_cases(ws: Workspace) -> tuple[Any, dict[str, tuple[Callable[[int], float],
@@ -216,19 +256,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--ray", action="store_true", help="also measure a candidate on Ray")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    ap.add_argument("--only", help="only the rows whose name contains this (e.g. commit)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="forkdeck-floors-") as tmp:
         if args.json:
             with contextlib.redirect_stdout(sys.stderr):
-                result = measure(args.rounds, Path(tmp), args.ray)
+                result = measure(args.rounds, Path(tmp), args.ray, args.only)
             print(json.dumps(result))
             return
-        result = measure(args.rounds, Path(tmp), args.ray)
+        result = measure(args.rounds, Path(tmp), args.ray, args.only)
     load = os.getloadavg()
     print(f"p50 of {args.rounds} rounds, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"{'hot path':<22} {'forkdeck ms':>12} {'floor ms':>10} {'ratio':>7}")
     for name, row in result.items():
-        print(f"{name:<22} {row['forkdeck_ms']:>12.2f} {row['floor_ms']:>10.2f} "
+        print(f"{name:<22} {row['forkdeck_ms']:>12.3f} {row['floor_ms']:>10.3f} "
               f"{row['ratio']:>6.2f}x")
 
 

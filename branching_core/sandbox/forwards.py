@@ -22,9 +22,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-T = TypeVar("T")
-
 from branching_core.errors import InvalidArgumentError
+
+T = TypeVar("T")
 
 SocketFactory = Callable[[socket.AddressFamily], socket.socket]
 _LOOPBACKS = ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1"))

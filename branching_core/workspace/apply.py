@@ -1,3 +1,4 @@
+# pyright: strict
 """Which of a stale branch's paths the parent changed since (not a commit).
 
 A branch commit is atomic and first-winner: once one sibling commits, the others are
@@ -24,8 +25,8 @@ def changed_since(changes: Any, parent_dir: Path, created_ns: int) -> list[str]:
     branch's ``lost_in_parent``, from ``Branch.changes()``) is one too: applying it would
     resurrect the deleted file.
     """
-    out = []
-    lost = set(getattr(changes, "lost_in_parent", ()))
+    out: list[str] = []
+    lost: set[str] = set(getattr(changes, "lost_in_parent", ()))
     for rel in changes.all_paths:
         target = parent_dir / rel
         try:

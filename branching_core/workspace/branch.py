@@ -525,7 +525,7 @@ class Branch(BranchNode):
                 lambda: self.tree.backend.thaw(self._layout, parent),
                 f"cannot commit {self.branch_path}",
             )
-            outcome = journal.run(store.set_generation)
+            outcome = journal.run(store.set_generation, first=True)
             held = held or outcome.interrupt
             if outcome.pending:
                 self._state = "pending"
@@ -674,7 +674,7 @@ class Branch(BranchNode):
         return f"<Branch {self.branch_path} {self._state} at {self._layout.view}>"
 
 
-# The former private name, for modules not yet moved to ``BranchNode``.
-_Node = BranchNode
+# what land_files and the workspace take: a workspace or a branch, anything one lands into
+Node = BranchNode
 
-__all__ = ["Branch", "BranchNode", "WorkspaceBranchState"]
+__all__ = ["Branch", "BranchNode", "Node", "WorkspaceBranchState"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -166,8 +166,13 @@ def find_conflicts(
     parent_root: Path,
     created_ns: int,
     root_names: frozenset[str] | None = None,
+    *,
+    stat_of: Callable[[str], os.stat_result | None] | None = None,
 ) -> list[str]:
     """Paths this branch changed that the parent also changed after ``created_ns``.
+
+    ``stat_of`` (relative path -> its ``lstat`` in the parent, or None): a cache the
+    caller shares with its other checks (``precheck.ParentStats``).
 
     The parent's change time (ctime, which no program can set back) is compared with
     the branch's creation time. A file the branch modified that is now missing from
@@ -180,10 +185,9 @@ def find_conflicts(
     """
     conflicts: list[str] = []
     for op in ops:
-        target = parent_root / op.path
-        st = lstat_or_none(target)
         if op.kind == "chmod":
             continue
+        st = stat_of(op.path) if stat_of is not None else lstat_or_none(parent_root / op.path)
         if op.kind == "mkdir":
             if st is not None and not stat.S_ISDIR(st.st_mode) and st.st_ctime_ns > created_ns:
                 conflicts.append(op.path)
@@ -197,14 +201,14 @@ def find_conflicts(
                 op.existed
                 or (
                     op.existed is None
-                    and _may_have_existed(op.path, target, created_ns, root_names)
+                    and _may_have_existed(op.path, parent_root / op.path, created_ns, root_names)
                 )
             ):
                 conflicts.append(op.path)
             continue
         if stat.S_ISDIR(st.st_mode):
             if op.kind == "delete" or op.tree:
-                changed = _changed_in_tree(target, created_ns)
+                changed = _changed_in_tree(parent_root / op.path, created_ns)
                 conflicts.extend(f"{op.path}/{rel}" for rel in changed)
                 if not changed and st.st_ctime_ns > created_ns:
                     conflicts.append(op.path)  # made, emptied or renamed into place since

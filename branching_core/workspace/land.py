@@ -1,3 +1,4 @@
+# pyright: strict
 """The one landing function: a set of whole files, links and directories into a
 workspace (or branch) in one journaled commit, under the one landing rule.
 
@@ -36,8 +37,8 @@ from branching_core.workspace.fsutil import PROJECT_STATE_DIR, lstat_or_none
 from branching_core.workspace.guard import check_landing, linked_steps, refuse, special_kind
 from branching_core.workspace.journal import (
     Journal,
-    _make_scratch,
-    _remove_empty_state_dirs,
+    make_scratch,
+    remove_empty_state_dirs,
     scratch_dir,
     state_intent,
 )
@@ -47,7 +48,7 @@ from branching_core.workspace.store import Store
 from branching_core.workspace.treescan import remove_tree
 
 if TYPE_CHECKING:
-    from branching_core.workspace.branch import _Node
+    from branching_core.workspace.branch import Node
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class NewFile:
 
 
 def land_files(
-    node: _Node,
+    node: Node,
     files: Mapping[str, NewFile | None],
     *,
     since_ns: int | None,
@@ -142,7 +143,7 @@ def land_files(
             journal.created_state_dir = made_state_dir  # the staging above made it, if so
         except BaseException as exc:
             remove_tree(scratch, external=False)
-            _remove_empty_state_dirs(parent_root, remove_state_dir=made_state_dir, intent=intent)
+            remove_empty_state_dirs(parent_root, remove_state_dir=made_state_dir, intent=intent)
             if isinstance(exc, OSError):
                 raise CommitError(f"cannot land {label}: {exc}; nothing was applied") from exc
             raise
@@ -191,7 +192,7 @@ def _stage(
     """The commit's operations, with every new file written under ``staging``."""
     ops: list[Op] = []
     made_dirs: set[str] = set()
-    _make_scratch(staging, staging.parent, intent)
+    make_scratch(staging, staging.parent, intent)
     dir_mode = stat.S_IMODE(os.stat(staging).st_mode)  # 0o777 less the umask, as mkdir -p
 
     def make_parents(rel: str) -> None:
@@ -288,7 +289,7 @@ def _publish(journal: Journal, store: Store, label: str) -> None:
     set_generation = store.set_generation
     with deferred_signals():
         held = journal.reach_commit_point(lambda: None, f"cannot land {label}")
-        outcome = journal.run(set_generation)
+        outcome = journal.run(set_generation, first=True)
         held = held or outcome.interrupt
         if outcome.pending:
             cause = outcome.errors[-1] if outcome.errors else "repeated interruptions"

@@ -1,3 +1,4 @@
+# pyright: strict
 """One lock per parent for landing a branch into it (DESIGN.md: "one way to land a branch
 into its parent (one lock per parent)").
 

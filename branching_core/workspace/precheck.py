@@ -22,7 +22,7 @@ from typing import Literal
 
 from branching_core.errors import CommitError, ConflictError
 from branching_core.workspace.changes import Op, find_conflicts, ordered
-from branching_core.workspace.fsutil import PROJECT_STATE_DIR, lstat_or_none
+from branching_core.workspace.fsutil import PROJECT_STATE_DIR
 
 Kind = Literal["d", "f"] | None
 
@@ -45,14 +45,19 @@ def refuse_unapplicable(
     record, e.g. a Ray snapshot's manifest) or cannot take, then ``CommitError`` for
     paths this process may not write (``cannot`` is what was refused, e.g. "commit x").
     """
-    changed = [] if since_ns is None else find_conflicts(ops, parent_root, since_ns, root_names)
-    conflicts = sorted({*changed, *structural_conflicts(ops, parent_root)})
+    stats = ParentStats(parent_root)  # one lstat per parent path for all three checks
+    changed = (
+        []
+        if since_ns is None
+        else find_conflicts(ops, parent_root, since_ns, root_names, stat_of=stats.get)
+    )
+    conflicts = sorted({*changed, *structural_conflicts(ops, parent_root, stats)})
     if conflicts:
         raise ConflictError(
             f"{len(conflicts)} path(s) changed in {parent_name} since {since}: {_shown(conflicts)}",
             conflicts,
         )
-    denied = unwritable(ops, parent_root)
+    denied = unwritable(ops, parent_root, stats)
     if denied:
         raise CommitError(
             f"cannot {cannot}: permission denied in {parent_name} for {_shown(denied)}; "
@@ -64,11 +69,36 @@ def _shown(paths: list[str]) -> str:
     return ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
 
 
+class ParentStats:
+    """``lstat`` of parent paths (relative; "" is the root), each taken once per check.
+
+    Why: the conflict, structural and permission checks each looked at every target and
+    its directory again (~5 ``lstat``s and path joins per changed file); they all judge the
+    parent as it is at this one moment, so one look per path serves them all."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = str(root)
+        self._seen: dict[str, os.stat_result | None] = {}
+
+    def get(self, rel: str) -> os.stat_result | None:
+        try:
+            return self._seen[rel]
+        except KeyError:
+            pass
+        try:
+            st: os.stat_result | None = os.lstat(f"{self._root}/{rel}" if rel else self._root)
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        self._seen[rel] = st
+        return st
+
+
 class _Model:
     """What each path of the parent will be after the operations seen so far."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, stats: ParentStats | None = None) -> None:
         self.root = root
+        self.stats = stats or ParentStats(root)
         self.changed: dict[str, Kind] = {}
 
     def kind(self, rel: str) -> Kind:
@@ -79,7 +109,7 @@ class _Model:
             ancestor = "/".join(parts[:depth])
             if ancestor in self.changed and self.changed[ancestor] != "d":
                 return None  # deleted, or replaced by a file
-        st = lstat_or_none(self.root / rel)
+        st = self.stats.get(rel)
         if st is None:
             return None
         return "d" if stat.S_ISDIR(st.st_mode) else "f"
@@ -88,9 +118,11 @@ class _Model:
         return "d" if "/" not in rel else self.kind(rel.rsplit("/", 1)[0])
 
 
-def structural_conflicts(ops: Iterable[Op], parent_root: Path) -> list[str]:
+def structural_conflicts(
+    ops: Iterable[Op], parent_root: Path, stats: ParentStats | None = None
+) -> list[str]:
     """Paths whose operation cannot apply to the parent as it is now."""
-    model = _Model(parent_root)
+    model = _Model(parent_root, stats)
     conflicts: list[str] = []
     for op in ordered(ops):
         if op.kind == "delete":
@@ -116,8 +148,11 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK | os.X_OK, effective_ids=effective)
 
 
-def unwritable(ops: Iterable[Op], parent_root: Path) -> list[str]:
+def unwritable(
+    ops: Iterable[Op], parent_root: Path, stats: ParentStats | None = None
+) -> list[str]:
     """Parent paths this process may not change, for the operations that change them."""
+    stats = stats or ParentStats(parent_root)
     euid = os.geteuid()
     bad: set[str] = set()
     checked: dict[str, bool] = {}
@@ -129,16 +164,15 @@ def unwritable(ops: Iterable[Op], parent_root: Path) -> list[str]:
     def dir_ok(rel_dir: str) -> bool:
         if rel_dir not in checked:
             full = parent_root / rel_dir if rel_dir else parent_root
-            st = lstat_or_none(full)
+            st = stats.get(rel_dir)
             # missing, or a file this commit replaces by a directory it makes (ours)
             replaced = rel_dir in made and st is not None and not stat.S_ISDIR(st.st_mode)
             checked[rel_dir] = st is None or replaced or _writable(full)
         return checked[rel_dir]
 
     for op in ops:
-        target = parent_root / op.path
         rel_dir = op.path.rsplit("/", 1)[0] if "/" in op.path else ""
-        st = lstat_or_none(target)
+        st = stats.get(op.path)
         if op.kind in ("delete", "put", "mkdir") and not dir_ok(rel_dir):
             bad.add(rel_dir or ".")
         if st is None:
@@ -146,9 +180,9 @@ def unwritable(ops: Iterable[Op], parent_root: Path) -> list[str]:
         if op.kind in ("delete", "put"):
             needs_scratch = True  # what is displaced goes to the commit's scratch
             moves_dir = op.kind == "delete" and stat.S_ISDIR(st.st_mode)
-            if moves_dir and euid != 0 and not _writable(target):
+            if moves_dir and euid != 0 and not _writable(parent_root / op.path):
                 bad.add(op.path)  # moving a directory rewrites its ".."
-            dir_st = lstat_or_none(target.parent)
+            dir_st = stats.get(rel_dir)
             if (
                 euid != 0
                 and dir_st is not None
@@ -173,4 +207,4 @@ def unwritable(ops: Iterable[Op], parent_root: Path) -> list[str]:
     return sorted(bad)
 
 
-__all__ = ["structural_conflicts", "unwritable"]
+__all__ = ["ParentStats", "structural_conflicts", "unwritable"]

@@ -25,7 +25,7 @@ from collections import deque
 from pathlib import Path
 
 from branching_core.workspace.faults import crash_point
-from branching_core.workspace.fsutil import rmtree
+from branching_core.workspace.fsutil import remove_shallow_tree, rmtree
 from branching_core.workspace.treescan import remove_trees
 
 log = logging.getLogger(__name__)
@@ -34,14 +34,16 @@ log = logging.getLogger(__name__)
 class _Reaper:
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._queue: deque[list[Path]] = deque()
+        # (paths, in_process): in_process removes each path with one unlink per entry in
+        # this (niced) thread; else one ``rm -rf`` child for all of them
+        self._queue: deque[tuple[list[Path], bool]] = deque()
         self._busy = 0
         self._thread: threading.Thread | None = None
 
-    def put(self, paths: list[Path]) -> None:
+    def put(self, paths: list[Path], *, in_process: bool = False) -> None:
         """Queue one removal job for ``paths`` (siblings discarded together share one)."""
         with self._cond:
-            self._queue.append(paths)
+            self._queue.append((paths, in_process))
             self._busy += 1
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -59,10 +61,14 @@ class _Reaper:
             with self._cond:
                 while not self._queue:
                     self._cond.wait()
-                paths = self._queue.popleft()
+                paths, in_process = self._queue.popleft()
             try:
-                # out of process (rm -rf): this thread then holds the GIL for nothing
-                remove_trees(paths)
+                if in_process:  # a few hundred entries: cheaper than an rm child
+                    for path in paths:
+                        remove_shallow_tree(path)
+                else:
+                    # out of process (rm -rf): this thread then holds the GIL for nothing
+                    remove_trees(paths)
             except OSError as exc:
                 log.warning("cannot remove %s (swept at the next open): %s", paths, exc)
             finally:
@@ -119,9 +125,17 @@ def discard_dirs(moves: list[tuple[Path, Path]]) -> None:
         _REAPER.put(queued)
 
 
+def reap(path: Path, *, in_process: bool) -> None:
+    """Remove ``path`` (already renamed to a name of the store's ``trash/`` that carries
+    this session's id) in the background: a finished commit's scratch, its displaced old
+    copies. ``in_process``: a shallow directory of at most a few thousand entries, removed
+    by name in the reaper's thread; else by an ``rm -rf`` child."""
+    _REAPER.put([path], in_process=in_process)
+
+
 def drain(timeout: float | None = None) -> bool:
     """Wait until every directory discarded so far is removed; False on timeout."""
     return _REAPER.drain(timeout)
 
 
-__all__ = ["discard_dir", "drain"]
+__all__ = ["discard_dir", "drain", "reap"]

@@ -42,7 +42,6 @@ from branching_core.workspace.fsutil import (
     has_xattr,
     is_json_object,
     is_whiteout,
-    lstat_or_none,
     read_json,
     rmtree,
 )
@@ -270,18 +269,22 @@ class OverlayBackend(Backend):
             entries = list(os.scandir(upper_dir))
         except FileNotFoundError:
             return
+        parent_str = str(parent_root)  # str joins: a Path per changed file cost ~15 us
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if is_internal_path(rel):  # never a change (paths.py: the one predicate)
                 continue
             st = entry.stat(follow_symlinks=False)
-            parent_st = lstat_or_none(parent_root / rel)
+            try:
+                parent_st: os.stat_result | None = os.lstat(f"{parent_str}/{rel}")
+            except (FileNotFoundError, NotADirectoryError):
+                parent_st = None
             parent_is_dir = parent_st is not None and stat.S_ISDIR(parent_st.st_mode)
-            source = Path(entry.path)
             if is_whiteout(st):
                 if parent_st is not None:
                     ops.append(Op("delete", rel))
             elif stat.S_ISDIR(st.st_mode):
+                source = Path(entry.path)
                 if (
                     parent_st is None
                     or not parent_is_dir
@@ -298,9 +301,7 @@ class OverlayBackend(Backend):
             else:
                 if parent_is_dir:
                     ops.append(Op("delete", rel))
-                copied_up = stat.S_ISREG(st.st_mode) and any(
-                    has_xattr(source, name) for name in ORIGIN_XATTRS
-                )
+                copied_up = stat.S_ISREG(st.st_mode) and _has_any_xattr(entry.path, ORIGIN_XATTRS)
                 # A regular file without an origin xattr was created by the branch: it was
                 # not in the parent when the branch wrote it, so its absence from the parent
                 # now is no third-party delete (siblings adding files to one directory must
@@ -313,7 +314,7 @@ class OverlayBackend(Backend):
                     Op(
                         "put",
                         rel,
-                        source=str(source),
+                        source=entry.path,
                         copied_up=copied_up,
                         existed=existed,
                         strip_xattrs=True,
@@ -406,3 +407,13 @@ def copy_tree_exact(source: Path, target: Path) -> None:
             st = os.lstat(src)
             with contextlib.suppress(OSError):
                 os.chown(dst, st.st_uid, st.st_gid, follow_symlinks=False)
+
+
+def _has_any_xattr(path: str, names: tuple[str, ...]) -> bool:
+    """Does ``path`` (not followed) carry one of ``names``? One ``llistxattr`` for all of
+    them, where a ``getxattr`` per name cost up to three syscalls per changed file."""
+    try:
+        present = os.listxattr(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return any(name in present for name in names)
