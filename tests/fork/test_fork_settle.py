@@ -75,7 +75,8 @@ async def test_every_ending_records_the_same_settlement(
     assert len(resolved) == 1, "one ForkResolved per fork, whatever ended it"
     assert resolved[0].action == manifest["resolution"]
     kind = "pick" if ending == "auto" else ending
-    assert Resolution.from_record(manifest["resolution"]).kind == kind
+    recorded = Resolution.from_record(manifest["resolution"])
+    assert recorded is not None and recorded.kind == kind
     assert coord.is_resolved
     assert all(rt.ws_branch is None for rt in coord.branches.values())
     if ending == "abort":
@@ -113,7 +114,8 @@ def test_resolution_reads_what_older_states_wrote() -> None:
     for text in ("pick:abc-0-1234", "combine:abc-1-5678", "abort"):
         res = Resolution.from_record(text)
         assert str(res) == text
-    assert Resolution.from_record("pick:abc-0-1234").branch_id == "abc-0-1234"
+    picked = Resolution.from_record("pick:abc-0-1234")
+    assert picked is not None and picked.branch_id == "abc-0-1234"
     assert Resolution.from_record(None) is None
 
 
