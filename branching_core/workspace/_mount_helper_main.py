@@ -46,6 +46,10 @@ MNT_DETACH = 2
 
 libc = ctypes.CDLL(None, use_errno=True)
 
+# Spares asked for and not made yet, oldest first: made whenever no request is waiting,
+# resumed after every request (not dropped when one arrives), finished by ``ping``.
+_QUEUED = []
+
 
 def _check(result, what):
     if result != 0:
@@ -143,6 +147,7 @@ def _prepare(one):
     when the spare taken was already mounted (``spare_mounted``): its mount moved with
     it, there is nothing left to mount."""
     if one.get("spare"):
+        _forget(one["spare"])  # not made yet: this branch is made here, never the spare
         try:
             os.rename(one["spare"], one["dirs"][0])
             return bool(one.get("spare_mounted"))
@@ -167,20 +172,29 @@ def _write_files(one):
             os.close(fd)
 
 
-def _make_spares(spares, waiting):
-    """Make spare store directories for later batches (after the reply was sent, while
-    the caller is busy with the branches it just got): each is built under a ``.part``
-    name and renamed into place, so a spare is complete or absent. Stops at the first
-    error, and as soon as a request is ``waiting`` (a commit must not queue behind spares
-    nobody asked for yet); a branch naming a spare not made is made the ordinary way."""
-    for spare in spares:
-        if waiting():
-            return
+def _forget(root):
+    """Drop a queued spare that a request named before it was made."""
+    _QUEUED[:] = [spare for spare in _QUEUED if spare["root"] != root]
+
+
+def _make_spares(waiting):
+    """Make the queued spare store directories for later batches (while the caller is
+    busy with the branches it just got): each is built under a ``.part`` name and renamed
+    into place, so a spare is complete or absent. Pauses as soon as a request is
+    ``waiting`` (a commit must not queue behind spares nobody asked for yet) and resumes
+    once it is answered; drops the rest at the first error. A branch naming a spare not
+    made yet is made the ordinary way (and the spare is dropped, see ``_prepare``)."""
+    while _QUEUED and not waiting():
+        spare = _QUEUED.pop(0)
         root = spare["root"]
         part = root + ".part"
         mounted = None
         try:
-            os.makedirs(os.path.dirname(root), exist_ok=True)
+            # only the spare directory itself: a store removed meanwhile stays removed
+            try:
+                os.mkdir(os.path.dirname(root), 0o755)
+            except FileExistsError:
+                pass
             os.mkdir(part, 0o755)
             for rel in spare["dirs"]:
                 os.mkdir(os.path.join(part, rel), 0o755)
@@ -204,14 +218,15 @@ def _make_spares(spares, waiting):
                 except OSError:
                     pass
             shutil.rmtree(part, ignore_errors=True)
+            _QUEUED.clear()
             return
 
 
 def _create_many(req):
     """Prepare and mount every branch of a batch; all or none. On failure the mounts
     made are undone and the error names the branch; the caller removes the directories
-    (it knows which store directories are its own). Returns the spare-making work to
-    run once the reply is sent."""
+    (it knows which store directories are its own). The spares asked for are queued,
+    to be made once the reply is sent."""
     done = []
     try:
         for one in req["branches"]:
@@ -225,8 +240,7 @@ def _create_many(req):
     except OSError:
         _unmount_quietly(done)
         raise
-    spares = req.get("make_spares") or []
-    return (lambda waiting: _make_spares(spares, waiting)) if spares else None
+    _QUEUED.extend(req.get("make_spares") or [])
 
 
 def _umount_many(req):
@@ -274,7 +288,7 @@ def main():
         "umount": _umount,
         "create_many": _create_many,
         "umount_many": _umount_many,
-        "ping": lambda req: None,
+        "ping": lambda req: _make_spares(lambda: False),  # every earlier request done
     }
     buffer = b""
     while True:
@@ -285,19 +299,17 @@ def main():
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             req = json.loads(line)
-            later = None
             try:
-                later = handlers[req["op"]](req)
+                handlers[req["op"]](req)
                 reply = {"ok": True}
             except OSError as exc:
                 reply = {"ok": False, "error": str(exc), "errno": exc.errno}
                 if isinstance(exc, _Partial):
                     reply["failed"] = exc.failed
             out.write((json.dumps(reply) + "\n").encode())
-            if later is not None:
-                # the caller may name its results in the next request: that one is read
-                # only after this returns (which it does early when one is waiting)
-                later(_waiting(sock, bool(buffer)))
+        # idle (or between requests): the spares queued so far, paused while one waits
+        if _QUEUED:
+            _make_spares(_waiting(sock, bool(buffer)))
 
 
 sys.exit(main())

@@ -160,9 +160,10 @@ class MountHelper:
         """Make every branch's directories, whiteouts and files, and mount its overlay,
         in one round trip; all mounted or none (the caller removes what was made).
 
-        ``make_spares``: directories the helper makes once it has replied, so they cost
-        this call nothing; every later request is answered after they exist (or failed,
-        in which case a branch naming one as ``spare`` is made the ordinary way)."""
+        ``make_spares``: directories the helper makes once it has replied, whenever no
+        request is waiting, so they cost this call nothing; work paused for a request is
+        resumed after it, and ``sync`` returns once they exist (or failed). A branch
+        naming one not made yet as ``spare`` is made the ordinary way."""
         self._request(
             {
                 "op": "create_many",
