@@ -4,11 +4,12 @@ Issue 29: spares were made only between a reply and the caller's next request, a
 the work left when that request came was dropped, so a caller that aborts at once (a
 Ray task: one branch, then its abort) found the spares its pool listed missing and
 paid every branch on the spot. Now the helper pauses for the request and resumes
-after it; ``sync`` returns once every queued spare exists.
+after it.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,14 @@ def _spares(ws: Workspace) -> list[str]:
     if not spare.exists():
         return []
     return sorted(p.name for p in spare.iterdir() if not p.name.endswith(".part"))
+
+
+def _await_spares(ws: Workspace, count: int) -> list[str]:
+    """Spares are made while the helper is idle: watch the directory (no request)."""
+    deadline = time.monotonic() + 20
+    while len(_spares(ws)) < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return _spares(ws)
 
 
 def _mounted_spares(ws: Workspace) -> list[str]:
@@ -39,8 +48,7 @@ def test_spares_interrupted_by_the_next_request_are_made_after_it(
     first = ws.branch_many([f"a{i}" for i in range(8)], on_success=None, on_error=None)
     # at once: this request reaches the helper while it makes the 8 mounted spares
     ws.abort_many(first)
-    mount_helper.helper_for(ws.tree.store.root).sync()
-    made = _spares(ws)
+    made = _await_spares(ws, 8)
     assert len(made) == 8, f"spares lost after the first request: {made}"
     assert len(_mounted_spares(ws)) == 8
     second = ws.branch_many([f"b{i}" for i in range(8)], on_success=None, on_error=None)
@@ -58,14 +66,12 @@ def test_single_branches_find_their_spare(ws_dir: Path, backend: str) -> None:
     """One branch, then its abort, again and again (a Ray worker's pattern): each
     branch after the first takes the spare the previous one asked for."""
     ws = Workspace(ws_dir, backend=backend)
-    helper = mount_helper.helper_for(ws.tree.store.root)
     for i in range(6):
         before = _spares(ws)
         kid = ws.branch(f"k{i}", on_success=None, on_error=None)
         (kid.path / "x.txt").write_text(str(i))
         kid.abort()
-        helper.sync()
-        after = _spares(ws)
+        after = _await_spares(ws, 1)
         assert len(after) == 1, after  # the one for the next branch, made
         if i:
             assert before and not set(before) & set(after), "the spare was not taken"
@@ -77,7 +83,8 @@ def test_single_branches_find_their_spare(ws_dir: Path, backend: str) -> None:
 @pytest.mark.parametrize("backend", ["overlay"])
 def test_a_spare_named_before_it_is_made_is_never_made(ws_dir: Path, backend: str) -> None:
     """Batches back to back name spares still queued: those branches are made on the
-    spot and the helper drops the spares, so none is left behind after close()."""
+    spot and the helper drops the spares; close() (whose ``sync`` drops the queue)
+    leaves none behind."""
     ws = Workspace(ws_dir, backend=backend)
     batches = [
         ws.branch_many([f"r{r}x{i}" for i in range(16)], on_success=None, on_error=None)
