@@ -1,3 +1,4 @@
+# pyright: strict
 """The node side of a fork branch on the cluster: one Ray actor per branch.
 
 The actor takes the node's cached copy of the fork's snapshot (built once per node,
@@ -24,7 +25,7 @@ from typing import Any
 from branching_core.cluster.delta import Delta, collect
 from branching_core.cluster.node_cache import acquire, cache_root
 from branching_core.cluster.snapshot import entry_for
-from branching_core.cluster.task import ShippedSnapshot, workspace_on
+from branching_core.cluster.task import ShippedSnapshot, fetchers, workspace_on
 from branching_core.errors import InvalidStateError
 
 MakeTools = Callable[[str], Any]
@@ -39,8 +40,7 @@ class BranchHost:
 
         self.node_id: str = ray.get_runtime_context().get_node_id()
         root = cache_root(snap.cache_dir)
-        self._held = acquire(root, snap.key, lambda: ray.get(snap.meta),
-                             lambda i: ray.get(snap.packs[i]), snap.cache_bytes)
+        self._held = acquire(root, snap.key, *fetchers(snap), snap.cache_bytes)
         try:
             ws = workspace_on(self._held.tree, self._held.store)
             self._branch = ws.branch(name, on_success=None, on_error=None)

@@ -1,3 +1,4 @@
+# pyright: strict
 """The node-local snapshot cache: each snapshot materialised once per node, bounded.
 
 Layout under the node's cache root::

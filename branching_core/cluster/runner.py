@@ -1,3 +1,4 @@
+# pyright: strict
 """``RayRunner``: a pattern's candidates as Ray tasks on a cluster.
 
 Per pattern call the driver snapshots the parent once (``snapshot``), puts its
@@ -19,6 +20,7 @@ mid-run makes its candidates ``failed`` with ``CandidateLost`` saying why.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import threading
 import time
@@ -58,11 +60,17 @@ class _TaskEvent(Protocol):
 
 def _task_events(found: object) -> list[_TaskEvent]:
     """``get_task``'s answer (one state, a list of attempts, or None) as a list."""
-    states = found if isinstance(found, list) else [found]
+    states = cast("list[object]", found) if isinstance(found, list) else [found]
     return [cast(_TaskEvent, s) for s in states if s is not None]
 
 
 LOCATE_WITHIN = 3.0
+
+
+def _get_task() -> Any:
+    """``ray.util.state.get_task`` (imported when needed: the state API is heavy). Typed
+    ``Any``: its declared answer includes Ray's ``PydanticDataclass`` (see ``_TaskEvent``)."""
+    return importlib.import_module("ray.util.state").get_task
 
 
 class CandidateLost(BranchingError):
@@ -177,7 +185,7 @@ class RemoteHandle:
         margin = session.runner.timeout_margin
         check_from = None if per is None else time.monotonic() + per + margin
         while True:
-            waits = []
+            waits: list[float] = []
             if session.deadline is not None:
                 waits.append(session.deadline - time.monotonic())
             if check_from is not None:
@@ -204,9 +212,7 @@ class RemoteHandle:
     def _running_for(self) -> float | None:
         """Seconds since the task started running, per Ray's task events (best effort)."""
         try:
-            from ray.util.state import get_task
-
-            found = get_task(self.ref.task_id().hex(), timeout=2)
+            found = _get_task()(self.ref.task_id().hex(), timeout=2)
         except Exception:
             return None
         starts = [s.start_time_ms for s in _task_events(found) if s.start_time_ms]
@@ -218,7 +224,7 @@ class RemoteHandle:
         if not self.session.runner.locate_lost:
             return None
         try:
-            from ray.util.state import get_task
+            get_task = _get_task()
         except Exception:
             return None
         end = time.monotonic() + LOCATE_WITHIN  # task events reach the GCS about once a second

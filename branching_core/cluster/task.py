@@ -1,3 +1,4 @@
+# pyright: strict
 """The body of one candidate task on a Ray node.
 
 It takes the node's cached copy of the snapshot (building it once per node, see
@@ -17,12 +18,16 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from branching_core.cluster.delta import Delta, collect
 from branching_core.cluster.node_cache import acquire, cache_root
+from branching_core.cluster.snapshot import Manifest
+
+Blobs = dict[str, tuple[int, int, int]]
 
 _WORKSPACES: dict[str, Any] = {}
 _WS_LOCK = threading.Lock()
@@ -54,6 +59,22 @@ class TaskReport:
     score: float | None = None
     delta: Delta = field(default_factory=Delta)
     run_seconds: float = 0.0
+
+
+def fetchers(
+    snap: ShippedSnapshot,
+) -> tuple[Callable[[], tuple[Manifest, Blobs]], Callable[[int], bytes]]:
+    """How a node fetches the snapshot's parts from the object store (only when it has
+    to materialise them: ``node_cache.acquire`` calls these once per node)."""
+    import ray
+
+    def meta() -> tuple[Manifest, Blobs]:
+        return cast("tuple[Manifest, Blobs]", ray.get(snap.meta))
+
+    def pack(index: int) -> bytes:
+        return cast(bytes, ray.get(snap.packs[index]))
+
+    return meta, pack
 
 
 def workspace_on(tree: Path, store: Path) -> Any:
@@ -177,8 +198,7 @@ def run_candidate(
     node_id = ray.get_runtime_context().get_node_id()
     root = cache_root(snap.cache_dir)
     sweep(root)  # whatever a force-killed worker left behind on this node
-    held = acquire(root, snap.key, lambda: ray.get(snap.meta),
-                   lambda i: ray.get(snap.packs[i]), snap.cache_bytes)
+    held = acquire(root, snap.key, *fetchers(snap), snap.cache_bytes)
     report = TaskReport(node_id=node_id, materialised=held.materialised, outcome="ok")
     try:
         ws = workspace_on(held.tree, held.store)
@@ -217,4 +237,5 @@ def run_candidate(
     return report
 
 
-__all__ = ["ShippedSnapshot", "TaskReport", "run_candidate", "sweep", "sweep_node", "workspace_on"]
+__all__ = ["ShippedSnapshot", "TaskReport", "fetchers", "run_candidate", "sweep", "sweep_node",
+           "workspace_on"]

@@ -95,8 +95,12 @@ if TYPE_CHECKING:
     class _UmountMany(TypedDict):
         targets: list[str]
 
-    # work to run once a reply is sent; called with "is a request waiting?"
-    _Later = Callable[[Callable[[], bool]], None]
+
+
+# Spares asked for and not made yet, oldest first: made whenever no request is waiting,
+# resumed after every request (not dropped when one arrives); ``ping`` drops the rest
+# (a caller about to discard its spares must not see one made after it looked).
+_QUEUED: list[_Spare] = []
 
 
 def _check(result: int, what: str) -> None:
@@ -198,6 +202,7 @@ def _prepare(one: _Branch) -> bool:
     it, there is nothing left to mount."""
     spare = one.get("spare")
     if spare:
+        _forget(spare)  # not made yet: this branch is made here, never the spare
         try:
             os.rename(spare, one["dirs"][0])
             return bool(one.get("spare_mounted"))
@@ -222,20 +227,29 @@ def _write_files(one: _Branch) -> None:
             os.close(fd)
 
 
-def _make_spares(spares: list[_Spare], waiting: Callable[[], bool]) -> None:
-    """Make spare store directories for later batches (after the reply was sent, while
-    the caller is busy with the branches it just got): each is built under a ``.part``
-    name and renamed into place, so a spare is complete or absent. Stops at the first
-    error, and as soon as a request is ``waiting`` (a commit must not queue behind spares
-    nobody asked for yet); a branch naming a spare not made is made the ordinary way."""
-    for spare in spares:
-        if waiting():
-            return
+def _forget(root: str) -> None:
+    """Drop a queued spare that a request named before it was made."""
+    _QUEUED[:] = [spare for spare in _QUEUED if spare["root"] != root]
+
+
+def _make_spares(waiting: Callable[[], bool]) -> None:
+    """Make the queued spare store directories for later batches (while the caller is
+    busy with the branches it just got): each is built under a ``.part`` name and renamed
+    into place, so a spare is complete or absent. Pauses as soon as a request is
+    ``waiting`` (a commit must not queue behind spares nobody asked for yet) and resumes
+    once it is answered; drops the rest at the first error. A branch naming a spare not
+    made yet is made the ordinary way (and the spare is dropped, see ``_prepare``)."""
+    while _QUEUED and not waiting():
+        spare = _QUEUED.pop(0)
         root = spare["root"]
         part = root + ".part"
         mounted: _Mount | None = None
         try:
-            os.makedirs(os.path.dirname(root), exist_ok=True)
+            # only the spare directory itself: a store removed meanwhile stays removed
+            try:
+                os.mkdir(os.path.dirname(root), 0o755)
+            except FileExistsError:
+                pass
             os.mkdir(part, 0o755)
             for rel in spare["dirs"]:
                 os.mkdir(os.path.join(part, rel), 0o755)
@@ -259,14 +273,15 @@ def _make_spares(spares: list[_Spare], waiting: Callable[[], bool]) -> None:
                 except OSError:
                     pass
             shutil.rmtree(part, ignore_errors=True)
+            _QUEUED.clear()
             return
 
 
-def _create_many(req: _CreateMany) -> _Later | None:
+def _create_many(req: _CreateMany) -> None:
     """Prepare and mount every branch of a batch; all or none. On failure the mounts
     made are undone and the error names the branch; the caller removes the directories
-    (it knows which store directories are its own). Returns the spare-making work to
-    run once the reply is sent."""
+    (it knows which store directories are its own). The spares asked for are queued,
+    to be made once the reply is sent."""
     done: list[_Mount] = []
     try:
         for one in req["branches"]:
@@ -287,10 +302,7 @@ def _create_many(req: _CreateMany) -> _Later | None:
     except OSError:
         _unmount_quietly(done)
         raise
-    spares = req.get("make_spares") or []
-    if not spares:
-        return None
-    return lambda waiting: _make_spares(spares, waiting)
+    _QUEUED.extend(req.get("make_spares") or [])
 
 
 def _umount_many(req: _UmountMany) -> None:
@@ -319,7 +331,7 @@ def _waiting(sock: io.FileIO, pending: bool) -> Callable[[], bool]:
     return lambda: pending or bool(select.select([sock], [], [], 0)[0])
 
 
-def _handle(req: Any) -> _Later | None:
+def _handle(req: Any) -> None:
     """Run one request (``req`` is the decoded JSON line, shaped as the docstring says)."""
     op = req["op"]
     if op == "mount":
@@ -329,12 +341,13 @@ def _handle(req: Any) -> _Later | None:
     elif op == "umount":
         _umount(req)
     elif op == "create_many":
-        return _create_many(req)
+        _create_many(req)
     elif op == "umount_many":
         _umount_many(req)
-    elif op != "ping":
+    elif op == "ping":
+        _QUEUED.clear()  # nothing is made after this is answered
+    else:
         raise KeyError(op)
-    return None
 
 
 def main() -> int:
@@ -359,20 +372,18 @@ def main() -> int:
         while (end := buffer.find(b"\n")) >= 0:
             line, buffer = buffer[:end], buffer[end + 1 :]
             req = json.loads(line)
-            later: _Later | None = None
             reply: dict[str, object]
             try:
-                later = _handle(req)
+                _handle(req)
                 reply = {"ok": True}
             except OSError as exc:
                 reply = {"ok": False, "error": str(exc), "errno": exc.errno}
                 if isinstance(exc, _Partial):
                     reply["failed"] = exc.failed
             out.write((json.dumps(reply) + "\n").encode())
-            if later is not None:
-                # the caller may name its results in the next request: that one is read
-                # only after this returns (which it does early when one is waiting)
-                later(_waiting(sock, bool(buffer)))
+        # idle (or between requests): the spares queued so far, paused while one waits
+        if _QUEUED:
+            _make_spares(_waiting(sock, bool(buffer)))
 
 
 sys.exit(main())

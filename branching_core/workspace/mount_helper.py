@@ -161,9 +161,10 @@ class MountHelper:
         """Make every branch's directories, whiteouts and files, and mount its overlay,
         in one round trip; all mounted or none (the caller removes what was made).
 
-        ``make_spares``: directories the helper makes once it has replied, so they cost
-        this call nothing; every later request is answered after they exist (or failed,
-        in which case a branch naming one as ``spare`` is made the ordinary way)."""
+        ``make_spares``: directories the helper makes once it has replied, whenever no
+        request is waiting, so they cost this call nothing; work paused for a request is
+        resumed after it (``sync`` drops those not made yet). A branch naming one not
+        made yet as ``spare`` is made the ordinary way, and that spare is never made."""
         self._request(
             {
                 "op": "create_many",
@@ -220,7 +221,8 @@ class MountHelper:
         self._request({"op": "umount", "target": str(target)})
 
     def sync(self) -> None:
-        """Return once every earlier request is done, including spares made after a reply."""
+        """Return once every earlier request is done; spares not made yet are dropped,
+        so none is made after this returns (``SparePool.close`` then discards the rest)."""
         self._request({"op": "ping"})
 
     def view_path(self, target: Path) -> Path:

@@ -100,6 +100,15 @@ def _open_branch_dirs(caches: list[Path]) -> list[str]:
     return left
 
 
+def _await_no_branch_dirs(caches: list[Path], within: float = 30.0) -> list[str]:
+    """``_open_branch_dirs`` once it is empty, or after ``within`` seconds: a cancelled
+    task aborts its branch on its node after the driver has its outcome."""
+    deadline = time.monotonic() + within
+    while _open_branch_dirs(caches) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _open_branch_dirs(caches)
+
+
 # -- candidates (run on the nodes) ------------------------------------------------------------
 def scored_writer(path: Path, i: int, notes: str) -> tuple[bool, float]:
     _note(notes, f"cand{i}")
@@ -500,6 +509,8 @@ def test_the_overall_timeout_cancels_candidates_on_their_nodes(
     assert [r.status for r in outcome.all_results] == ["timed_out", "timed_out"]
     assert not outcome.committed and tree_state(ws.path) == before
     assert _wait_dead(_pids(notes)) == []
+    # the cancelled tasks abort their branches (the next test counts what is left)
+    assert _await_no_branch_dirs(cluster["caches"]) == []
     ws.close()
 
 
