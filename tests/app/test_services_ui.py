@@ -62,7 +62,8 @@ async def test_services_start_list_reach_open_and_end_with_the_fork(
         await submit(pilot, "/services start web")
         await wait_for(pilot, lambda: "b · web → http://127.0.0.1:" in chat.last_notice,
                        timeout=30, what=lambda: chat.last_notice)
-        url = chat.last_notice.split("→ ")[1].strip()
+        # the notice may be the forward's own ("... → URL  (ctrl+b opens it)"): the URL only
+        url = chat.last_notice.split("→ ")[1].split()[0]
         # the forward was also said as it opened (the fork's log strip shows notices)
         await wait_for(pilot, lambda: any(f"b · web → {url}  (ctrl+b opens it)" in line
                                           for line in chat.fork_log.lines_text),

@@ -1,0 +1,374 @@
+"""The caller's end of the sandbox protocol (``_spawn``'s docstring): ``SpawnedProcess``
+drains the branch's pipes in one thread, reaps the keeper through a pidfd and reads the
+result record; ``SpawnedProcessView`` is what every sandboxed branch exposes about its
+process. ``PARENT_FDS`` are closed in every fork child (an at-fork handler)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import selectors
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from branching_core.errors import (
+    InvalidStateError,
+)
+from branching_core.sandbox import native
+from branching_core.sandbox._records import (
+    is_exit_record,
+)
+from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
+
+if TYPE_CHECKING:  # (cgroups only for annotations)
+    from branching_core.sandbox.cgroups import BranchCgroups
+
+
+# Parent-side fds of live branches: no child of ours (or of anyone's os.fork) needs
+# them, and a stray copy would hold a pipe open or keep a lifeline alive.
+PARENT_FDS: set[int] = set()
+
+
+def _close_parent_fds_in_child() -> None:
+    for fd in tuple(PARENT_FDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    PARENT_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_parent_fds_in_child)
+
+
+class ExitInfo:
+    """How the keeper ended, plus what the branch sent back."""
+
+    exit_code: int | None = None
+    signal: int | None = None
+    record: bytes = b""
+    oom_killed: bool = False
+
+
+@dataclass
+class SpawnedProcess:
+    """Parent-side handle: pipes drained by one thread, keeper reaped through a pidfd."""
+
+    pid: int
+    pidfd: int
+    lifeline_w: int | None
+    cgroups: BranchCgroups
+    on_output: Callable[[str, str], None] | None
+    capture_fds: dict[int, int]  # child fd -> parent read end
+    stdout_r: int = -1
+    stderr_r: int = -1
+    result_r: int = -1
+    max_output: int = DEFAULT_MAX_OUTPUT
+    stdout: BoundedCapture = field(init=False)
+    stderr: BoundedCapture = field(init=False)
+    extra: dict[int, BoundedCapture] = field(default_factory=dict[int, BoundedCapture])
+    info: ExitInfo = field(default_factory=ExitInfo)
+    done: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _inline: bool = False  # drain_here is draining in some caller's thread
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    output_errors: list[BaseException] = field(default_factory=list[BaseException])
+
+    def __post_init__(self) -> None:
+        self.stdout = BoundedCapture(self.max_output)
+        self.stderr = BoundedCapture(self.max_output)
+
+    def start_drain(self, resume: bool = False) -> None:
+        """Drain in a thread of its own (``resume``: go on from ``drain_here``)."""
+        if not resume:
+            self.prepare_drain()
+        self._thread = threading.Thread(
+            target=self._drain, name=f"forkdeck-sandbox-{self.pid}", daemon=True
+        )
+        self._thread.start()
+
+    def kill_tree(self) -> None:
+        """Close the lifeline: the keeper SIGKILLs the pid-namespace init."""
+        with self._lock:
+            fd, self.lifeline_w = self.lifeline_w, None
+        if fd is not None:
+            PARENT_FDS.discard(fd)
+            os.close(fd)
+
+    def hard_kill(self) -> None:
+        """Kill the keeper itself (its init follows through PDEATHSIG) and the cgroups."""
+        if not self.done.is_set():
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        self.cgroups.kill()
+
+    def terminate(self, timeout: float) -> bool:
+        """Kill the whole tree and wait for cleanup; escalate if the keeper lingers.
+
+        Returns False when the branch had already ended (nothing was killed).
+        """
+        if self.done.is_set():
+            return False
+        self.kill_tree()
+        if self._thread is None and not self._inline:  # nothing drains: a thread does now
+            self.start_drain(resume=True)
+        if not self.done.wait(timeout):
+            self.hard_kill()
+            self.done.wait(timeout)
+        return True
+
+
+    def _call_on_output(self, name: str, line: str) -> None:
+        assert self.on_output is not None
+        try:
+            self.on_output(name, line)
+        except Exception as exc:  # a broken callback must not stop the draining
+            self.output_errors.append(exc)
+
+    def _splitter(self, name: str) -> LineSplitter | None:
+        if self.on_output is None:
+            return None
+        return LineSplitter(lambda line: self._call_on_output(name, line))
+
+    def prepare_drain(self) -> None:
+        """The drain's state (on self, so a drain interrupted in the calling thread can
+        go on in a thread)."""
+        self._sel = sel = selectors.DefaultSelector()
+        self._record = bytearray()  # the callable's result: the value asked for, kept whole
+        # fd -> (where its bytes go, its on_output line splitter)
+        self._streams: dict[int, tuple[BoundedCapture | bytearray, LineSplitter | None]] = {
+            self.stdout_r: (self.stdout, self._splitter("stdout")),
+            self.stderr_r: (self.stderr, self._splitter("stderr")),
+            self.result_r: (self._record, None),
+        }
+        for child_fd, rfd in self.capture_fds.items():
+            cap = self.extra.setdefault(child_fd, BoundedCapture(self.max_output))
+            self._streams[rfd] = (cap, None)
+        for fd in self._streams:
+            sel.register(fd, selectors.EVENT_READ)
+        sel.register(self.pidfd, selectors.EVENT_READ)  # readable once the keeper ended
+        self._exited = self._early = False
+        self._status = 0
+
+    def _finish_stream(self, fd: int) -> None:
+        self._sel.unregister(fd)
+        splitter = self._streams[fd][1]
+        if splitter is not None:
+            splitter.close()
+
+    def _read_some(self, fd: int) -> bool:
+        sink, splitter = self._streams[fd]
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self._finish_stream(fd)
+            return False
+        if isinstance(sink, BoundedCapture):
+            sink.add(data)
+        else:
+            sink += data
+        if splitter is not None:
+            splitter.feed(data)
+        return True
+
+    def _drain_rest(self) -> None:
+        # Every process of the branch is dead; a leaked copy of a write end in
+        # some unrelated fork must not keep us waiting for EOF.
+        sel = self._sel
+        for fd in list(self._streams):
+            if fd in sel.get_map():
+                os.set_blocking(fd, False)
+                while fd in sel.get_map() and self._read_some(fd):
+                    pass
+                if fd in sel.get_map():
+                    self._finish_stream(fd)
+
+    def _command_over(self) -> bool:
+        # A command's init reports its end only once every other process of its pid
+        # namespace is dead and reaped, and its pipes close as it exits: with every
+        # stream at EOF and a whole exit record, nothing of the command runs. Its
+        # own exit (the teardown of the sandbox's mounts) is then not waited for,
+        # unless branch cgroups must be removed (busy until it is gone).
+        return (set(self._sel.get_map()) == {self.pidfd} and not self.cgroups.paths
+                and is_exit_record(self._record))
+
+    def _drain(self) -> None:
+        """The drain thread's body."""
+        try:
+            self._drain_until(None)
+        finally:
+            self.done.set()  # even if it broke (an interrupted drain_here): no waiter hangs
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until the branch has ended (whether it did within ``timeout``): drains
+        here when nothing drains yet (``spawn(drain=False)``), which kills the tree at
+        ``timeout``; else waits for the drain thread (the caller kills on False)."""
+        if self._thread is None and not self.done.is_set():
+            return self.drain_here(timeout)
+        return self.done.wait(timeout)
+
+    def drain_here(self, timeout: float | None) -> bool:
+        """Drain in the calling thread until the branch has ended: a synchronous caller
+        then needs no drain thread and no wake-up from one (``spawn(drain=False)``).
+
+        At ``timeout`` the tree is killed (``terminate``'s escalation: the lifeline,
+        then after 5 s the keeper and the cgroups) and False is returned once it has
+        ended. Interrupted (^C), the tree is killed and a thread finishes the draining.
+        """
+        self._inline = True
+        try:
+            return self._drain_until(None if timeout is None else time.monotonic() + timeout)
+        except BaseException:
+            self.kill_tree()
+            if not self.done.is_set():
+                self.start_drain(resume=True)
+            raise
+        finally:
+            self._inline = False
+
+    def _drain_until(self, deadline: float | None) -> bool:
+        """Drain to the end; at ``deadline`` kill the tree. Whether it ended in time."""
+        sel = self._sel
+        in_time = True
+        while not self._exited:
+            wait = None
+            if deadline is not None:
+                wait = max(0.0, deadline - time.monotonic())
+            events = sel.select(wait)
+            if not events and deadline is not None and time.monotonic() >= deadline:
+                if in_time:  # first the lifeline, then (5 s on) the keeper itself
+                    in_time = False
+                    self.kill_tree()
+                    deadline = time.monotonic() + 5.0
+                else:
+                    self.hard_kill()
+                    deadline = None
+                continue
+            for key, _ in events:
+                fd = key.fd
+                if fd not in sel.get_map():  # finished by an earlier event of this batch
+                    continue
+                if fd == self.pidfd:
+                    sel.unregister(fd)
+                    self._exited = True
+                    self._status = os.waitpid(self.pid, 0)[1]
+                elif not self._read_some(fd) and self._command_over():
+                    sel.unregister(self.pidfd)
+                    self._status = 0  # what the keeper exits with after an exit record
+                    self._exited = self._early = True
+        self._drain_rest()
+        self._end()
+        return in_time
+
+    def _end(self) -> None:
+        self._sel.close()
+        for fd in self._streams:
+            PARENT_FDS.discard(fd)
+            os.close(fd)
+        info, status = self.info, self._status
+        if os.WIFSIGNALED(status):
+            info.signal = os.WTERMSIG(status)
+        else:
+            info.exit_code = os.waitstatus_to_exitcode(status)
+        info.record = bytes(self._record)
+        info.oom_killed = self.cgroups.oom_killed()
+        self.kill_tree()
+        self.cgroups.remove()
+        PARENT_FDS.discard(self.pidfd)
+        os.close(self.pidfd)
+        self.pidfd = -1
+        if self._early:  # the keeper follows its init within a moment: reaped aside
+            _reaper.add(self.pid)
+        self.done.set()
+        native.refill()
+
+
+class _Reaper:
+    """Reaps keepers that reported their command's end before exiting, in one thread of
+    its own: the caller (a synchronous ``run_command`` drains in its own thread) need not
+    wait for the teardown of the sandbox's mounts at the init's exit."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def add(self, pid: int) -> None:
+        self.queue.put(pid)
+        if self.thread is None:
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self._run, daemon=True,
+                                                   name="forkdeck-keeper-reaper")
+                    self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            pid = self.queue.get()
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+_reaper = _Reaper()
+
+
+def _new_reaper_in_child() -> None:
+    global _reaper
+    _reaper = _Reaper()  # the parent's keepers are not a fork child's to reap
+
+
+os.register_at_fork(after_in_child=_new_reaper_in_child)
+
+
+class SpawnedProcessView:
+    """What every sandboxed branch exposes about its process, whatever it runs.
+
+    Subclasses set ``_branch`` to the ``SpawnedProcess`` they drive when they start it.
+    """
+
+    _branch: SpawnedProcess | None = None
+
+    @property
+    def _b(self) -> SpawnedProcess:
+        if self._branch is None:
+            raise InvalidStateError(f"{type(self).__name__} has not been started")
+        return self._branch
+
+    @property
+    def pid(self) -> int:
+        """The keeper's pid (killing it kills the whole sandbox)."""
+        return self._b.pid
+
+    @property
+    def alive(self) -> bool:
+        return not self._b.done.is_set()
+
+    @property
+    def stdout(self) -> str:
+        """Captured stdout: head and tail, a marker line between them if bytes were dropped."""
+        return self._b.stdout.text()
+
+    @property
+    def stderr(self) -> str:
+        return self._b.stderr.text()
+
+    @property
+    def stdout_dropped(self) -> int:
+        """Bytes of stdout not kept (the middle of an output longer than ``max_output``)."""
+        return self._b.stdout.dropped
+
+    @property
+    def stderr_dropped(self) -> int:
+        return self._b.stderr.dropped
+
+    @property
+    def oom_killed(self) -> bool:
+        return self._b.done.is_set() and self._b.info.oom_killed
+
