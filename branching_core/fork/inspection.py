@@ -86,5 +86,5 @@ class Inspection(CoordinatorParts):
 
     def diff(self, paths: list[str] | None = None) -> dict[str, Any]:
         """The cross-branch diff report as plain data (``BranchDiffReport.to_dict()``, built
-        by this coordinator's review service; see :meth:`diff_report`)."""
+        by the review layer; see :meth:`diff_report`)."""
         return self.diff_report(paths).to_dict()

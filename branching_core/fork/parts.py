@@ -10,7 +10,7 @@ is set in ``ForkCoordinator.__init__`` or defined in one part.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pydantic_ai import DeferredToolRequests, DeferredToolResults
     from pydantic_ai.messages import ModelMessage
 
+    from branching_core.config.schema import Settings
     from branching_core.fork import events as ev
     from branching_core.fork.branch_files import BranchFiles
     from branching_core.fork.budget import PriceFn
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from branching_core.fork.state_writer import StateWriter
     from branching_core.fork.store import ForkStore
     from branching_core.fork.types import BranchState, BranchStatus, ForkHandle, MergeStrategy
+    from branching_core.review.resolver import ModelChoice
+    from branching_core.review.types import BranchDiffReport, ResolveOutcome
+    from branching_core.sandbox import ResourceLimits
     from branching_core.workspace import Workspace
 
 
@@ -107,8 +111,21 @@ class CoordinatorParts:
         async def terminate_branch(
             self, branch_id: str, *, reason: BranchState | None = None
         ) -> BranchStatus: ...
-        def diff_report(self, paths: list[str] | None = None) -> Any: ...
-        async def resolve(self, strategy: MergeStrategy | None = None, **kwargs: Any) -> Any: ...
+        def diff_report(self, paths: list[str] | None = None) -> BranchDiffReport: ...
+        async def resolve(
+            self,
+            strategy: MergeStrategy | None = None,
+            *,
+            goal: str | None = None,
+            judges: Sequence[ModelChoice] | None = None,
+            test_command: str | None = None,
+            test_timeout_s: float | None = None,
+            test_limits: ResourceLimits | None = None,
+            settings: Settings | None = None,
+            commit: bool = False,
+            wait_timeout: float | None = None,
+            env: Mapping[str, str] | None = None,
+        ) -> ResolveOutcome: ...
 
         # -- run_loop.py ----------------------------------------------------------------------
         def _start(
