@@ -148,6 +148,9 @@ class Snapshot:
     key: str
     packs: list[bytes] = field(default_factory=list)
     blobs: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    taken_ns: int = 0
+    """When the scan began: a delta lands with ``since_ns`` = this,
+    under the one conflict rule of every landing (``workspace.land.land_files``)."""
 
     @property
     def content_bytes(self) -> int:
@@ -156,8 +159,11 @@ class Snapshot:
 
 def take(root: Path) -> Snapshot:
     """Scan ``root``: the manifest and its key (contents are packed by ``pack``)."""
+    taken_ns = time.time_ns()  # as a branch's created_ns: the same rule, the same clock
     manifest = scan(root)
-    return Snapshot(root=root, manifest=manifest, key=manifest_hash(manifest))
+    return Snapshot(root=root, manifest=manifest, key=manifest_hash(manifest), taken_ns=taken_ns)
+
+
 
 
 def pack(snap: Snapshot) -> Snapshot:
