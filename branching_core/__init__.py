@@ -39,7 +39,7 @@ _LAZY: dict[str, str] = {
     # candidates on a Ray cluster (the ray extra; Ray is imported only by RayRunner())
     "RayRunner": "branching_core.cluster",
     # live forking of pydantic-ai runs
-    "ForkCoordinator": "branching_core.live",
+    "ForkCoordinator": "branching_core.fork",
     "LiveForkCapability": "branching_core.live",
     "BranchSpec": "branching_core.fork",
     "BranchState": "branching_core.fork",

@@ -21,4 +21,10 @@ SHARED_FINAL_STATES: frozenset[str] = frozenset(
     {"done", "failed", "terminated", "budget_exhausted", "budget_unknown"}
 )
 
-__all__ = ["SHARED_FINAL_STATES", "SharedFinalState"]
+FORK_STOPPED_STATES: frozenset[str] = frozenset(
+    {"terminated", "budget_exhausted", "aggregate_budget_exhausted", "budget_unknown"}
+)
+"""Fork branches stopped before they finished (mergeable: their partial work). Here, not in
+``branching_core.fork.types``, because the review layer below fork scores them too."""
+
+__all__ = ["FORK_STOPPED_STATES", "SHARED_FINAL_STATES", "SharedFinalState"]

@@ -31,15 +31,9 @@ def _exported() -> dict[str, dict[str, object]]:
 
 
 def _one_meaning(objects: list[object]) -> bool:
-    """The same object everywhere, or (classes) one specialising another of the same name:
-    ``live.ForkCoordinator`` is ``fork.ForkCoordinator`` with the review service wired in."""
-    distinct = list({id(obj): obj for obj in objects}.values())
-    if len(distinct) == 1:
-        return True
-    if not all(isinstance(obj, type) for obj in distinct):
-        return False
-    classes = [obj for obj in distinct if isinstance(obj, type)]
-    return any(all(issubclass(c, base) for c in classes) for base in classes)
+    """The same object everywhere (issue 23 removed the last exception: a second class
+    named ``ForkCoordinator`` that specialised the first)."""
+    return len({id(obj) for obj in objects}) == 1
 
 
 def test_every_exported_name_means_one_thing() -> None:

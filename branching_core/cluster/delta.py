@@ -15,10 +15,11 @@ delta raises ``UnsafeChangeError`` and nothing is applied.
 ``apply`` lands a delta in the real workspace through the one landing function
 (``workspace.land.land_files``: the landing rule, setuid/setgid/capabilities stripped,
 one journaled commit, so a crash mid-way rolls forward or leaves the workspace as it
-was), after checking every path the delta touches against the snapshot (changed in
-the parent since the snapshot *and* by the candidate: ``ConflictError``, nothing
-applied). ``write_into`` (a remote fork branch's local view) writes with the
-``workspace.beneath`` operations, which never follow a link below the view.
+was) with its one conflict rule, the one every landing has: a path the delta touches
+that the parent changed after the snapshot's scan began, or that the snapshot held and
+the parent no longer does, is a ``ConflictError`` and nothing is applied. ``write_into``
+(a remote fork branch's local view) writes with the ``workspace.beneath`` operations,
+which never follow a link below the view.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from branching_core.cluster.snapshot import Entry, Manifest, entry_for, scan
-from branching_core.errors import ConflictError, UnsafeChangeError
+from branching_core.cluster.snapshot import Snapshot, entry_for
+from branching_core.errors import UnsafeChangeError
 from branching_core.workspace import beneath
 from branching_core.workspace.guard import PRIVILEGE_BITS, linked_steps, refuse
 from branching_core.workspace.land import NewFile, land_files
@@ -43,10 +44,10 @@ MAX_BYTES = 8 << 30
 
 @dataclass
 class Delta:
-    deleted: list[str] = field(default_factory=list)
-    dirs: dict[str, int] = field(default_factory=dict)
-    files: dict[str, tuple[int, bytes]] = field(default_factory=dict)
-    symlinks: dict[str, str] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list[str])
+    dirs: dict[str, int] = field(default_factory=dict[str, int])
+    files: dict[str, tuple[int, bytes]] = field(default_factory=dict[str, tuple[int, bytes]])
+    symlinks: dict[str, str] = field(default_factory=dict[str, str])
 
     def paths(self) -> list[str]:
         return sorted({*self.deleted, *self.dirs, *self.files, *self.symlinks})
@@ -71,7 +72,9 @@ def vet(delta: Any, root: Path, what: str = "a node's delta") -> Delta:
         raise UnsafeChangeError(f"refused to land {what}: not a Delta ({type(delta).__name__})")
     parts = (delta.deleted, delta.dirs, delta.files, delta.symlinks)
     kinds = (list, dict, dict, dict)
-    if not all(isinstance(p, k) for p, k in zip(parts, kinds, strict=True)):
+    # A node is untrusted and unpickling checks no annotation: every isinstance below is
+    # the check the declared types cannot make (so the checker calls them unnecessary).
+    if not all(isinstance(p, k) for p, k in zip(parts, kinds, strict=True)):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UnsafeChangeError(f"refused to land {what}: malformed delta")
     problems: list[tuple[str, str]] = []
     total = sum(len(p) for p in parts)
@@ -82,11 +85,11 @@ def vet(delta: Any, root: Path, what: str = "a node's delta") -> Delta:
         if reason is not None:
             problems.append((str(rel), reason))
     for rel, mode in delta.dirs.items():
-        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:
+        if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o7777:  # pyright: ignore[reportUnnecessaryIsInstance]
             problems.append((str(rel), f"{rel!r}: directory mode {mode!r} is not permission bits"))
     size = 0
     for rel, value in delta.files.items():
-        ok = isinstance(value, tuple) and len(value) == 2
+        ok = isinstance(value, tuple) and len(value) == 2  # pyright: ignore[reportUnnecessaryIsInstance]
         mode, data = value if ok else (None, None)
         if not (isinstance(mode, int) and not isinstance(mode, bool) and 0 <= mode <= 0o7777):
             problems.append((str(rel), f"{rel!r}: file mode {mode!r} is not permission bits"))
@@ -97,7 +100,7 @@ def vet(delta: Any, root: Path, what: str = "a node's delta") -> Delta:
     if size > MAX_BYTES:
         problems.append(("*", f"{size} bytes of content (at most {MAX_BYTES})"))
     for rel, target in delta.symlinks.items():
-        if not isinstance(target, str) or not target or "\0" in target:
+        if not isinstance(target, str) or not target or "\0" in target:  # pyright: ignore[reportUnnecessaryIsInstance]
             problems.append((str(rel), f"{rel!r}: symlink target {target!r} is not a path"))
         elif len(target.encode("utf-8", "surrogateescape")) >= MAX_PATH_BYTES:
             problems.append((str(rel), f"{rel!r}: symlink target longer than {MAX_PATH_BYTES}"))
@@ -149,29 +152,6 @@ def collect(branch: Any, base: Path) -> Delta:
     return delta
 
 
-def conflicts(parent_root: Path, delta: Delta, manifest: Manifest) -> list[str]:
-    """Paths the delta touches whose state in ``parent_root`` is not the snapshot's."""
-    found: list[str] = []
-    for rel in delta.paths():
-        expected: Entry | None = manifest.get(rel)
-        beneath.lstat(parent_root, rel)  # a symlink on the way: UnsafeChangeError
-        now = entry_for(parent_root / rel)
-        if _norm(now) != _norm(expected):
-            found.append(rel)
-        elif rel in delta.deleted and expected is not None and expected[0] == "d":
-            # deleting a directory: nothing inside it may have changed either
-            prefix = f"{rel}/"
-            before = {k: v for k, v in manifest.items() if k.startswith(prefix)}
-            after = {f"{prefix}{k}": v for k, v in scan(parent_root / rel).items()}
-            found.extend(sorted(k for k in before.keys() | after.keys()
-                                if _norm(before.get(k)) != _norm(after.get(k))))
-    return sorted(set(found))
-
-
-def _norm(entry: Entry | None) -> tuple[Any, ...] | None:
-    return None if entry is None else tuple(entry)
-
-
 def write_into(root: Path, delta: Delta) -> None:
     """Make ``root`` (a local branch view of the parent) hold the delta's changes.
 
@@ -200,28 +180,28 @@ def write_into(root: Path, delta: Delta) -> None:
         beneath.mkdir(root, rel, delta.dirs[rel] & ~stat.S_ISUID)
 
 
-def apply(parent: Any, delta: Any, manifest: Manifest, name: str) -> None:
+def apply(parent: Any, delta: Any, snapshot: Snapshot, name: str) -> None:
     """Commit ``delta`` into ``parent`` (workspace or open branch), all or nothing:
     ``UnsafeChangeError`` for a malformed or hostile delta, ``ConflictError`` for a path
-    the parent changed since the snapshot; nothing applied either way."""
-    root = Path(parent.path)
-    delta = vet(delta, root)
-    found = conflicts(root, delta, manifest)
-    if found:
-        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
-        raise ConflictError(
-            f"{len(found)} path(s) changed in {parent.path} since the snapshot the "
-            f"candidate ran on: {shown}; nothing applied",
-            found,
-        )
+    the parent changed since ``snapshot`` was taken; nothing applied either way.
+
+    Through the one landing function with the one conflict rule of every landing
+    (``workspace.land.land_files``: changed in the parent after ``since_ns``, here when
+    the snapshot's scan began; or held by the snapshot and gone from the parent now)."""
+    delta = vet(delta, Path(parent.path))
     files: dict[str, NewFile | None] = {rel: None for rel in delta.deleted}
     files.update({rel: NewFile(link=target) for rel, target in delta.symlinks.items()})
     files.update({rel: NewFile(data=data, mode=mode) for rel, (mode, data) in delta.files.items()})
     for rel in delta.dirs:  # a file turned into a directory: land_files replaces it
         files.pop(rel, None)
-    # the snapshot's manifest is this landing's record of "since": conflicts are decided
-    # above, against it (since_ns None); the landing rule and the journal are land_files'
-    land_files(parent, files, dirs=delta.dirs, since_ns=None, label=name)
+    land_files(
+        parent,
+        files,
+        dirs=delta.dirs,
+        since_ns=snapshot.taken_ns,
+        existed=snapshot.manifest.keys(),
+        label=name,
+    )
 
 
 __all__ = [
@@ -230,7 +210,6 @@ __all__ = [
     "Delta",
     "apply",
     "collect",
-    "conflicts",
     "vet",
     "write_into",
 ]

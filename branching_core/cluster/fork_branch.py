@@ -204,7 +204,7 @@ class RemoteForkBranch:
         if self._state != "open":
             raise ConflictError(f"{self.name} is already {self._state}")
         delta = self.sync()
-        delta_mod.apply(self.parent, delta, self.snapshot.manifest, name=f"{self.name}-land")
+        delta_mod.apply(self.parent, delta, self.snapshot, name=f"{self.name}-land")
         self._state = "committed"
         self._shutdown()
 

@@ -108,7 +108,7 @@ class RemoteBranch:
             if self.delta is None:
                 raise ConflictError(f"{self.name} has no result to commit")
             try:
-                delta_mod.apply(session.parent, self.delta, session.snapshot.manifest,
+                delta_mod.apply(session.parent, self.delta, session.snapshot,
                                 name=f"{self.name}-land")
             except BaseException:
                 self._state = "aborted"

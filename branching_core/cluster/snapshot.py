@@ -186,6 +186,9 @@ class Snapshot:
     key: str
     packs: list[bytes] = field(default_factory=list[bytes])
     blobs: dict[str, tuple[int, int, int]] = field(default_factory=dict[str, tuple[int, int, int]])
+    taken_ns: int = 0
+    """When the scan began: a delta lands with ``since_ns`` = this,
+    under the one conflict rule of every landing (``workspace.land.land_files``)."""
 
     @property
     def content_bytes(self) -> int:
@@ -200,6 +203,7 @@ def take(root: Path) -> Snapshot:
 
     A manifest equal to the previous one of ``root`` keeps its key (comparing two dicts
     costs far less than the canonical JSON and its sha256)."""
+    taken_ns = time.time_ns()  # as a branch's created_ns: the same rule, the same clock
     manifest = scan(root)
     root_key = os.fspath(root)
     with _HASHES_LOCK:
@@ -213,7 +217,9 @@ def take(root: Path) -> Snapshot:
             _KEYS[root_key] = (dict(manifest), key)  # a caller may change its own
             while len(_KEYS) > _MAX_ROOTS:
                 del _KEYS[next(iter(_KEYS))]
-    return Snapshot(root=root, manifest=manifest, key=key)
+    return Snapshot(root=root, manifest=manifest, key=key, taken_ns=taken_ns)
+
+
 
 
 def pack(snap: Snapshot) -> Snapshot:

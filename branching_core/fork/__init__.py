@@ -5,9 +5,10 @@ each with a copied history, its own copy-on-write workspace branch, steering que
 and budget) and merges the winner. Fork state is persisted under
 ``<workspace>/.pydantic-deep/forks/<fork_id>/`` and can be recovered after a restart.
 
-The agent-facing pieces (``LiveForkCapability``, the forking toolset, and the public
-``ForkCoordinator`` with the review service wired in) live one layer up, in
-``branching_core.live``; this package never imports ``branching_core.review``.
+``ForkCoordinator`` is the one coordinator (``branching_core.ForkCoordinator``): its diff
+report, process report and judge are the review layer's, one layer below, imported on first
+use. The agent-facing pieces (``LiveForkCapability``, the forking toolset) live one layer
+up, in ``branching_core.live``.
 """
 
 from __future__ import annotations

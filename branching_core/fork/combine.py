@@ -53,6 +53,8 @@ from branching_core.fork.history import dumps_history
 from branching_core.fork.state import Resolution
 from branching_core.fork.types import MergeResult
 from branching_core.workspace import beneath
+from branching_core.workspace.apply import change_ops
+from branching_core.workspace.changes import find_conflicts
 from branching_core.workspace.land import NewFile, land_files
 from branching_core.workspace.paths import path_problem
 
@@ -352,16 +354,14 @@ def _new_files(plan: CombinePlan) -> dict[str, NewFile | None]:
 
 
 def _parent_changed(plan: CombinePlan, parent: Path, since_ns: int) -> list[str]:
-    out = []
-    for p in plan.paths:
-        if p.action == "keep":
-            continue
-        try:
-            if os.lstat(parent / p.path).st_ctime_ns > since_ns:
-                out.append(f"{p.path}: changed in the parent since the fork")
-        except FileNotFoundError:
-            continue
-    return out
+    """The plan's paths the parent changed since the fork, by the one conflict rule of every
+    landing (``workspace.changes.find_conflicts``, through ``apply.change_ops``)."""
+    ops = change_ops(
+        written=[p.path for p in plan.paths if p.action in ("copy", "write")],
+        deleted=[p.path for p in plan.paths if p.action == "delete"],
+    )
+    return [f"{rel}: changed in the parent since the fork" for rel in
+            find_conflicts(ops, parent, since_ns)]
 
 
 async def merge_combined(

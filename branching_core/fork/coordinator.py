@@ -11,9 +11,10 @@ Each branch is an ``asyncio`` task driving ``agent.iter()`` with
   run); the fork-wide ``aggregate_budget_usd`` is checked at the same moment.
 
 The coordinator never imports a UI; front ends poll :meth:`inspect_branches` or subscribe
-to its events (:meth:`subscribe`, :meth:`add_listener`). Nor does it import
-``branching_core.review``: the diff report and the judge come through ``ForkOptions.review``
-(``review_port.py``); ``branching_core.live.ForkCoordinator`` wires the default in.
+to its events (:meth:`subscribe`, :meth:`add_listener`). The diff report, the process
+report and the judge are the review layer's (below fork): :meth:`diff_report`,
+:meth:`resolve` and :meth:`process_report` call them directly, typed, imported on first use
+so that forking and merging by hand never load the judge.
 
 This module is the facade: construction, options, events, ``fork()``, steering, nesting,
 termination, and one-line delegations to the objects that hold the fork's state and do
@@ -38,10 +39,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic_ai.messages import ModelMessage
 
@@ -67,7 +68,6 @@ from branching_core.fork.persistence import (
     list_open_forks,
     recover_forks,
 )
-from branching_core.fork.review_port import NO_REVIEW, ForkReview
 from branching_core.fork.run_loop import BranchRunner
 from branching_core.fork.runtime import (
     INTERRUPTED,
@@ -91,6 +91,15 @@ from branching_core.fork.types import (
     MergeStrategy,
 )
 from branching_core.workspace import Workspace
+
+if TYPE_CHECKING:  # the review layer is imported when used: a fork alone never loads it
+    from branching_core.config.schema import Settings
+    from branching_core.fork.combine import CombinePlan, Selection
+    from branching_core.fork.estimate import ForkEstimate
+    from branching_core.review.process_report import ProcessReport
+    from branching_core.review.resolver import ModelChoice
+    from branching_core.review.types import BranchDiffReport, ResolveOutcome
+    from branching_core.sandbox import ResourceLimits
 
 log = logging.getLogger(__name__)
 
@@ -558,44 +567,84 @@ class ForkCoordinator:
         """
         return recover_forks(cls, workspace, agent, options=options, **option_overrides)
 
-    # -- review (through ForkOptions.review: fork/review_port.py) -------------------------
-    def _review(self) -> ForkReview:
-        if self.options.review is None:
-            raise InvalidStateError(NO_REVIEW)
-        return self.options.review
-
-    def diff_report(self, paths: list[str] | None = None) -> Any:
+    # -- review (branching_core.review, the layer below: typed, no port) ----------------
+    def diff_report(self, paths: list[str] | None = None) -> BranchDiffReport:
         """The typed cross-branch ``BranchDiffReport`` (see ``review.build_diff_report``)."""
-        self._require_handle()
-        return self._review().diff_report(self, paths)
+        from branching_core.review.diff_report import build_diff_report, user_edit_marks
 
-    async def resolve(self, strategy: MergeStrategy | None = None, **kwargs: Any) -> Any:
-        """Settle the fork with a judge per ``strategy`` (see ``review.resolver.resolve``)."""
-        return await self._review().resolve(self, strategy, **kwargs)
-
-    def process_report(self) -> Any:
-        """Each branch's tool calls, aligned, with where they diverged (``fork.process_report``)."""
-        from branching_core.fork.process_report import build_process_report
-
-        return build_process_report(
-            self._branches.values(), price_fn=self.price_fn, edits=self.user_edits()
+        handle = self._require_handle()
+        return build_diff_report(
+            handle.fork_id,
+            list(self.state.branches.values()),
+            paths,
+            parent_path=self.parent_path,
+            user_edits=user_edit_marks(self),
         )
 
-    def combine_preview(self, selection: Any, *, base: str | None = None) -> Any:
+    async def resolve(
+        self,
+        strategy: MergeStrategy | None = None,
+        *,
+        goal: str | None = None,
+        judges: Sequence[ModelChoice] | None = None,
+        test_command: str | None = None,
+        test_timeout_s: float | None = None,
+        test_limits: ResourceLimits | None = None,
+        settings: Settings | None = None,
+        commit: bool = False,
+        wait_timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ResolveOutcome:
+        """Settle the fork with a judge per ``strategy`` (see ``review.resolver.resolve``)."""
+        from branching_core.review.resolver import resolve
+
+        return await resolve(
+            self,
+            strategy,
+            goal=goal,
+            judges=judges,
+            test_command=test_command,
+            test_timeout_s=test_timeout_s,
+            test_limits=test_limits,
+            settings=settings,
+            commit=commit,
+            wait_timeout=wait_timeout,
+            env=env,
+        )
+
+    def process_report(self) -> ProcessReport:
+        """Each branch's tool calls, aligned, where they diverged (``review.process_report``)."""
+        from branching_core.review.process_report import build_process_report
+
+        return build_process_report(
+            self.state.branches.values(), price_fn=self.price_fn, edits=self.user_edits()
+        )
+
+    def combine_preview(self, selection: Selection, *, base: str | None = None) -> CombinePlan:
         """Plan ``merge_or_select("combine", selection=...)`` without writing anything."""
         from branching_core.fork.combine import plan_combination
 
         return plan_combination(self, selection, base=base)
 
     def estimate(
-        self, specs: Sequence[BranchSpec | dict[str, Any]], parent_history: Sequence[Any], **kw: Any
-    ) -> Any:
+        self,
+        specs: Sequence[BranchSpec | dict[str, Any]],
+        parent_history: Sequence[ModelMessage],
+        *,
+        avg_requests: float | None = None,
+        aggregate_budget_usd: float | None = None,
+    ) -> ForkEstimate:
         """Estimated cost of forking ``specs`` now (``fork.estimate.estimate_fork``)."""
         from branching_core.fork.estimate import estimate_fork
 
         model = self.default_model or getattr(self.agent, "model", None)
         return estimate_fork(
-            specs, parent_history, default_model=model, price_fn=self.price_fn, **kw
+            specs,
+            parent_history,
+            default_model=model,
+            price_fn=self.price_fn,
+            avg_requests=avg_requests,
+            aggregate_budget_usd=aggregate_budget_usd,
         )
 
 

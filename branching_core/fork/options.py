@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from branching_core.errors import InvalidTypeError
 from branching_core.fork.budget import PriceFn
-from branching_core.fork.review_port import ForkReview
 
 ApprovalPolicy = Callable[[str, dict[str, Any]], bool] | Sequence[str] | bool
 """Which workspace tool calls need a person's approval: a predicate over (tool name, args),
@@ -44,8 +43,6 @@ class ForkOptions:
     ``keep_resolved`` is how many resolved forks keep their manifest and histories on disk
     (``"all"``: every one; ``"settings"``: ``[fork] keep_resolved`` of the workspace's
     config.toml, default 20; see ``fork/retention.py`` for when file copies are dropped);
-    ``review`` builds diff reports and runs the judge (``fork/review_port.py``; the public
-    ``ForkCoordinator`` fills it with ``branching_core.review.ReviewService``).
     ``runner`` is where branch files live: ``None`` (this machine) or a runner that hosts
     them, e.g. ``branching_core.cluster.RayRunner()``: one Ray actor per branch on a worker
     node, the model loops staying here (``fork/branch_files.py``).
@@ -66,7 +63,6 @@ class ForkOptions:
     materialize: bool = False
     keep_artifacts: bool = False
     keep_resolved: int | Literal["all", "settings"] = "settings"
-    review: ForkReview | None = None
     runner: Any = None
     external_runner: Any = None  # runs ``agent:NAME`` branches (fork/external_branch.py)
     network: Any = None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from branching_core.errors import BranchingError
-from branching_core.run_states import SHARED_FINAL_STATES
+from branching_core.run_states import FORK_STOPPED_STATES, SHARED_FINAL_STATES
 
 BranchState = Literal[
     "running",
@@ -30,9 +30,7 @@ final for the current turn; ``budget_exhausted`` / ``aggregate_budget_exhausted`
 ``budget_unknown`` / ``terminated`` branches stay mergeable (their partial history and
 their files)."""
 
-STOPPED_STATES: frozenset[str] = frozenset(
-    {"terminated", "budget_exhausted", "aggregate_budget_exhausted", "budget_unknown"}
-)
+STOPPED_STATES: frozenset[str] = FORK_STOPPED_STATES
 """Branches stopped before they finished (mergeable: their partial work)."""
 
 FINAL_STATES: frozenset[str] = SHARED_FINAL_STATES | STOPPED_STATES

@@ -27,10 +27,9 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.toolsets import CombinedToolset
 
 from branching_core.errors import InvalidArgumentError
-from branching_core.fork import coordinator as engine
+from branching_core.fork.coordinator import ForkCoordinator
 from branching_core.fork.options import ForkOptions
 from branching_core.fork.runtime import BranchRunContext, current_branch
-from branching_core.live.coordinator import ForkCoordinator
 from branching_core.live.tools import create_fork_toolset
 from branching_core.workspace import Workspace
 
@@ -66,7 +65,7 @@ class LiveForkCapability(AbstractCapability[Any]):
     approval_required: Any = None
     options: ForkOptions | None = None
 
-    coordinator: engine.ForkCoordinator | None = field(default=None, repr=False, compare=False)
+    coordinator: ForkCoordinator | None = field(default=None, repr=False, compare=False)
     """The run's coordinator (set on the per-run copy returned by ``for_run``)."""
     _branch: BranchRunContext | None = field(default=None, repr=False, compare=False)
     _template: LiveForkCapability | None = field(default=None, repr=False, compare=False)
@@ -165,10 +164,10 @@ class LiveForkCapability(AbstractCapability[Any]):
             provide_workspace_tools=False,
         )
 
-    def _adopt(self, deps: Any) -> engine.ForkCoordinator | None:
+    def _adopt(self, deps: Any) -> ForkCoordinator | None:
         previous = getattr(deps, "fork_coordinator", None) if deps is not None else None
         if (
-            isinstance(previous, engine.ForkCoordinator)
+            isinstance(previous, ForkCoordinator)
             and not previous.is_resolved
             and previous not in self._claimed
         ):
@@ -182,12 +181,12 @@ class LiveForkCapability(AbstractCapability[Any]):
             if self._template is not None and self.coordinator is not None and self._branch is None:
                 self._template._claimed.discard(self.coordinator)
 
-    def open_coordinators(self) -> list[engine.ForkCoordinator]:
+    def open_coordinators(self) -> list[ForkCoordinator]:
         """Coordinators of this agent's runs whose fork is still open."""
         root = self._template or self
         return [c for c in list(root._all) if c.fork_id is not None and not c.is_resolved]
 
-    def adopt(self, coordinator: engine.ForkCoordinator) -> None:
+    def adopt(self, coordinator: ForkCoordinator) -> None:
         """Register a coordinator (e.g. one from ``ForkCoordinator.recover``) here."""
         (self._template or self)._all.add(coordinator)
 

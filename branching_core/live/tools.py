@@ -11,14 +11,14 @@ A call that cannot be done raises ``ToolFailed``: the model reads the reason and
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_ai import RunContext, ToolFailed
 from pydantic_ai.toolsets import FunctionToolset
 
-from branching_core.fork.git_landing import GitLanding
+from branching_core.fork.actions import GitCommitRequest, MergeAction
 from branching_core.fork.types import (
     BranchIsolation,
     BranchSpec,
@@ -188,9 +188,11 @@ def create_fork_toolset(
             git_message: the commit message (default: a summary of the branch's steer).
         """
         coord = active()
-        git = GitLanding(commit=True, message=git_message) if git_commit else None
-        try:
-            result = await coord.merge_or_select(action, git=git)
+        try:  # the one parse of the model's string; the coordinator gets a typed action
+            merge = MergeAction.parse(action)
+            if git_commit:
+                merge = replace(merge, git_commit=GitCommitRequest(message=git_message))
+            result = await coord.merge_or_select(merge)
         except (ValueError, RuntimeError) as exc:
             raise ToolFailed(str(exc)) from None
         if result.aborted:
@@ -237,7 +239,7 @@ def create_fork_toolset(
         coord = active(fork_id)
         try:  # the review layer's report: the same one the TUI and the judge read
             return coord.diff_report(paths).to_dict()
-        except (ValueError, RuntimeError) as exc:  # a bad path filter; no review service
+        except (ValueError, RuntimeError) as exc:  # a bad path filter; no fork
             raise ToolFailed(str(exc)) from None
 
     @toolset.tool_plain

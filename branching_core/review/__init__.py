@@ -48,8 +48,9 @@ _LAZY: dict[str, str] = {
     "JUDGE_SYSTEM_PROMPT": "branching_core.review.judge",
     "resolve": "branching_core.review.resolver",
     "vote_panel": "branching_core.review.resolver",
-    # what the fork coordinator is given (ForkOptions.review)
-    "ReviewService": "branching_core.review.service",
+    # how each branch worked (tool calls aligned across branches)
+    "ProcessReport": "branching_core.review.process_report",
+    "build_process_report": "branching_core.review.process_report",
 }
 
 # built from the lazy table so each name is declared once (pyright cannot follow that)

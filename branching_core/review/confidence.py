@@ -40,8 +40,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from branching_core.fork.types import STOPPED_STATES as FORK_STOPPED_STATES
 from branching_core.review.types import BranchDiffReport, ConfidenceSignals
+from branching_core.run_states import FORK_STOPPED_STATES
 
 JUDGE_WEIGHT = 0.6
 JUDGE_MAX = 0.95

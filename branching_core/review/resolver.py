@@ -36,7 +36,7 @@ from typing import Any
 from pydantic_ai.models import Model
 
 from branching_core.errors import ConfigError, InvalidArgumentError, InvalidStateError
-from branching_core.fork.process_report import build_process_report
+from branching_core.merge_action import MergeAction
 from branching_core.review.branch_tests import DEFAULT_TEST_TIMEOUT_S, run_branch_tests
 from branching_core.review.confidence import (
     compute_confidence,
@@ -50,6 +50,7 @@ from branching_core.review.diff_report import build_diff_report, user_edit_marks
 from branching_core.review.domain import judge_domain
 from branching_core.review.judge import JudgeAgent, JudgeDecision
 from branching_core.review.judge_log import record_judge_decision, tune_confidence_threshold
+from branching_core.review.process_report import build_process_report
 from branching_core.review.types import (
     BranchDiffReport,
     BranchOutcome,
@@ -128,11 +129,11 @@ def _judge(choice: ModelChoice | None) -> JudgeAgent:
     return choice if isinstance(choice, JudgeAgent) else JudgeAgent(choice)
 
 
-def _pick_action(coordinator: Any, branch_id: str) -> str:
-    """``pick:<label>`` (ids only when two branches share a label)."""
+def _pick_action(coordinator: Any, branch_id: str) -> MergeAction:
+    """Pick that branch by label (by id only when two branches share a label)."""
     rt = coordinator.branches[branch_id]
     same = [r for r in coordinator.branches.values() if r.label == rt.label]
-    return f"pick:{rt.label}" if len(same) == 1 else f"pick:{branch_id}"
+    return MergeAction.pick(rt.label if len(same) == 1 else branch_id)
 
 
 async def resolve(

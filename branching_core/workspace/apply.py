@@ -13,31 +13,47 @@ before, followed links and was not crash-atomic.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
+
+from branching_core.workspace.changes import Op, find_conflicts
+
+
+def change_ops(
+    changes: Any = None,
+    *,
+    written: Iterable[str] = (),
+    existed: Collection[str] = (),
+    deleted: Iterable[str] = (),
+) -> list[Op]:
+    """A change as the ops the one conflict rule reads (``changes.find_conflicts``).
+
+    ``changes`` is a ``Branch.changes()`` value: what the branch modified (or lost in the
+    parent) was there when it was made, what it created was not. Callers that land
+    something other than a branch say the same with ``written`` (paths it puts),
+    ``existed`` (those of them the parent held when the change began: a combine's paths
+    from the branches, a Ray snapshot's manifest) and ``deleted``."""
+    ops: list[Op] = []
+    if changes is not None:
+        was_there = {*changes.modified, *getattr(changes, "lost_in_parent", ())}
+        ops += [Op("put", rel, existed=rel in was_there) for rel in sorted(
+            {*changes.created, *was_there})]
+        ops += [Op("delete", rel) for rel in changes.deleted]
+    ops += [Op("put", rel, existed=rel in existed) for rel in written]
+    ops += [Op("delete", rel) for rel in deleted]
+    return ops
 
 
 def changed_since(changes: Any, parent_dir: Path, created_ns: int) -> list[str]:
     """Paths the branch changed that the parent changed (or lost) after ``created_ns``.
 
-    A path the branch wrote that a third party deleted or renamed away meanwhile (the
-    branch's ``lost_in_parent``, from ``Branch.changes()``) is one too: applying it would
-    resurrect the deleted file.
+    The one conflict rule (``changes.find_conflicts``, what ``Branch.commit`` and
+    ``land.land_files`` check) applied to ``changes`` without landing anything: a path
+    the parent changed after ``created_ns``, or one the branch modified that a third party
+    deleted or renamed away meanwhile (applying it would resurrect the deleted file).
     """
-    out: list[str] = []
-    lost: set[str] = set(getattr(changes, "lost_in_parent", ()))
-    for rel in changes.all_paths:
-        target = parent_dir / rel
-        try:
-            st = os.lstat(target)
-        except (FileNotFoundError, NotADirectoryError):
-            if rel in changes.modified or rel in changes.deleted or rel in lost:
-                out.append(rel)
-            continue
-        if st.st_ctime_ns > created_ns and not target.is_dir():
-            out.append(rel)
-    return sorted(out)
+    return find_conflicts(change_ops(changes), parent_dir, created_ns)
 
 
-__all__ = ["changed_since"]
+__all__ = ["change_ops", "changed_since"]

@@ -76,6 +76,7 @@ def land_files(
     dirs: Mapping[str, int] | None = None,
     source_root: Path | None = None,
     keep_privileges: bool = False,
+    existed: Collection[str] = (),
 ) -> BranchChanges:
     """Publish ``files`` (relative path -> new content, ``None`` deletes it) and ``dirs``
     (relative path -> mode of a directory to make or re-mode) into ``node`` all or
@@ -88,7 +89,10 @@ def land_files(
     of the paths after ``since_ns`` (None: the caller checked conflicts against its own
     record) or cannot take it (a file where a directory is needed...); ``CommitError``
     (nothing applied, or rolled back) when it cannot be written. setuid/setgid bits and
-    file capabilities are stripped unless ``keep_privileges``. A commit interrupted past
+    file capabilities are stripped unless ``keep_privileges``. ``existed``: paths the
+    parent held when the change began (``since_ns``); one of them now missing from the
+    parent was deleted by someone else meanwhile, a conflict under the same one rule
+    (``changes.find_conflicts``) rather than a resurrection. A commit interrupted past
     its commit point is finished when the workspace is next opened.
     """
     dirs = dict(dirs or {})
@@ -119,7 +123,7 @@ def land_files(
         made_state_dir = not (parent_root / PROJECT_STATE_DIR).exists()
         intent = state_intent(store.journal_dir, commit_id) if made_state_dir else None
         try:
-            ops = _stage(files, dirs, parent_root, scratch / "new", intent, source_root)
+            ops = _stage(files, dirs, parent_root, scratch / "new", intent, source_root, existed)
             ops = check_landing(
                 ops,
                 parent_root,
@@ -188,6 +192,7 @@ def _stage(
     staging: Path,
     intent: Path | None,
     source_root: Path | None,
+    existed: Collection[str] = (),
 ) -> list[Op]:
     """The commit's operations, with every new file written under ``staging``."""
     ops: list[Op] = []
@@ -237,7 +242,8 @@ def _stage(
                 os.chmod(staged, stat.S_IMODE(content.mode))
             elif st is not None and stat.S_ISREG(st.st_mode):
                 os.chmod(staged, stat.S_IMODE(st.st_mode))
-        ops.append(Op("put", rel, source=str(staged), existed=st is not None))
+        was_there = st is not None or rel in existed
+        ops.append(Op("put", rel, source=str(staged), existed=was_there))
     return ops
 
 

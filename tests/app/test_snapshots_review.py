@@ -22,8 +22,8 @@ from textual.pilot import Pilot
 
 from branching_core.config import Settings
 from branching_core.fork.estimate import estimate_fork
-from branching_core.fork.process_report import ProcessReport, ToolStep
 from branching_core.review.detect_tests import DetectedTestCommand
+from branching_core.review.process_report import ProcessReport, ToolStep
 from branching_core.review.types import BranchChange, BranchDiffReport, DiffSummary, PathDiff
 from tests.app.fixtures_merge import ScreenHost, fixed_report, fixed_statuses, run_fork
 
@@ -111,7 +111,7 @@ def test_process_view_of_text_only_branches(snap_compare: Any) -> None:
     ``!cmd``s and IDE edits (the view was empty: "no branch has called a tool yet")."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-    from branching_core.fork.process_report import ProcessReport, branch_moments
+    from branching_core.review.process_report import ProcessReport, branch_moments
 
     def talk(prompt: str, answer: str, steer: str | None = None) -> list[Any]:
         history: list[Any] = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def test_a_delta_lands_exactly_what_a_local_commit_lands(tmp_path: Path) -> None
     real = make_tree(tmp_path / "real")
     snap = take(real)
     ws = Workspace(real)
-    apply(ws, delta, snap.manifest, name="land")
+    apply(ws, delta, snap, name="land")
     assert tree_state(real) == tree_state(expected_root)
     assert (real / ".pydantic-deep" / "state.json").read_text() == "{}"
     assert ws.open_branches() == []
@@ -52,12 +53,13 @@ def test_a_path_changed_since_the_snapshot_is_a_conflict_and_nothing_lands(
     delta = _delta_of_edits(base)
     real = make_tree(tmp_path / "real")
     snap = take(real)
+    time.sleep(0.02)  # past the coarse clock's tick (file change times come from it)
     (real / "a.txt").write_text("changed by someone else\n")
     (real / "olddir" / "deep" / "f").write_text("also changed\n")
     before = tree_state(real)
     ws = Workspace(real)
     with pytest.raises(ConflictError) as info:
-        apply(ws, delta, snap.manifest, name="land")
+        apply(ws, delta, snap, name="land")
     assert set(info.value.paths) == {"a.txt", "olddir/deep/f"}
     assert tree_state(real) == before
     assert ws.open_branches() == []
@@ -71,7 +73,7 @@ def test_an_unrelated_parent_change_does_not_conflict(tmp_path: Path) -> None:
     snap = take(real)
     (real / "unrelated.txt").write_text("someone else's work\n")
     ws = Workspace(real)
-    apply(ws, delta, snap.manifest, name="land")
+    apply(ws, delta, snap, name="land")
     assert (real / "unrelated.txt").read_text() == "someone else's work\n"
     assert (real / "a.txt").read_text() == "alpha, edited\n"
     ws.close()

@@ -5,6 +5,7 @@ backend (overlay here) and on plain copies."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,11 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from branching_core.fork import BranchSpec, ForkCoordinator
+from branching_core.fork import BranchSpec, ForkCoordinator, MergeAction
 from branching_core.fork.combine import CombineConflict, CombineError, branch_hunks, hunks_of
 from branching_core.workspace import Workspace
+from branching_core.workspace.apply import change_ops
+from branching_core.workspace.changes import find_conflicts
 from tests.fork.helpers import Scripted, request_text
 from tests.review.forks import call, fork_with
 from tests.support.typed import view_of
@@ -154,6 +157,24 @@ async def test_parent_changed_since_the_fork_is_a_conflict(ws: Workspace, projec
         await coord.merge_or_select("combine", selection={"calc.py": ["a:0"], "parser.py": "a"})
     assert (project / "calc.py").read_text() == "edited by hand\n"
     assert not (project / "parser.py").exists()
+    await coord.abort_fork()
+
+
+async def test_a_combine_finds_a_parent_change_by_the_one_conflict_rule(
+    ws: Workspace, project: Path
+) -> None:
+    """The typed action, and the rule every landing has (``changes.find_conflicts``): a
+    rewrite with the very bytes the parent held is a change since the fork all the same."""
+    coord = await two_branches(ws)
+    time.sleep(0.02)  # past the coarse clock's tick
+    (project / "calc.py").write_bytes((project / "calc.py").read_bytes())
+    since = min(rt.ws_branch.created_ns for rt in coord.branches.values() if rt.ws_branch)
+    ops = change_ops(written=["calc.py", "parser.py"])
+    assert find_conflicts(ops, project, since) == ["calc.py"]
+    action = MergeAction.combine({"calc.py": ["a:0"], "parser.py": "a"})
+    with pytest.raises(CombineConflict, match=r"calc\.py: changed in the parent"):
+        await coord.merge_or_select(action)
+    assert not (project / "parser.py").exists() and not coord.is_resolved
     await coord.abort_fork()
 
 

@@ -1,9 +1,11 @@
-"""The fork layer works without the review layer; the public coordinator wires it in.
+"""One ``ForkCoordinator``, typed all the way to the review layer below it (issue 23).
 
-DESIGN.md's layers put ``review`` below ``fork`` (review imports fork types), so the fork
-coordinator reaches the diff report and the judge only through ``ForkOptions.review``
-(``fork/review_port.py``). ``lint-imports`` checks the static imports; these tests check
-what actually happens at run time.
+The review layer (diff report, process report, judge) sits *below* fork in DESIGN.md's
+layers since issue 23: the coordinator calls it directly, so there is no ``Any``-typed
+port and no second class of the same name that wires a default review in. ``lint-imports``
+checks the static imports; these tests check what actually happens at run time: the
+coordinator the fork layer builds is the public one and reports without being given
+anything, and a fork that is only run and merged by hand still never loads the judge.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from pydantic_ai import Agent
 
 import branching_core
-from branching_core import live
-from branching_core.fork import BranchSpec, ForkOptions
-from branching_core.fork import ForkCoordinator as EngineCoordinator
-from branching_core.review import BranchDiffReport, ReviewService
+from branching_core import fork, live
+from branching_core.fork import BranchSpec, ForkCoordinator
+from branching_core.review import BranchDiffReport, ProcessReport
 
 from .helpers import Scripted, call
 
@@ -31,47 +31,40 @@ def _writer() -> Agent:
     return Agent(Scripted({"A": [call("write_file", path="a.txt", content="a\n")]}).model)
 
 
-async def test_public_coordinator_has_review_and_nested_forks_keep_it(ws, runner) -> None:
-    assert branching_core.ForkCoordinator is live.ForkCoordinator
-    coord = live.ForkCoordinator(_writer(), workspace=ws, command_runner=runner)
-    assert isinstance(coord, EngineCoordinator)
-    assert isinstance(coord.options.review, ReviewService)
+def test_there_is_one_fork_coordinator() -> None:
+    assert branching_core.ForkCoordinator is fork.ForkCoordinator is live.ForkCoordinator
+    named = {
+        cls
+        for module in list(sys.modules.values())
+        if (getattr(module, "__name__", "") or "").startswith("branching_core")
+        for cls in [getattr(module, "ForkCoordinator", None)]
+        if isinstance(cls, type)
+    }
+    assert named == {ForkCoordinator}
+
+
+async def test_the_fork_layer_coordinator_reports_and_nests_without_being_given_review(
+    ws, project: Path, runner
+) -> None:
+    coord = ForkCoordinator(_writer(), workspace=ws, command_runner=runner)
     await coord.fork([BranchSpec("a", "A")], parent_history=[])
     await coord.wait(timeout=30)
     report = coord.diff_report()
     assert isinstance(report, BranchDiffReport)
     assert [p.path for p in report.paths] == ["a.txt"]
+    assert coord.diff()["paths"][0]["path"] == "a.txt"
+    process = coord.process_report()
+    assert isinstance(process, ProcessReport)
+    assert [s.tool for s in process.steps["a"]] == ["write_file"]
     inner = coord.nested("a")
-    assert type(inner) is live.ForkCoordinator and inner.options.review is coord.options.review
-    await coord.abort_fork()
-
-
-async def test_a_given_review_service_is_kept(ws, runner) -> None:
-    mine = ReviewService()
-    coord = live.ForkCoordinator(_writer(), workspace=ws, options=ForkOptions(review=mine))
-    assert coord.options.review is mine
-
-
-async def test_fork_layer_coordinator_without_review_says_how_and_merges_nothing(
-    ws, project: Path, runner
-) -> None:
-    coord = EngineCoordinator(_writer(), workspace=ws, command_runner=runner)
-    await coord.fork([BranchSpec("a", "A")], parent_history=[])
-    await coord.wait(timeout=30)
-    with pytest.raises(RuntimeError, match="no review service"):
-        coord.diff_report()
-    with pytest.raises(RuntimeError, match="no review service"):
-        coord.diff()
-    with pytest.raises(RuntimeError, match="no review service"):
-        await coord.merge_or_select("auto")
-    assert not (project / "a.txt").exists() and not coord.is_resolved
-    result = await coord.merge_or_select("pick:a")  # everything else works without review
+    assert type(inner) is ForkCoordinator
+    result = await coord.merge_or_select("pick:a")
     assert result.applied_paths == ["a.txt"] and (project / "a.txt").read_text() == "a\n"
 
 
 def test_forking_with_the_mirror_never_loads_the_review_layer(tmp_path: Path) -> None:
-    """A fork with the on-disk mirror, its merge and recover() run on the fork layer alone
-    (the mirror used to live in review/, so this imported branching_core.review)."""
+    """A fork with the on-disk mirror, its merge and recover() never import the review layer
+    (it is imported on first use: a diff report, a process report, a judge)."""
     project = tmp_path / "p"
     project.mkdir()
     (project / "x.txt").write_text("x\n")

@@ -8,8 +8,8 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse
 
 from branching_core.fork import BranchSpec, ForkCoordinator, MergeStrategy
-from branching_core.fork.process_report import SUMMARY_CHARS, build_process_report
 from branching_core.review import resolve
+from branching_core.review.process_report import SUMMARY_CHARS, build_process_report
 from branching_core.workspace import Workspace
 from tests.review.forks import JudgeScript, verdict
 

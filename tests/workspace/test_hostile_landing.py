@@ -35,7 +35,7 @@ import pytest
 
 from branching_core.cluster.delta import Delta
 from branching_core.cluster.delta import apply as apply_delta
-from branching_core.cluster.snapshot import scan
+from branching_core.cluster.snapshot import take
 from branching_core.errors import UnsafeChangeError
 from branching_core.fork import MergeAction
 from branching_core.fork.combine import CombineError
@@ -253,7 +253,7 @@ def test_a_delta_with_a_bad_key_in_any_part_is_refused_whole(
     project: Path, canary: Path, part: str, shape: str
 ) -> None:
     ws = Workspace(project)
-    manifest = scan(project)
+    snap = take(project)
     guard = Guarded(canary, project)
     bad = path_shapes(canary)[shape]
     delta = Delta(files={"fine.txt": (0o644, b"ok\n")})
@@ -266,7 +266,7 @@ def test_a_delta_with_a_bad_key_in_any_part_is_refused_whole(
     else:
         delta.symlinks[bad] = "/etc/passwd"
     with pytest.raises(UnsafeChangeError) as info:
-        apply_delta(ws, delta, manifest, name="node")
+        apply_delta(ws, delta, snap, name="node")
     assert bad in info.value.paths
     guard.unchanged()
     ws.close()
@@ -276,7 +276,7 @@ def test_a_delta_never_writes_through_a_link_and_loses_setuid(
     project: Path, canary: Path
 ) -> None:
     ws = Workspace(project)
-    manifest = scan(project)
+    snap = take(project)
     guard = Guarded(canary, project)
     for delta in (
         Delta(symlinks={"lnk": str(canary)}, files={"lnk/target.txt": (0o644, b"pwned\n")}),
@@ -288,15 +288,15 @@ def test_a_delta_never_writes_through_a_link_and_loses_setuid(
         Delta(files={"ok.txt": (0o104755, b"mode with a file type")}),
     ):
         with pytest.raises(UnsafeChangeError):
-            apply_delta(ws, delta, manifest, name="node")
+            apply_delta(ws, delta, snap, name="node")
     guard.unchanged()
     _swap_out_for_link(project, canary)
-    manifest = scan(project)
+    snap = take(project)
     guard = Guarded(canary, project)
     with pytest.raises(UnsafeChangeError, match="symlink"):
-        apply_delta(ws, Delta(files={"out/target.txt": (0o644, b"pwned\n")}), manifest, "node")
+        apply_delta(ws, Delta(files={"out/target.txt": (0o644, b"pwned\n")}), snap, "node")
     guard.unchanged()
-    apply_delta(ws, Delta(files={"tool": (0o6755, b"#!/bin/sh\n")}), manifest, name="node")
+    apply_delta(ws, Delta(files={"tool": (0o6755, b"#!/bin/sh\n")}), snap, name="node")
     assert stat.S_IMODE(os.stat(project / "tool").st_mode) == 0o755
     guard.canary_intact()
     ws.close()

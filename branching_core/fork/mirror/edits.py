@@ -27,14 +27,15 @@ import os
 import stat
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Literal
 
 from branching_core.errors import UnsafeChangeError
 from branching_core.fork.mirror.stamps import Stamp, digest, lstat, stash
 from branching_core.fork.mirror.sync import TMP_MARK, MirroredBranch, MirrorTree, relevant
 from branching_core.workspace import beneath
-from branching_core.workspace.guard import PRIVILEGE_BITS
+from branching_core.workspace.guard import PRIVILEGE_BITS, linked_steps
+from branching_core.workspace.paths import path_problem
 
 EDITOR_DIRS = frozenset({".idea"})
 """Top-level directories an IDE makes on its own when it opens a folder: never applied."""
@@ -128,16 +129,15 @@ class EditBatch:
 
 
 def _unsafe(root: Path, rel: str, *, what: str) -> str | None:
-    """Why writing ``root/rel`` could leave ``root`` (a symlink on the way), else None."""
-    parts = PurePosixPath(rel).parts
-    if not parts or ".." in parts or PurePosixPath(rel).is_absolute():
-        return f"{rel}: not a path inside the {what}"
-    current = root
-    for part in parts[:-1]:
-        current = current / part
-        st = lstat(current)
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            return f"{rel}: {current.relative_to(root)} is a symlink in the {what}; not followed"
+    """Why writing ``root/rel`` could leave ``root``, else None: the landing rule's own
+    checks (``workspace.paths.path_problem``: relative, no ``..``/NUL, not forkdeck's
+    state; ``workspace.guard.linked_steps``: no symlink on the way), as every landing."""
+    reason = path_problem(rel)
+    if reason is not None:
+        return f"{rel}: not a path inside the {what} ({reason})"
+    linked = linked_steps([(rel, "f")], root)
+    if linked:
+        return f"{linked[0][1]} (in the {what})"
     return None
 
 

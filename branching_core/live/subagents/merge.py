@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.errors import ConflictError
-from branching_core.workspace.apply import changed_since
 from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
 
@@ -41,13 +40,10 @@ class Landing:
     deleted: list[str] = field(default_factory=list)
 
 
-def _parent_dir(branch: Any) -> Path:
-    return Path(branch.parent.path)
-
-
 def _land_paths(branch: Any, changes: Any) -> None:
     """A stale branch's paths in one journaled commit through the one landing function
-    (its landing rule included): all of them or, on a conflict found meanwhile, none."""
+    with its one conflict rule: all of them or, on a conflict, none (``ConflictError``
+    naming every path the parent changed since the branch was made, or lost meanwhile)."""
     root = Path(branch.path)
     files, dirs = branch_files(root, changes)
     land_files(
@@ -57,6 +53,7 @@ def _land_paths(branch: Any, changes: Any) -> None:
         since_ns=branch.created_ns,
         source_root=root,
         label=f"branch {branch.name} (path by path)",
+        existed={*changes.modified, *getattr(changes, "lost_in_parent", ())},
     )
 
 
@@ -102,11 +99,6 @@ async def _land_locked(branch: Any) -> Landing:
             else:
                 landing.conflicts = sorted(exc.paths)
             return landing
-    parent_dir = _parent_dir(branch)
-    conflicts = changed_since(changes, parent_dir, branch.created_ns)
-    if conflicts:
-        landing.conflicts = conflicts
-        return landing
     try:
         await asyncio.to_thread(_land_paths, branch, changes)
     except ConflictError as exc:
@@ -117,4 +109,4 @@ async def _land_locked(branch: Any) -> Landing:
     return landing
 
 
-__all__ = ["Landing", "abort_quietly", "changed_since", "land", "landing_lock"]
+__all__ = ["Landing", "abort_quietly", "land", "landing_lock"]
