@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .commands import Slash
-    from .screens.chat import ChatScreen
+    from .chat.screen import ChatScreen
 
 Handler = Callable[["ChatScreen", "Slash"], None]
 """What a command runs: the screen it was typed on, and the command with its arguments

@@ -13,7 +13,7 @@ from .lifecycle import offer_recovery, start_fork
 
 if TYPE_CHECKING:
     from ..commands import Slash
-    from ..screens.chat import ChatScreen
+    from ..chat.screen import ChatScreen
 
 
 def fork(screen: ChatScreen, command: Slash) -> None:

@@ -8,7 +8,7 @@ from .screen_flow import start_merge
 
 if TYPE_CHECKING:
     from ..commands import Slash
-    from ..screens.chat import ChatScreen
+    from ..chat.screen import ChatScreen
 
 
 def merge(screen: ChatScreen, command: Slash) -> None:

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from branching_core.review.types import PathDiff
 
-from ..widgets.merge_diff import EDITED_BY_YOU, EDITED_STYLE, colorize_diff
+from .merge_diff import EDITED_BY_YOU, EDITED_STYLE, colorize_diff
 from .combine_state import PathHunks, Preview, Selection
 
 Slot = tuple[str, int | None]

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from forkdeck.tui import main
-from forkdeck.widgets.chat_input import ChatInput
-from forkdeck.widgets.message_list import AssistantMessage, MessageList, ToolCallView
+from forkdeck.chat.chat_input import ChatInput
+from forkdeck.chat.message_list import AssistantMessage, MessageList, ToolCallView
 
 from tests.app.conftest import (
     TERMINAL,

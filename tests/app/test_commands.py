@@ -19,7 +19,7 @@ from forkdeck.commands import (
     parse_input,
     resolve,
 )
-from forkdeck.screens.chat import ChatScreen
+from forkdeck.chat.screen import ChatScreen
 
 from tests.app.conftest import TERMINAL, make_app, parent_turn, ready, submit, type_line, wait_for
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from forkdeck.commands import COMMANDS, palette_entries
-from forkdeck.screens.chat import ChatScreen
+from forkdeck.chat.screen import ChatScreen
 from textual.command import CommandPalette
 
 from tests.app.conftest import TERMINAL, make_app, ready, wait_for

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from forkdeck.forkdeck_app import ForkdeckApp
-from forkdeck.screens.chat import ChatScreen
+from forkdeck.chat.screen import ChatScreen
 from forkdeck.session import ChatSession
 from forkdeck.tui import build_parser
 

@@ -22,7 +22,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from .fork_tabs import STATE_BADGES
-from .redraw import update_in_place
+from ..common.redraw import update_in_place
 
 FLUSH_INTERVAL = 1 / 10
 """Seconds between two screen updates of the shown panel's streamed text (10 per second:
