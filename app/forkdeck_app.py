@@ -22,10 +22,10 @@ from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from .commands import PaletteEntry, palette_entries
-from .gc_freeze import freeze_long_lived, unfreeze
-from .common.type_ahead import TypeAheadGuard
 from .chat.screen import ChatScreen, config_problem_text
+from .commands import PaletteEntry, palette_entries
+from .common.type_ahead import TypeAheadGuard
+from .gc_freeze import freeze_long_lived, unfreeze
 from .session import ChatSession
 
 FIRST_FRAME_ENV = "FORKDECK_FIRST_FRAME_FILE"

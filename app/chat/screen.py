@@ -25,17 +25,17 @@ from textual.containers import Container, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from .shell import ShellRunner
-from .submission import Submission
-from .turns import ParentTurns
 from ..command_registry import REGISTRY
+from ..fork.fork_log import ForkLog
 from ..fork.view import ALT_DIGIT_GLYPH_KEYS, ForkView, lazy
 from ..session import ChatSession
 from .chat_input import ChatInput
 from .footer import ChatFooter
-from ..fork.fork_log import ForkLog
 from .message_list import MessageList
+from .shell import ShellRunner
 from .status_bar import StatusBar, StatusInfo
+from .submission import Submission
+from .turns import ParentTurns
 
 
 class ChatScreen(Screen[None]):

@@ -29,9 +29,9 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Static
 
+from ..common.redraw import update_in_place
 from .branch_panel import BranchPanelWidget, format_cost, one_line
 from .fork_tabs import STATE_BADGES, ForkTabsWidget
-from ..common.redraw import update_in_place
 
 if TYPE_CHECKING:
     from branching_core.fork import BranchRuntime, ForkCoordinator

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .view import lazy
 
 if TYPE_CHECKING:
-    from ..commands import Steer
     from ..chat.screen import ChatScreen
+    from ..commands import Steer
 
 
 def steer(screen: ChatScreen, command: Steer) -> None:

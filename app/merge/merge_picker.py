@@ -45,7 +45,6 @@ from branching_core.gitops import RepoState, repo_state
 from branching_core.review.detect_tests import DetectedTestCommand
 from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
 
-from .git_choice import GitChoice
 from ..review.combine_state import Combiner, LiveCombiner
 from ..review.detected_tests import describe_tests
 from ..review.diff_explorer import DiffExplorerScreen
@@ -60,6 +59,7 @@ from ..review.merge_diff import (
     launch_difftool,
     state_badge,
 )
+from .git_choice import GitChoice
 
 LIVE_STATES = frozenset({"running", "awaiting_approval"})
 LIVE_EVENTS = frozenset({"BranchStateChanged", "BranchCostUpdated", "BranchToolResult"})

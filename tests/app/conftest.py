@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forkdeck.forkdeck_app import ForkdeckApp
 from forkdeck.chat.screen import ChatScreen
+from forkdeck.forkdeck_app import ForkdeckApp
 from forkdeck.session import MODEL_ENV_KEYS, ChatSession
 from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel

@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from forkdeck.tui import main
 from forkdeck.chat.chat_input import ChatInput
 from forkdeck.chat.message_list import AssistantMessage, MessageList, ToolCallView
+from forkdeck.tui import main
 
 from tests.app.conftest import (
     TERMINAL,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from forkdeck.fork.fork_picker import ForkPickerModal
-from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.fork.terminal_block import TerminalBlock
+from forkdeck.merge.merge_picker import MergePickerModal
 from pydantic_ai.models.test import TestModel
 from textual.widgets import Input
 

@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from forkdeck.fork.approval import ApprovalModal
 from forkdeck.common.confirm import ConfirmModal
+from forkdeck.fork.approval import ApprovalModal
 from forkdeck.fork.fork_picker import ForkPickerModal, ForkRequest
 from forkdeck.fork.recover_fork import RecoverForkModal
 from textual import events

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from forkdeck.merge.merge_picker import BranchColumn, MergePickerModal
 from forkdeck.chat.screen import ChatScreen
+from forkdeck.merge.merge_picker import BranchColumn, MergePickerModal
 from forkdeck.review.diff_explorer import DiffExplorerScreen
 from forkdeck.review.merge_diff import DiffPaths
 from textual.widgets import Static, Tree

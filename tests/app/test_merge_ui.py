@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forkdeck.merge.merge_acceptance import MergeAcceptanceModal, MergeAcceptanceWidget
 from forkdeck.merge.merge_picker import BranchColumn, MergePickerModal
 from forkdeck.review.diff_explorer import DiffExplorerScreen
-from forkdeck.merge.merge_acceptance import MergeAcceptanceModal, MergeAcceptanceWidget
 from forkdeck.review.merge_diff import DiffPaths
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.chat.screen import ChatScreen
+from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.review.diff_explorer import DiffExplorerScreen
 
 from tests.app.conftest import (

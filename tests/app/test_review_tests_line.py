@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forkdeck.chat.screen import ChatScreen
 from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.review.detected_tests import describe_tests, detect_for
-from forkdeck.chat.screen import ChatScreen
 from forkdeck.review.diff_explorer import DiffExplorerScreen
 from rich.text import Text
 from textual.widgets import Static

@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from forkdeck.fork.fork_picker import ForkPickerModal
-from forkdeck.fork.fork_area import ForkArea
 from forkdeck.chat.status_bar import StatusBar, StatusInfo
+from forkdeck.fork.fork_area import ForkArea
+from forkdeck.fork.fork_picker import ForkPickerModal
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Footer

@@ -15,8 +15,8 @@ from typing import Any
 from forkdeck.fork.fork_picker import ForkPickerModal
 from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.review.combine_state import LiveCombiner
-from forkdeck.review.process_view import ProcessViewModal
 from forkdeck.review.diff_explorer import DiffExplorerScreen
+from forkdeck.review.process_view import ProcessViewModal
 from textual.app import App
 from textual.pilot import Pilot
 
