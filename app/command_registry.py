@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .chat.screen import ChatScreen
     from .commands import Slash
-    from .screens.chat import ChatScreen
 
 Handler = Callable[["ChatScreen", "Slash"], None]
 """What a command runs: the screen it was typed on, and the command with its arguments

@@ -26,7 +26,7 @@ from .forkdeck_app import ForkdeckApp
 from .session import ChatSession
 
 if TYPE_CHECKING:
-    from .screens.chat import ChatScreen
+    from .chat.screen import ChatScreen
 
 CALC = '''\
 """A tiny module with a bug: mean() divides by one too many."""

@@ -22,10 +22,10 @@ from textual import events
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from .chat.screen import ChatScreen, config_problem_text
 from .commands import PaletteEntry, palette_entries
+from .common.type_ahead import TypeAheadGuard
 from .gc_freeze import freeze_long_lived, unfreeze
-from .modals.type_ahead import TypeAheadGuard
-from .screens.chat import ChatScreen, config_problem_text
 from .session import ChatSession
 
 FIRST_FRAME_ENV = "FORKDECK_FIRST_FRAME_FILE"
@@ -210,7 +210,7 @@ class ForkdeckApp(App[None]):
         ]
 
     async def _confirm_quit(self, running: list[str]) -> None:
-        from .modals.confirm import ConfirmModal
+        from .common.confirm import ConfirmModal
 
         question = (
             f"{len(running)} branch(es) still running ({', '.join(running)}). Quit anyway?\n"

@@ -337,7 +337,7 @@ class ChatSession:
         """Where the diff tool looks for the open fork: its live mirror
         (``.pydantic-deep/forks/<id>/parent/`` and ``branches/<label>/``, brought up to date
         first), never the live workspace or a helper process's view; None with no fork."""
-        from .widgets.merge_diff import DiffPaths
+        from .review.merge_diff import DiffPaths
 
         coordinator = self.coordinator
         if coordinator is None or coordinator.fork_id is None:
@@ -435,7 +435,7 @@ class ChatSession:
         if coordinator is not None and coordinator.fork_id is not None:
             from branching_core.workspace.fsutil import rmtree
 
-            from .widgets.merge_diff import PLACEHOLDER_DIR
+            from .review.merge_diff import PLACEHOLDER_DIR
 
             rmtree(coordinator.store.fork_dir(coordinator.fork_id) / PLACEHOLDER_DIR)
 

@@ -63,9 +63,9 @@ async def ide_edits(pilot: Any, coordinator: Any) -> None:
 
 
 async def shoot(out: Path) -> list[Path]:
+    from forkdeck.fork.fork_picker import ForkPickerModal
     from forkdeck.forkdeck_app import ForkdeckApp
-    from forkdeck.modals.fork_picker import ForkPickerModal
-    from forkdeck.modals.merge_picker import MergePickerModal
+    from forkdeck.merge.merge_picker import MergePickerModal
     from forkdeck.session import ChatSession
     from textual.widgets import Input
 

@@ -16,7 +16,7 @@ from ..commands import CommandError, help_text, run_settings_command
 
 if TYPE_CHECKING:
     from ..commands import Slash
-    from ..screens.chat import ChatScreen
+    from .screen import ChatScreen
 
 
 def show_help(screen: ChatScreen, command: Slash) -> None:

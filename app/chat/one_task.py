@@ -11,7 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..screens.chat import ChatScreen
+    from .screen import ChatScreen
 
 
 class OneTask:

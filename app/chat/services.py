@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..commands import Slash
-    from ..screens.chat import ChatScreen
+    from .screen import ChatScreen
 
 USAGE = "/services [start|stop|log NAME [BRANCH] | open [BRANCH[:NAME]]]"
 

@@ -24,7 +24,7 @@ from ..commands import (
 )
 
 if TYPE_CHECKING:
-    from ..screens.chat import ChatScreen
+    from .screen import ChatScreen
 
 
 class Submission:

@@ -12,8 +12,8 @@ from .diff import fork_diff as show_diff
 from .lifecycle import offer_recovery, start_fork
 
 if TYPE_CHECKING:
+    from ..chat.screen import ChatScreen
     from ..commands import Slash
-    from ..screens.chat import ChatScreen
 
 
 def fork(screen: ChatScreen, command: Slash) -> None:

@@ -13,7 +13,7 @@ from ..merge.outcome import build_report
 from .view import lazy
 
 if TYPE_CHECKING:
-    from ..screens.chat import ChatScreen
+    from ..chat.screen import ChatScreen
 
 
 def fork_diff(screen: ChatScreen, path: str | None) -> None:
@@ -21,8 +21,8 @@ def fork_diff(screen: ChatScreen, path: str | None) -> None:
 
 
 async def fork_diff_now(screen: ChatScreen, path: str | None) -> None:
-    launch = lazy("forkdeck.widgets.merge_diff", "launch_difftool")
-    explorer_cls = lazy("forkdeck.screens.diff_explorer", "DiffExplorerScreen")
+    launch = lazy("forkdeck.review.merge_diff", "launch_difftool")
+    explorer_cls = lazy("forkdeck.review.diff_explorer", "DiffExplorerScreen")
     session = screen.session
     try:
         report = await build_report(session, [path] if path else None)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .view import lazy
 
 if TYPE_CHECKING:
-    from ..screens.chat import ChatScreen
+    from ..chat.screen import ChatScreen
 
 
 def start_fork(screen: ChatScreen) -> None:
@@ -22,7 +22,7 @@ def start_fork(screen: ChatScreen) -> None:
 
 
 async def _fork_flow(screen: ChatScreen) -> None:
-    picker_cls = lazy("forkdeck.modals.fork_picker", "ForkPickerModal")
+    picker_cls = lazy("forkdeck.fork.fork_picker", "ForkPickerModal")
     session = screen.session
     settings = session.settings
     request = await screen.app.push_screen_wait(
@@ -55,7 +55,7 @@ def confirm_escape(screen: ChatScreen, label: str | None) -> None:
 
 
 async def _confirm_escape(screen: ChatScreen, label: str | None) -> None:
-    confirm_cls = lazy("forkdeck.modals.confirm", "ConfirmModal")
+    confirm_cls = lazy("forkdeck.common.confirm", "ConfirmModal")
     coordinator = screen.session.coordinator
     if coordinator is None:
         return
@@ -94,7 +94,7 @@ def offer_recovery(
 async def _recovery(
     screen: ChatScreen, open_forks: list[dict[str, Any]], at_start: bool = False
 ) -> None:
-    modal_cls = lazy("forkdeck.modals.recover_fork", "RecoverForkModal")
+    modal_cls = lazy("forkdeck.fork.recover_fork", "RecoverForkModal")
     session = screen.session
     modal = modal_cls(open_forks)
     modal.REFUSE_BURST = at_start

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .view import lazy
 
 if TYPE_CHECKING:
+    from ..chat.screen import ChatScreen
     from ..commands import Steer
-    from ..screens.chat import ChatScreen
 
 
 def steer(screen: ChatScreen, command: Steer) -> None:
@@ -71,7 +71,7 @@ def ask_approval(screen: ChatScreen, label: str, calls: Any) -> None:
 
 
 async def _approval(screen: ChatScreen, label: str, calls: Any) -> None:
-    modal_cls = lazy("forkdeck.modals.approval", "ApprovalModal")
+    modal_cls = lazy("forkdeck.fork.approval", "ApprovalModal")
     coordinator = screen.session.coordinator
     if coordinator is None:
         return

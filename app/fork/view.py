@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..gc_freeze import collect_and_freeze, freeze_long_lived
-from ..widgets.edit_notices import EDIT_EVENTS, edit_notice
+from .edit_notices import EDIT_EVENTS, edit_notice
 
 if TYPE_CHECKING:
-    from ..screens.chat import ChatScreen
+    from ..chat.screen import ChatScreen
 
 ALT_DIGIT_GLYPH_KEYS = (
     "inverted_exclamation_mark",
@@ -54,7 +54,7 @@ class ForkView:
 
     async def open(self, coordinator: Any) -> None:
         screen = self.screen
-        area_cls = lazy("forkdeck.widgets.fork_area", "ForkArea")
+        area_cls = lazy("forkdeck.fork.fork_area", "ForkArea")
         slot = screen.query_one("#fork-slot")
         screen.fork_area = area_cls(coordinator, id="fork-area")
         await slot.mount(screen.fork_area)

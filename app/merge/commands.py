@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from .screen_flow import start_merge
 
 if TYPE_CHECKING:
+    from ..chat.screen import ChatScreen
     from ..commands import Slash
-    from ..screens.chat import ChatScreen
 
 
 def merge(screen: ChatScreen, command: Slash) -> None:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from branching_core.fork import MergeResult
 
-    from ..screens.chat import ChatScreen
+    from ..chat.screen import ChatScreen
 
 
 class ScreenMergeUI:
@@ -32,7 +32,7 @@ class ScreenMergeUI:
 
     async def accept(self, outcome: Any) -> str | None:
         """The acceptance modal (it also handles ``d`` for the diff)."""
-        modal_cls = lazy("forkdeck.widgets.merge_acceptance", "MergeAcceptanceModal")
+        modal_cls = lazy("forkdeck.merge.merge_acceptance", "MergeAcceptanceModal")
         session = self.screen.session
         coordinator = session.coordinator
         statuses = coordinator.inspect_branches() if coordinator is not None else []
@@ -48,7 +48,7 @@ class ScreenMergeUI:
     async def pick(
         self, report: Any, statuses: list[Any], *, preselect: str | None, subtitle: str | None
     ) -> Any:
-        picker_cls = lazy("forkdeck.modals.merge_picker", "MergePickerModal")
+        picker_cls = lazy("forkdeck.merge.merge_picker", "MergePickerModal")
         session = self.screen.session
         detected = await lazy("forkdeck.review.detected_tests", "session_tests")(session)  # 17.4
         return await self.screen.app.push_screen_wait(

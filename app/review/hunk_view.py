@@ -16,8 +16,8 @@ from rich.text import Text
 
 from branching_core.review.types import PathDiff
 
-from ..widgets.merge_diff import EDITED_BY_YOU, EDITED_STYLE, colorize_diff
 from .combine_state import PathHunks, Preview, Selection
+from .merge_diff import EDITED_BY_YOU, EDITED_STYLE, colorize_diff
 
 Slot = tuple[str, int | None]
 """The explorer's cursor: (branch label, hunk index; ``None`` = the file as a whole)."""

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from forkdeck.chat.screen import ChatScreen
 from forkdeck.forkdeck_app import ForkdeckApp
-from forkdeck.screens.chat import ChatScreen
 from forkdeck.session import MODEL_ENV_KEYS, ChatSession
 from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
@@ -163,7 +163,7 @@ async def type_line(pilot: Any, text: str) -> None:
 
 async def submit(pilot: Any, text: str) -> None:
     """Put ``text`` in the chat input and press Enter (fast; ``type_line`` types each key)."""
-    from forkdeck.widgets.chat_input import ChatInput
+    from forkdeck.chat.chat_input import ChatInput
 
     entry = pilot.app.screen.query_one("#input", ChatInput)
     entry.focus()
@@ -220,7 +220,7 @@ async def settle(pilot: Any) -> None:
 
 async def open_fork(pilot: Any, steers: list[str], *, aggregate: str = "") -> Any:
     """``/fork``, fill one steer per row, submit; returns the mounted ``ForkArea``."""
-    from forkdeck.modals.fork_picker import ForkPickerModal
+    from forkdeck.fork.fork_picker import ForkPickerModal
     from textual.widgets import Input
 
     app = pilot.app

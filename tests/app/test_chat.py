@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from forkdeck.chat.chat_input import ChatInput
+from forkdeck.chat.message_list import AssistantMessage, MessageList, ToolCallView
 from forkdeck.tui import main
-from forkdeck.widgets.chat_input import ChatInput
-from forkdeck.widgets.message_list import AssistantMessage, MessageList, ToolCallView
 
 from tests.app.conftest import (
     TERMINAL,

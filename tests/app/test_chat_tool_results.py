@@ -9,8 +9,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from forkdeck.modals.tool_output import ToolOutputModal
-from forkdeck.widgets.message_list import RESULT_PREVIEW_LINES, ToolCallView
+from forkdeck.chat.message_list import RESULT_PREVIEW_LINES, ToolCallView
+from forkdeck.common.tool_output import ToolOutputModal
 from textual.widgets import Static
 
 from tests.app.conftest import TERMINAL, chat_screen, make_app, parent_turn, ready

@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from forkdeck.chat.screen import ChatScreen
 from forkdeck.command_registry import REGISTRY
 from forkdeck.commands import (
     ALLOWED_DURING_FORK,
@@ -19,7 +20,6 @@ from forkdeck.commands import (
     parse_input,
     resolve,
 )
-from forkdeck.screens.chat import ChatScreen
 
 from tests.app.conftest import TERMINAL, make_app, parent_turn, ready, submit, type_line, wait_for
 

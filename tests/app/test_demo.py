@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from forkdeck.demo import APPROACHES, DemoApp, make_project
-from forkdeck.modals.merge_picker import MergePickerModal
+from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.session import ChatSession
 
 from tests.app.conftest import TERMINAL, chat_screen, wait_for

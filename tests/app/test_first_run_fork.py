@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from forkdeck.modals.fork_picker import STEER_PLACEHOLDER, ForkPickerModal, ForkRequest
+from forkdeck.fork.fork_picker import STEER_PLACEHOLDER, ForkPickerModal, ForkRequest
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from textual.widgets import Input, Static
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from forkdeck.modals.fork_picker import ForkPickerModal
-from forkdeck.modals.merge_picker import MergePickerModal
-from forkdeck.widgets.terminal_block import TerminalBlock
+from forkdeck.fork.fork_picker import ForkPickerModal
+from forkdeck.fork.terminal_block import TerminalBlock
+from forkdeck.merge.merge_picker import MergePickerModal
 from pydantic_ai.models.test import TestModel
 from textual.widgets import Input
 

@@ -14,16 +14,16 @@ import stat
 import threading
 from pathlib import Path
 
-from forkdeck.modals.approval import ApprovalModal
-from forkdeck.modals.confirm import ConfirmModal
-from forkdeck.modals.merge_picker import BranchColumn, MergePickerModal
-from forkdeck.modals.recover_fork import RecoverForkModal
-from forkdeck.modals.tool_output import ToolOutputModal
-from forkdeck.screens.chat import ChatScreen
-from forkdeck.screens.diff_explorer import DiffExplorerScreen
+from forkdeck.chat.screen import ChatScreen
+from forkdeck.common.confirm import ConfirmModal
+from forkdeck.common.tool_output import ToolOutputModal
+from forkdeck.fork.approval import ApprovalModal
+from forkdeck.fork.fork_badge import ForkBadgeWidget
+from forkdeck.fork.recover_fork import RecoverForkModal
+from forkdeck.merge.merge_acceptance import MergeAcceptanceModal
+from forkdeck.merge.merge_picker import BranchColumn, MergePickerModal
+from forkdeck.review.diff_explorer import DiffExplorerScreen
 from forkdeck.session import ChatSession
-from forkdeck.widgets.fork_badge import ForkBadgeWidget
-from forkdeck.widgets.merge_acceptance import MergeAcceptanceModal
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel

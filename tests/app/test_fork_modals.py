@@ -7,10 +7,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from forkdeck.modals.approval import ApprovalModal
-from forkdeck.modals.confirm import ConfirmModal
-from forkdeck.modals.fork_picker import ForkPickerModal, ForkRequest
-from forkdeck.modals.recover_fork import RecoverForkModal
+from forkdeck.common.confirm import ConfirmModal
+from forkdeck.fork.approval import ApprovalModal
+from forkdeck.fork.fork_picker import ForkPickerModal, ForkRequest
+from forkdeck.fork.recover_fork import RecoverForkModal
 from textual import events
 from textual.binding import Binding
 from textual.widgets import Input

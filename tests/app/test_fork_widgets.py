@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from forkdeck.widgets.branch_panel import BLOCK_CHARS, BranchPanelWidget
-from forkdeck.widgets.fork_area import ForkArea
-from forkdeck.widgets.fork_badge import ForkBadgeWidget
-from forkdeck.widgets.fork_tabs import ForkTabsWidget
+from forkdeck.fork.branch_panel import BLOCK_CHARS, BranchPanelWidget
+from forkdeck.fork.fork_area import ForkArea
+from forkdeck.fork.fork_badge import ForkBadgeWidget
+from forkdeck.fork.fork_tabs import ForkTabsWidget
 from pydantic_ai.messages import ModelResponse
 from textual.message import Message
 
@@ -584,7 +584,7 @@ async def test_switching_to_a_branch_that_streamed_while_hidden_shows_its_end(
 
 def test_the_overviews_last_line_shows_the_end_of_a_long_line() -> None:
     """Issue 13.19: a stream grows at its end; the start of a long line looked frozen."""
-    from forkdeck.widgets.fork_area import last_line
+    from forkdeck.fork.fork_area import last_line
 
     long = "word " * 40 + "NEWEST"
     shown = last_line(f"first line\n{long}\n\n", 30)
@@ -696,7 +696,7 @@ async def test_consecutive_responses_are_separate_blocks(tmp_path: Path) -> None
 def test_the_status_line_fits_its_width_and_keeps_the_activity() -> None:
     """Issue 13.21: at 80 columns the status line was cut (the activity, the most useful
     part, went first)."""
-    from forkdeck.widgets.status_bar import StatusInfo, format_status
+    from forkdeck.chat.status_bar import StatusInfo, format_status
 
     info = StatusInfo(
         model="anthropic:claude-sonnet-4-5",

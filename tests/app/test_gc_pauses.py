@@ -14,7 +14,7 @@ import gc
 import weakref
 from pathlib import Path
 
-from forkdeck.modals.confirm import ConfirmModal
+from forkdeck.common.confirm import ConfirmModal
 
 from tests.app.conftest import (
     TERMINAL,

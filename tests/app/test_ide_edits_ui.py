@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from forkdeck.modals.merge_picker import BranchColumn, MergePickerModal
-from forkdeck.screens.chat import ChatScreen
-from forkdeck.screens.diff_explorer import DiffExplorerScreen
-from forkdeck.widgets.merge_diff import DiffPaths
+from forkdeck.chat.screen import ChatScreen
+from forkdeck.merge.merge_picker import BranchColumn, MergePickerModal
+from forkdeck.review.diff_explorer import DiffExplorerScreen
+from forkdeck.review.merge_diff import DiffPaths
 from textual.widgets import Static, Tree
 
 from branching_core.fork.mirror.edit_intake import branch_held as _branch_held

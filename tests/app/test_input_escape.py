@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forkdeck.modals.confirm import ConfirmModal
+from forkdeck.common.confirm import ConfirmModal
 
 from tests.app.conftest import (
     TERMINAL,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from forkdeck.screens.chat import ChatScreen
+from forkdeck.chat.screen import ChatScreen
 
 from tests.app.conftest import (
     TERMINAL,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from forkdeck.chat.screen import ChatScreen
 from forkdeck.commands import COMMANDS, palette_entries
-from forkdeck.screens.chat import ChatScreen
 from textual.command import CommandPalette
 
 from tests.app.conftest import TERMINAL, make_app, ready, wait_for

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from forkdeck.chat.screen import ChatScreen
 from forkdeck.forkdeck_app import ForkdeckApp
-from forkdeck.screens.chat import ChatScreen
 from forkdeck.session import ChatSession
 from forkdeck.tui import build_parser
 

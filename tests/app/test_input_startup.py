@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from forkdeck.chat.screen import ChatScreen
 from forkdeck.forkdeck_app import ForkdeckApp
-from forkdeck.screens.chat import ChatScreen
 from forkdeck.session import ChatSession, StartupNotice
 
 from tests.app.conftest import TERMINAL, GatedModel, burst, ready, settle, typed, wait_for

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from forkdeck.merge.git_choice import GitChoice
+from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.merge.workflow import MergeWorkflow
-from forkdeck.modals.merge_picker import MergePickerModal
 from forkdeck.session import ChatSession
 from rich.text import Text
 from textual.widgets import Static

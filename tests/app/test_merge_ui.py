@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forkdeck.modals.merge_picker import BranchColumn, MergePickerModal
-from forkdeck.screens.diff_explorer import DiffExplorerScreen
-from forkdeck.widgets.merge_acceptance import MergeAcceptanceModal, MergeAcceptanceWidget
-from forkdeck.widgets.merge_diff import DiffPaths
+from forkdeck.merge.merge_acceptance import MergeAcceptanceModal, MergeAcceptanceWidget
+from forkdeck.merge.merge_picker import BranchColumn, MergePickerModal
+from forkdeck.review.diff_explorer import DiffExplorerScreen
+from forkdeck.review.merge_diff import DiffPaths
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rich.text import Text

@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from forkdeck.modals.recover_fork import RecoverForkModal
-from forkdeck.modals.type_ahead import BURST_GAP_S, TypeAheadGuard
+from forkdeck.common.type_ahead import BURST_GAP_S, TypeAheadGuard
+from forkdeck.fork.recover_fork import RecoverForkModal
 from forkdeck.session import ChatSession
 from textual import events
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from forkdeck.widgets.branch_panel import BranchPanelWidget
-from forkdeck.widgets.footer import ChatFooter
-from forkdeck.widgets.redraw import update_in_place
+from forkdeck.chat.footer import ChatFooter
+from forkdeck.common.redraw import update_in_place
+from forkdeck.fork.branch_panel import BranchPanelWidget
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.screen import Screen

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from forkdeck.modals.merge_picker import MergePickerModal
-from forkdeck.screens.chat import ChatScreen
-from forkdeck.screens.diff_explorer import DiffExplorerScreen
+from forkdeck.chat.screen import ChatScreen
+from forkdeck.merge.merge_picker import MergePickerModal
+from forkdeck.review.diff_explorer import DiffExplorerScreen
 
 from tests.app.conftest import (
     TERMINAL,

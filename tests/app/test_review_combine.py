@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from forkdeck.review.combine_state import LiveCombiner
+from forkdeck.review.diff_explorer import DiffExplorerScreen
 from forkdeck.review.process_view import ProcessViewModal
-from forkdeck.screens.diff_explorer import DiffExplorerScreen
 from rich.text import Text
 from textual.widgets import Static
 

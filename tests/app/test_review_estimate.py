@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forkdeck.modals.fork_picker import ForkPickerModal
+from forkdeck.fork.fork_picker import ForkPickerModal
 from forkdeck.review.fork_estimate import RowValues, lenient_specs
 from rich.text import Text
 from textual.widgets import Input, Static

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from forkdeck.modals.merge_picker import MergePickerModal
-from forkdeck.widgets.merge_acceptance import MergeAcceptanceModal
+from forkdeck.merge.merge_acceptance import MergeAcceptanceModal
+from forkdeck.merge.merge_picker import MergePickerModal
 from pydantic_ai.models.test import TestModel
 
 from branching_core.review.judge_log import judge_agreement, read_judge_log

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from forkdeck.modals.merge_picker import MergePickerModal
+from forkdeck.chat.screen import ChatScreen
+from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.review.detected_tests import describe_tests, detect_for
-from forkdeck.screens.chat import ChatScreen
-from forkdeck.screens.diff_explorer import DiffExplorerScreen
+from forkdeck.review.diff_explorer import DiffExplorerScreen
 from rich.text import Text
 from textual.widgets import Static
 

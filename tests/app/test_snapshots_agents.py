@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forkdeck.widgets.branch_panel import BranchPanelWidget
+from forkdeck.fork.branch_panel import BranchPanelWidget
 from textual.app import App, ComposeResult
 
 SIZE = (70, 16)

@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from forkdeck.modals.fork_picker import ForkPickerModal
-from forkdeck.widgets.fork_area import ForkArea
-from forkdeck.widgets.status_bar import StatusBar, StatusInfo
+from forkdeck.chat.status_bar import StatusBar, StatusInfo
+from forkdeck.fork.fork_area import ForkArea
+from forkdeck.fork.fork_picker import ForkPickerModal
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Footer
@@ -147,7 +147,7 @@ def _left_open(fork_id: str) -> dict[str, Any]:
 
 class RecoveryApp(App[None]):
     def on_mount(self) -> None:
-        from forkdeck.modals.recover_fork import RecoverForkModal
+        from forkdeck.fork.recover_fork import RecoverForkModal
 
         self.push_screen(RecoverForkModal([_left_open("f3a9c0de1234")]))
 

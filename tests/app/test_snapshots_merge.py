@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from forkdeck.modals.merge_picker import MergePickerModal
-from forkdeck.screens.diff_explorer import DiffExplorerScreen
-from forkdeck.widgets.merge_acceptance import MergeAcceptanceModal
-from forkdeck.widgets.merge_diff import DiffPaths
+from forkdeck.merge.merge_acceptance import MergeAcceptanceModal
+from forkdeck.merge.merge_picker import MergePickerModal
+from forkdeck.review.diff_explorer import DiffExplorerScreen
+from forkdeck.review.merge_diff import DiffPaths
 
 from tests.app.fixtures_merge import ScreenHost, fixed_outcome, fixed_report, fixed_statuses
 

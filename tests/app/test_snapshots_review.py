@@ -12,11 +12,11 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from forkdeck.modals.fork_picker import ForkPickerModal
-from forkdeck.modals.merge_picker import MergePickerModal
+from forkdeck.fork.fork_picker import ForkPickerModal
+from forkdeck.merge.merge_picker import MergePickerModal
 from forkdeck.review.combine_state import LiveCombiner
+from forkdeck.review.diff_explorer import DiffExplorerScreen
 from forkdeck.review.process_view import ProcessViewModal
-from forkdeck.screens.diff_explorer import DiffExplorerScreen
 from textual.app import App
 from textual.pilot import Pilot
 

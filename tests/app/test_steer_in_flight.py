@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from forkdeck.widgets.fork_area import ForkArea
+from forkdeck.fork.fork_area import ForkArea
 
 from tests.app.fixtures_fork import (
     HostApp,

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from forkdeck.chat.message_list import MessageList, ToolCallView
 from forkdeck.forkdeck_app import ForkdeckApp
 from forkdeck.session import ChatSession
 from forkdeck.tui import load_subagents, main
-from forkdeck.widgets.message_list import MessageList, ToolCallView
 from pydantic import BaseModel
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from forkdeck.modals.fork_picker import ForkPickerModal
+from forkdeck.fork.fork_picker import ForkPickerModal
 
 from tests.app.fixtures_fork import HostApp, screen_text
 from tests.realserver.helpers import prepared, write_config

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forkdeck.widgets.fork_area import ForkArea
+from forkdeck.fork.fork_area import ForkArea
 
 from branching_core.fork import BranchSpec
 from tests.app.fixtures_fork import HostApp, wait_until

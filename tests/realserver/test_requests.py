@@ -56,7 +56,7 @@ async def test_parent_turn_records_estimated_usage(root: Path, server: ScriptedS
     await turn(session, "hi")
     assert session.totals.output_tokens > 0 and session.totals.input_tokens > 0
     assert session.totals.tokens_estimated
-    from forkdeck.widgets.status_bar import StatusInfo, format_status
+    from forkdeck.chat.status_bar import StatusInfo, format_status
 
     line = format_status(StatusInfo("m", "copy", 0.0, 10, 4, tokens_estimated=True))
     assert "tokens ~10 in / ~4 out" in line

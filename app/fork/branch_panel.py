@@ -21,8 +21,8 @@ from textual.geometry import Size
 from textual.timer import Timer
 from textual.widgets import Static
 
+from ..common.redraw import update_in_place
 from .fork_tabs import STATE_BADGES
-from .redraw import update_in_place
 
 FLUSH_INTERVAL = 1 / 10
 """Seconds between two screen updates of the shown panel's streamed text (10 per second:

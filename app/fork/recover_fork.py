@@ -30,8 +30,8 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..widgets.fork_tabs import STATE_BADGES
-from .type_ahead import TypeAheadGuard
+from ..common.type_ahead import TypeAheadGuard
+from .fork_tabs import STATE_BADGES
 
 RecoverChoice = tuple[str, str, str] | tuple[str, str]
 

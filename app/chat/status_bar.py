@@ -14,7 +14,7 @@ from pathlib import Path
 from textual.timer import Timer
 from textual.widgets import Static
 
-from .redraw import update_in_place
+from ..common.redraw import update_in_place
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 BUSY_INTERVAL = 0.1

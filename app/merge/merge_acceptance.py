@@ -34,8 +34,8 @@ from textual.widgets import Static
 from branching_core.fork.types import BranchStatus
 from branching_core.review.types import BranchDiffReport, BranchTestResult, ResolveOutcome
 
-from ..screens.diff_explorer import DiffExplorerScreen
-from .merge_diff import DiffPaths, format_cost, state_badge
+from ..review.diff_explorer import DiffExplorerScreen
+from ..review.merge_diff import DiffPaths, format_cost, state_badge
 
 _TCSS = Path(__file__).with_suffix(".tcss")
 

@@ -37,9 +37,9 @@ from branching_core.errors import BranchingError
 from branching_core.fork.combine import CombineError
 from branching_core.review.types import BranchDiffReport, PathDiff
 
-from ..review.combine_state import Combiner, PathHunks, Preview, ReportCombiner, Selection
-from ..review.hunk_view import Slot, render_combined, render_hunks
-from ..widgets.merge_diff import (
+from .combine_state import Combiner, PathHunks, Preview, ReportCombiner, Selection
+from .hunk_view import Slot, render_combined, render_hunks
+from .merge_diff import (
     AGREEMENT_STYLES,
     EDITED_BY_YOU,
     EDITED_STYLE,
@@ -357,7 +357,7 @@ class DiffExplorerScreen(Screen[Any]):
 
     def action_process(self) -> None:
         """How each branch worked: the process report in a modal."""
-        from ..review.process_view import ProcessViewModal
+        from .process_view import ProcessViewModal
 
         if self.process is None:
             self.notify("no live fork here: no tool calls to show", markup=False)

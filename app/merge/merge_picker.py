@@ -45,11 +45,10 @@ from branching_core.gitops import RepoState, repo_state
 from branching_core.review.detect_tests import DetectedTestCommand
 from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
 
-from ..merge.git_choice import GitChoice
 from ..review.combine_state import Combiner, LiveCombiner
 from ..review.detected_tests import describe_tests
-from ..screens.diff_explorer import DiffExplorerScreen
-from ..widgets.merge_diff import (
+from ..review.diff_explorer import DiffExplorerScreen
+from ..review.merge_diff import (
     DiffPaths,
     LaunchOutcome,
     branch_id_of,
@@ -60,6 +59,7 @@ from ..widgets.merge_diff import (
     launch_difftool,
     state_badge,
 )
+from .git_choice import GitChoice
 
 LIVE_STATES = frozenset({"running", "awaiting_approval"})
 LIVE_EVENTS = frozenset({"BranchStateChanged", "BranchCostUpdated", "BranchToolResult"})
@@ -330,7 +330,7 @@ class MergePickerModal(ModalScreen[Any]):
         """The configured ``test_command`` in every branch (sandboxed, concurrently)."""
         from branching_core.review.branch_tests import run_branch_tests
 
-        from ..merge.outcome import test_line
+        from .outcome import test_line
 
         runtimes = [rt for rt in self.coordinator.branches.values() if rt.ws_branch is not None]
         try:

@@ -29,9 +29,9 @@ from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Static
 
+from ..common.redraw import update_in_place
 from .branch_panel import BranchPanelWidget, format_cost, one_line
 from .fork_tabs import STATE_BADGES, ForkTabsWidget
-from .redraw import update_in_place
 
 if TYPE_CHECKING:
     from branching_core.fork import BranchRuntime, ForkCoordinator
@@ -259,7 +259,7 @@ class ForkArea(Vertical):
 
         False (and a toast saying why) on the overview or when the branch ran no tool yet.
         """
-        from ..modals.tool_output import ToolOutput, ToolOutputModal
+        from ..common.tool_output import ToolOutput, ToolOutputModal
 
         if self._active is None:
             self.notify("select a branch tab first (Tab)", severity="warning", markup=False)

@@ -25,23 +25,23 @@ from textual.containers import Container, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from ..chat.shell import ShellRunner
-from ..chat.submission import Submission
-from ..chat.turns import ParentTurns
 from ..command_registry import REGISTRY
+from ..fork.fork_log import ForkLog
 from ..fork.view import ALT_DIGIT_GLYPH_KEYS, ForkView, lazy
 from ..session import ChatSession
-from ..widgets.chat_input import ChatInput
-from ..widgets.footer import ChatFooter
-from ..widgets.fork_log import ForkLog
-from ..widgets.message_list import MessageList
-from ..widgets.status_bar import StatusBar, StatusInfo
+from .chat_input import ChatInput
+from .footer import ChatFooter
+from .message_list import MessageList
+from .shell import ShellRunner
+from .status_bar import StatusBar, StatusInfo
+from .submission import Submission
+from .turns import ParentTurns
 
 
 class ChatScreen(Screen[None]):
     """Message list, fork area, input with history, status line, footer."""
 
-    CSS_PATH = "chat.tcss"
+    CSS_PATH = "screen.tcss"
 
     BINDINGS = [
         # The footer shows what a key does *now* (check_action hides the others): Tab
@@ -88,7 +88,7 @@ class ChatScreen(Screen[None]):
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        badge_cls = lazy("forkdeck.widgets.fork_badge", "ForkBadgeWidget")
+        badge_cls = lazy("forkdeck.fork.fork_badge", "ForkBadgeWidget")
         yield badge_cls(id="fork-badge")
         with Vertical(id="body"):
             yield MessageList(id="messages")
@@ -290,7 +290,7 @@ class ChatScreen(Screen[None]):
             self.fork_area.open_output()
             return
         # no fork shown: the chat's own tool results, newest first (as on a branch panel)
-        from ..modals.tool_output import ToolOutput, ToolOutputModal
+        from ..common.tool_output import ToolOutput, ToolOutputModal
 
         outputs = [ToolOutput(name, text) for name, text in self.messages.tool_outputs()]
         if not outputs:
@@ -300,7 +300,7 @@ class ChatScreen(Screen[None]):
 
     def action_open_forward(self) -> None:
         """``ctrl+b``: the forward of the branch in front (or the only one) in $BROWSER."""
-        from ..chat.services import open_forward
+        from .services import open_forward
 
         open_forward(self)
 

@@ -18,7 +18,7 @@ from textual import on
 from textual.message import Message
 from textual.widgets import Static
 
-from .redraw import update_in_place
+from ..common.redraw import update_in_place
 
 if TYPE_CHECKING:
     from branching_core.fork import ForkCoordinator

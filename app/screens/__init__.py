@@ -1,1 +1,0 @@
-"""forkdeck TUI package."""
