@@ -39,9 +39,12 @@ def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def _self_attr(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        if node.value.id == "self":
-            return node.attr
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ):
+        return node.attr
     return None
 
 
@@ -59,12 +62,18 @@ def _class_screen_attrs(trees: dict[Path, ast.Module]) -> dict[str, set[str]]:
                 params = {a.arg for a in fn.args.args + fn.args.kwonlyargs
                           if _mentions_screen(a.annotation)}
                 for node in ast.walk(fn):
-                    if isinstance(node, ast.AnnAssign) and _mentions_screen(node.annotation):
-                        if (name := _self_attr(node.target)) is not None:
-                            attrs.add(name)
-                    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
-                        if node.value.id in params:
-                            attrs.update(n for t in node.targets if (n := _self_attr(t)))
+                    if (
+                        isinstance(node, ast.AnnAssign)
+                        and _mentions_screen(node.annotation)
+                        and (name := _self_attr(node.target)) is not None
+                    ):
+                        attrs.add(name)
+                    if (
+                        isinstance(node, ast.Assign)
+                        and isinstance(node.value, ast.Name)
+                        and node.value.id in params
+                    ):
+                        attrs.update(n for t in node.targets if (n := _self_attr(t)))
 
     def resolved(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
         if name in seen or name not in own:
