@@ -137,12 +137,13 @@ def screen_importers(app: Path = APP) -> list[str]:
     return found
 
 
-def import_cycles() -> list[list[str]]:
-    """Strongly connected components (more than one module) among ``forkdeck`` modules."""
+def import_cycles(package: str = "forkdeck", *others: str) -> list[list[str]]:
+    """Strongly connected components (more than one module) among ``package``'s modules
+    (``others``: further packages in the graph, e.g. ``branching_core``)."""
     import grimp
 
-    graph = grimp.build_graph("forkdeck", "branching_core")
-    modules = sorted(m for m in graph.modules if m.split(".")[0] == "forkdeck")
+    graph = grimp.build_graph(package, *others)
+    modules = sorted(m for m in graph.modules if m.split(".")[0] == package)
     inside = set(modules)
     edges = {m: sorted(inside & graph.find_modules_directly_imported_by(m)) for m in modules}
     index: dict[str, int] = {}
@@ -188,7 +189,7 @@ def main() -> None:
     importers = screen_importers()
     print(f"modules outside app/chat importing chat.screen: {len(importers)} "
           f"{' '.join(importers)}")
-    cycles = import_cycles()
+    cycles = import_cycles("forkdeck", "branching_core")
     print(f"import cycles among forkdeck modules: {len(cycles)} "
           f"(sizes {[len(c) for c in cycles]})")
     for component in cycles:
