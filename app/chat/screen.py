@@ -8,6 +8,12 @@ status line and the notices, and nothing else. What a submitted line means is de
 ``/fork diff``) and ``app.merge`` (the merge workflow and its modals); the run itself is
 ``app.session.ChatSession``. Long flows run as workers, so the screen keeps taking keys
 while branches stream; ``ctrl+g`` always brings focus back to the input.
+
+The features see this screen only through the protocols they declare (``chat.ports``,
+``fork.ports``, ``fork.view.ForkViewHost``, ``merge.ports``, on ``common.ports``): a
+feature gets what it asked for, and no module outside ``app.chat`` but the app shell
+(``forkdeck_app``, which builds the screen) imports this one
+(``tests/app/test_app_structure.py``).
 """
 
 from __future__ import annotations
