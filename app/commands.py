@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from branching_core import ConfigError
 from branching_core.config import SaveResult, SettingsStore
-from branching_core.errors import ConfigError
 
 from .command_registry import REGISTRY, PaletteEntry, SlashCommand
 

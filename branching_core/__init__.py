@@ -8,9 +8,14 @@ importing pydantic-ai.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from branching_core._lazy import lazy_exports
 from branching_core.errors import *  # noqa: F403  (the error classes are cheap and always wanted)
 from branching_core.errors import __all__ as _error_names
+
+if TYPE_CHECKING:
+    from branching_core.state_dir import STATE_DIR as STATE_DIR
 
 _LAZY: dict[str, str] = {
     # workspace layer
@@ -74,6 +79,8 @@ _LAZY: dict[str, str] = {
     "PathDiff": "branching_core.review",
     "ResolveOutcome": "branching_core.review",
     "build_diff_report": "branching_core.review",
+    # where a workspace keeps forkdeck's state (``.pydantic-deep``), without loading a layer
+    "STATE_DIR": "branching_core.state_dir",
     # settings
     "Settings": "branching_core.config",
     "load_settings": "branching_core.config",

@@ -52,7 +52,7 @@ def export_name(fork_id: str, label: str) -> str:
 async def merge_and_commit(session: ChatSession, choice: GitChoice) -> MergeResult:
     """Merge the branch, then commit exactly the landed paths, the branch's test result
     (if the picker ran the tests) as the ``Forkdeck-Tests`` trailer."""
-    from branching_core.fork.git_landing import GitLanding
+    from branching_core.fork import GitLanding
 
     trailers = {}
     tests = (session.branch_tests or {}).get(choice.label)

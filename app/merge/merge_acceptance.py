@@ -31,8 +31,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from branching_core.fork.types import BranchStatus
-from branching_core.review.types import BranchDiffReport, BranchTestResult, ResolveOutcome
+from branching_core.fork import BranchStatus
+from branching_core.review import BranchDiffReport, BranchTestResult, ResolveOutcome
 
 from ..review.diff_explorer import DiffExplorerScreen
 from ..review.merge_diff import DiffPaths, format_cost, state_badge

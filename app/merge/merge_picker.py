@@ -39,11 +39,15 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from branching_core.errors import BranchingError
-from branching_core.fork.types import BranchStatus
+from branching_core import BranchingError
+from branching_core.fork import BranchStatus
 from branching_core.gitops import RepoState, repo_state
-from branching_core.review.detect_tests import DetectedTestCommand
-from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
+from branching_core.review import (
+    BranchChange,
+    BranchDiffReport,
+    DetectedTestCommand,
+    ResolveOutcome,
+)
 
 from ..review.combine_state import Combiner, LiveCombiner
 from ..review.detected_tests import describe_tests
@@ -328,7 +332,7 @@ class MergePickerModal(ModalScreen[Any]):
 
     async def _run_tests(self) -> None:
         """The configured ``test_command`` in every branch (sandboxed, concurrently)."""
-        from branching_core.review.branch_tests import run_branch_tests
+        from branching_core.review import run_branch_tests
 
         from .outcome import test_line
 

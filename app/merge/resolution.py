@@ -28,8 +28,8 @@ def judge_unavailable(session: ChatSession) -> str | None:
     """
     if session.judges:
         return None
+    from branching_core import ConfigError
     from branching_core.agent import is_offline, resolve_model
-    from branching_core.errors import ConfigError
 
     from ..session import MODEL_ENV_KEYS
 
@@ -110,7 +110,7 @@ def _adopt_history(session: ChatSession, result: MergeResult) -> None:
 
 
 async def _refuse_conflicts(session: ChatSession, coordinator: ForkCoordinator, label: str) -> None:
-    from branching_core.workspace.apply import changed_since
+    from branching_core.workspace import changed_since
 
     try:
         rt = coordinator.get_branch(label)

@@ -38,7 +38,7 @@ def is_merge_result(value: Any) -> bool:
     """A screen dismissed with a finished merge (the explorer's ``m``) rather than an action.
 
     By type: a judge's ``ResolveOutcome`` also has a ``winner_label`` and is no merge."""
-    from branching_core.fork.types import MergeResult  # plain dataclasses: cheap
+    from branching_core.fork import MergeResult  # plain dataclasses: cheap
 
     return isinstance(value, MergeResult)
 

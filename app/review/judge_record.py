@@ -13,8 +13,8 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from branching_core.errors import ConfigError
-from branching_core.review.judge_log import record_judge_decision
+from branching_core import ConfigError
+from branching_core.review import record_judge_decision
 
 from .combine_flow import is_merge_result
 
