@@ -27,6 +27,7 @@ from .chat.turn_stream import TurnSink, stream_text, tool_event
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
+    from branching_core import MergeAction
     from branching_core.fork import BranchSpec, ForkCoordinator, MergeResult
     from branching_core.workspace import Workspace
 
@@ -399,7 +400,7 @@ class ChatSession:
 
         return await resolution.run_judge(self)
 
-    async def merge(self, action: str, **options: Any) -> MergeResult:
+    async def merge(self, action: MergeAction | str, **options: Any) -> MergeResult:
         """Resolve the fork; a picked winner's history becomes the chat's history. A winner
         colliding with the parent is refused first (``MergeConflict``; nothing changes).
         ``options`` go to ``merge_or_select`` ("combine"'s selection/base, issue 17.1)."""

@@ -4,7 +4,7 @@
 picker fall-through"): this widget shows the winner, the combined confidence, the judge's
 rationale and concerns, and each branch's test result, and turns one key into one decision:
 
-* ``Enter``: accept; the caller runs ``merge_or_select(f"pick:{winner_label}")``;
+* ``Enter``: accept; the caller runs ``merge_or_select(MergeAction.pick(winner_label))``;
 * ``d``: view the diff (``ShowDiff``); the modal pushes the diff explorer and stays put, so the
   verdict is still there on return;
 * ``o``: override; the caller opens ``MergePickerModal(preselect=winner_label,

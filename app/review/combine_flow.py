@@ -23,7 +23,9 @@ def live_combiner(session: ChatSession) -> LiveCombiner | None:
         return None
 
     async def merge(selection: dict[str, Choice], base: str | None) -> Any:
-        return await session.merge("combine", selection=selection, base=base)
+        from branching_core import MergeAction
+
+        return await session.merge(MergeAction.combine(selection, base=base))
 
     return LiveCombiner(coordinator, merge)
 
