@@ -102,3 +102,28 @@ def test_start_up_still_loads_no_engine_layer_beyond_settings() -> None:
     layers = {m.split(".")[1] for m in out if m.count(".") >= 1}
     assert "pydantic_ai" not in out
     assert layers <= {"_lazy", "atomicio", "config", "errors", "state_dir", "toml_salvage"}, out
+
+
+def test_a_layer_package_types_every_lazy_export() -> None:
+    """A lazy name is also imported under ``if TYPE_CHECKING:`` so that pyright sees its real
+    type, not ``__getattr__``'s (the app's type checking goes through these packages)."""
+    not_typed = {
+        # the review package re-exports the fork layer's mirror: a type import of a layer above
+        # would break the layers contract
+        ("branching_core.review", "ForkMaterializer"),
+        ("branching_core.review", "recover_mirrors"),
+    }
+    for layer in ("fork", "review", "live", "external", "sandbox"):
+        module = f"branching_core.{layer}"
+        tree = ast.parse((ENGINE / layer / "__init__.py").read_text())
+        typed = {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+            for sub in node.body
+            if isinstance(sub, ast.ImportFrom)
+            for alias in sub.names
+        }
+        lazy = set(importlib.import_module(module)._LAZY)
+        missing = {name for name in lazy - typed if (module, name) not in not_typed}
+        assert not missing, f"{module}: add to its TYPE_CHECKING imports: {sorted(missing)}"
