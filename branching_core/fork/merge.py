@@ -34,6 +34,7 @@ from branching_core.fork.types import (
     FlushReport,
     MergeResult,
 )
+from branching_core.gitops.refs import LandedCommits
 from branching_core.workspace.apply import changed_since
 from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
@@ -177,43 +178,47 @@ class ForkMerger:
                 if rt is not winner:
                     await self.discard(rt)
                     discarded.append(rt.branch_id)
-            kept = await asyncio.to_thread(
-                keep_branch_commits,
-                winner.ws_branch,
-                fc.parent_path,
-                handle.fork_id,
-                winner.label,
-            )
-            report = await self._apply(winner)
-            git_outcome = GitOutcome(kept=kept)
-            await asyncio.to_thread(
-                after_landing,
-                git,
-                git_outcome,
-                fc.parent_path,
-                [*report.applied_paths, *report.deleted_paths],
-                in_workspace=fc.parent_node is fc.workspace,
-                steer=winner.spec.steer,
-                trailers=trailers_for(
-                    handle.fork_id, winner.label, winner.spec.model or fc.default_model
-                ),
-            )
-            history = winner.partial_history or list(winner.seed_history)
-            history_json = dumps_history(history)
-            post_id = await asyncio.to_thread(
-                fc.checkpoints.save,
-                handle.fork_id,
-                "post-fork",
-                history_json,
-                parent_workspace_branch_id=self.parent_ws_id,
-            )
-            winner.resolution = "merged"
-            winner.ws_branch = None
-            await self.state.settle(
-                Resolution("pick", winner.branch_id),
-                discarded=discarded,
-                post_checkpoint=post_id,
-            )
+            # The landing's file work runs in as few worker-thread hops as it can (each
+            # hop waits for the event loop and the GIL on a busy machine): keeping the
+            # winner's git commits, the commit, and (without git) nothing else.
+            kept, report, touched, held = await self._apply(winner)
+            # copying the pre-merge files and recording the merged ones waits until the
+            # fork is settled (or the settling failed), so it does not compete with the
+            # merge for the GIL; it is tracked now, so the retention prune waits for it
+            settled = asyncio.Event()
+            self.record_post_fork(handle.fork_id, fc.parent_path, touched, held, settled)
+            try:
+                git_outcome = GitOutcome(kept=kept)
+                landing = (
+                    git,
+                    git_outcome,
+                    fc.parent_path,
+                    [*report.applied_paths, *report.deleted_paths],
+                )
+                landing_options: dict[str, Any] = {
+                    "in_workspace": fc.parent_node is fc.workspace,
+                    "steer": winner.spec.steer,
+                    "trailers": trailers_for(
+                        handle.fork_id, winner.label, winner.spec.model or fc.default_model
+                    ),
+                }
+                if git is None:  # notes only, no file work: no thread hop
+                    after_landing(*landing, **landing_options)
+                else:
+                    await asyncio.to_thread(after_landing, *landing, **landing_options)
+                history = winner.partial_history or list(winner.seed_history)
+                post_id = await asyncio.to_thread(
+                    self._save_post_fork, handle.fork_id, history
+                )
+                winner.resolution = "merged"
+                winner.ws_branch = None
+                await self.state.settle(
+                    Resolution("pick", winner.branch_id),
+                    discarded=discarded,
+                    post_checkpoint=post_id,
+                )
+            finally:
+                settled.set()
             return MergeResult(
                 fork_id=handle.fork_id,
                 action=str(merge),
@@ -235,25 +240,39 @@ class ForkMerger:
                 git_notes=git_outcome.notes,
             )
 
-    async def _apply(self, rt: BranchRuntime) -> FlushReport:
-        """Commit ``rt``'s workspace branch into the parent; fall back to per-path on conflict."""
+    def _save_post_fork(self, fork_id: str, history: list[Any]) -> str:
+        """The ``post-fork`` anchor's history (its files are recorded after the settle)."""
+        return self.fc.checkpoints.save(
+            fork_id,
+            "post-fork",
+            dumps_history(history),
+            parent_workspace_branch_id=self.parent_ws_id,
+        )
+
+    async def _apply(
+        self, rt: BranchRuntime
+    ) -> tuple[LandedCommits, FlushReport, list[str], HeldFiles]:
+        """Commit ``rt``'s workspace branch into the parent (per path on a conflict), in
+        one worker thread, after fetching the winner's own git commits
+        (``keep_branch_commits``). Returns them, the report, the touched paths and
+        the pre-merge files held for ``record_post_fork``, which the caller starts.
+
+        Everything that touches files (listing the changes, holding the pre-merge files,
+        the commit, the per-path fallback) runs in that one thread, and the copies of
+        the replaced files are made after the commit (see CheckpointStore.hold_files): the
+        event loop (a TUI) never waits on the size of the branch or of its files."""
+        fork_id = self.state.require_handle().fork_id
+        parent_dir = self.fc.parent_path
+        branch = rt.ws_branch
+
+        def work() -> tuple[LandedCommits, FlushReport, list[str], HeldFiles]:
+            kept = keep_branch_commits(branch, parent_dir, fork_id, rt.label)
+            return (kept, *self._apply_blocking(branch, fork_id, parent_dir))
+
         # One lock per parent path for every landing (forks of one parent, sub-agents):
         # the stale check and the commit of two landings never interleave.
         async with landing_lock(self.fc.parent_node):
-            return await self._apply_locked(rt)
-
-    async def _apply_locked(self, rt: BranchRuntime) -> FlushReport:
-        # Everything that touches files (listing the changes, holding the pre-merge files,
-        # the commit, the per-path fallback) runs in one worker thread, and the copies of
-        # the replaced files are made after the commit (see CheckpointStore.hold_files): the
-        # event loop (a TUI) never waits on the size of the branch or of its files.
-        fork_id = self.state.require_handle().fork_id
-        parent_dir = self.fc.parent_path
-        report, touched, held = await asyncio.to_thread(
-            self._apply_blocking, rt.ws_branch, fork_id, parent_dir
-        )
-        self.record_post_fork(fork_id, parent_dir, touched, held)
-        return report
+            return await asyncio.to_thread(work)
 
     def _apply_blocking(
         self, branch: Any, fork_id: str, parent_dir: Path
@@ -306,10 +325,16 @@ class ForkMerger:
         return report
 
     def record_post_fork(
-        self, fork_id: str, parent_dir: Path, touched: list[str], held: HeldFiles
+        self,
+        fork_id: str,
+        parent_dir: Path,
+        touched: list[str],
+        held: HeldFiles,
+        start: asyncio.Event | None = None,
     ) -> None:
         """Finish the pre-merge record (copy the held files) and record the merged files for
-        ``post-fork:<id>``, in a worker thread (``flush()`` waits for both)."""
+        ``post-fork:<id>``, in a worker thread (``flush()`` waits for both), once ``start``
+        is set (at once without it)."""
         record = self.fc.checkpoints.record_files
 
         def work() -> None:
@@ -318,7 +343,12 @@ class ForkMerger:
             finally:
                 record(fork_id, "post-fork", parent_dir, touched)
 
-        self.recorder.track(asyncio.get_running_loop().create_task(asyncio.to_thread(work)))
+        async def when_started() -> None:
+            if start is not None:
+                await start.wait()
+            await asyncio.to_thread(work)
+
+        self.recorder.track(asyncio.get_running_loop().create_task(when_started()))
 
     def _land_paths(
         self, branch: Any, branch_dir: Path, changes: Any, conflicts: set[str], report: FlushReport
