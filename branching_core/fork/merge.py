@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from branching_core.fork.types import (
 )
 from branching_core.gitops.refs import LandedCommits
 from branching_core.workspace.apply import changed_since
+from branching_core.workspace.changes import BranchChanges, Op, summarize
 from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
 
@@ -53,6 +55,37 @@ def _configured_git(root: Path) -> GitLanding | None:
     except Exception:  # unreadable settings: the reader reports them elsewhere
         return None
     return GitLanding(commit=True) if on else None
+
+
+def _directories_in_view(branch_dir: Path, changes: BranchChanges) -> set[str]:
+    """The created or modified paths that are directories, looked up in the branch's view."""
+    return {
+        p
+        for p in (*changes.created, *changes.modified)
+        if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
+    }
+
+
+def _directories(ops: list[Op]) -> set[str]:
+    """The paths ``ops`` make or change that are directories (``mkdir``, ``chmod``, and a
+    tree put with every directory inside it; a symlink is never one), read from the ops
+    and their sources: the branch's view is unmounted while it is committed."""
+    found: set[str] = set()
+
+    def walk(source: str, rel: str) -> None:
+        with os.scandir(source) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    found.add(f"{rel}/{entry.name}")
+                    walk(entry.path, f"{rel}/{entry.name}")
+
+    for op in ops:
+        if op.kind in ("mkdir", "chmod"):
+            found.add(op.path)
+        elif op.kind == "put" and op.tree and op.source:
+            found.add(op.path)
+            walk(op.source, op.path)
+    return found
 
 
 class ForkMerger:
@@ -277,50 +310,80 @@ class ForkMerger:
     def _apply_blocking(
         self, branch: Any, fork_id: str, parent_dir: Path
     ) -> tuple[FlushReport, list[str], HeldFiles]:
-        branch_dir = Path(branch.path)
-        changes = branch.changes()
-        touched = changes.all_paths
-        is_dir = {
-            p
-            for p in (*changes.created, *changes.modified)
-            if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
-        }
-        held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, touched)
-        try:
-            report = self._commit_or_apply(branch, branch_dir, parent_dir, changes, is_dir)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                held.finish()  # what the parent held before is still worth keeping
-            raise
-        return report, touched, held
+        """Land ``branch``: its commit, or path by path when it is stale or conflicts.
 
-    def _commit_or_apply(
+        For a commit, what it changes (the report, the pre-merge files to hold) is learnt
+        from the commit's own collection of the frozen branch (``Branch.commit``'s
+        ``on_ready``), not from listing the branch once more before it: one walk of the
+        branch's changes and no ``lstat`` per path through its view."""
+        branch_dir = Path(branch.path)
+        if branch.is_stale:
+            changes = branch.changes()
+            is_dir = _directories_in_view(branch_dir, changes)
+            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            try:
+                report = self._land_stale(branch, branch_dir, parent_dir, changes, is_dir)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    held.finish()  # what the parent held before is still worth keeping
+                raise
+            return report, changes.all_paths, held
+        ready: list[tuple[BranchChanges, set[str], HeldFiles]] = []
+
+        def on_ready(ops: list[Op], parent_root: Path) -> None:
+            changes = summarize(ops, parent_root)
+            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            ready.append((changes, _directories(ops), held))
+
+        report = FlushReport()
+        try:
+            branch.commit(on_ready=on_ready)
+        except ConflictError as exc:
+            if exc.stale:  # a sibling committed first: nothing applied
+                report.errors.append(FlushError("*", str(exc)))
+                held = ready[0][2] if ready else self.fc.checkpoints.hold_files(
+                    fork_id, "fork", parent_dir, []
+                )
+                return report, ready[0][0].all_paths if ready else [], held
+            # refused by the conflict rule before the commit point: the branch is open
+            changes = branch.changes()
+            is_dir = _directories_in_view(branch_dir, changes)
+            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            try:
+                report.conflicts = sorted(exc.paths)
+                self._land_paths(branch, branch_dir, changes, set(exc.paths), report)
+                if branch.is_open:
+                    branch.abort()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    held.finish()
+                raise
+            report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
+            return report, changes.all_paths, held
+        except BaseException:
+            if ready:
+                with contextlib.suppress(Exception):
+                    ready[0][2].finish()  # what the parent held before is still worth keeping
+            raise
+        changes, is_dir, held = ready[0]
+        report.applied_paths = sorted(
+            p for p in {*changes.created, *changes.modified} if p not in is_dir
+        )
+        report.deleted_paths = list(changes.deleted)
+        report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
+        return report, changes.all_paths, held
+
+    def _land_stale(
         self, branch: Any, branch_dir: Path, parent_dir: Path, changes: Any, is_dir: set[str]
     ) -> FlushReport:
+        """Another fork of the same parent committed first (the workspace's first-winner
+        rule would abort this branch on commit): apply path by path instead, with the same
+        conflict rule, so the winner's work is never thrown away."""
         report = FlushReport()
-        if branch.is_stale:
-            # Another fork of the same parent committed first (the workspace's first-winner
-            # rule would abort this branch on commit): apply path by path instead, with the
-            # same conflict rule, so the winner's work is never thrown away.
-            conflicts = changed_since(changes, parent_dir, branch.created_ns)
-            report.conflicts = conflicts
-            self._land_paths(branch, branch_dir, changes, set(conflicts), report)
-            branch.abort()
-        else:
-            try:
-                branch.commit()
-                report.applied_paths = sorted(
-                    p for p in {*changes.created, *changes.modified} if p not in is_dir
-                )
-                report.deleted_paths = list(changes.deleted)
-            except ConflictError as exc:
-                if exc.stale:
-                    report.errors.append(FlushError("*", str(exc)))
-                else:
-                    report.conflicts = sorted(exc.paths)
-                    self._land_paths(branch, branch_dir, changes, set(exc.paths), report)
-                    if branch.is_open:
-                        branch.abort()
+        conflicts = changed_since(changes, parent_dir, branch.created_ns)
+        report.conflicts = conflicts
+        self._land_paths(branch, branch_dir, changes, set(conflicts), report)
+        branch.abort()
         report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
         return report
 
