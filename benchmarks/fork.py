@@ -289,6 +289,7 @@ async def main() -> None:
     parser.add_argument(
         "--peer-files", type=int, default=10000, help="workspace size for --only peer"
     )
+
     args = parser.parse_args()
     if args.only == "modified":
         await main_modified(args)
