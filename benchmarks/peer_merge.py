@@ -22,7 +22,12 @@ fsyncs nothing), CPU much less.
 
 Each merge is checked: 100 applied paths, no conflicts, and the parent holds the merged
 bytes. pydantic-deep is a benchmark-only dependency (``pip install pydantic-deep``; 0.3.50
-was measured); without it its column says why and forkdeck's side still runs.
+was measured); without it its column says why and forkdeck's side still runs. Install it
+in a benchmark venv only: it pulls ``pydantic-ai-harness``, which pins
+``pydantic-ai-slim==2.62.0`` and so downgrades the pydantic-ai forkdeck was installed
+with; ``pip install 'pydantic-ai-slim[anthropic,openai,mcp]==2.68.0'`` afterwards puts it
+back (pip then warns about the harness pin; the benchmark runs either way, and was run
+with 2.68.0).
 """
 
 from __future__ import annotations

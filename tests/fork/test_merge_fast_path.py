@@ -32,6 +32,7 @@ async def test_report_lists_files_of_a_new_tree_and_deletions_not_directories(
     handle = await coord.fork([BranchSpec("a", "A")], parent_history=[])
     await coord.wait(timeout=20)
     view = coord.get_branch("a").path
+    assert view is not None
     (view / "pkg" / "sub").mkdir(parents=True)
     (view / "pkg" / "sub" / "m.py").write_text("M = 1\n")
     (view / "pkg" / "init.py").write_text("\n")
