@@ -26,8 +26,8 @@ was measured); without it its column says why and forkdeck's side still runs. In
 in a benchmark venv only: it pulls ``pydantic-ai-harness``, which pins
 ``pydantic-ai-slim==2.62.0`` and so downgrades the pydantic-ai forkdeck was installed
 with; ``pip install 'pydantic-ai-slim[anthropic,openai,mcp]==2.68.0'`` afterwards puts it
-back (pip then warns about the harness pin; the benchmark runs either way, and was run
-with 2.68.0).
+back (pip then warns about the harness pin; the benchmark runs either way: the figures
+in docs/floors.md were taken with 2.62.0, a check run with 2.68.0).
 """
 
 from __future__ import annotations
