@@ -37,6 +37,7 @@ from typing import Any
 
 from branching_core.atomicio import atomic_write, is_atomic_temp
 from branching_core.workspace.fsutil import is_json_list, read_json, rmtree, write_json_atomic
+from branching_core.workspace.session_lock import claim, held_by_live_owner
 
 ROOT_ID = "root"
 STORE_ENV = "FORKDECK_STORE"
@@ -158,6 +159,7 @@ class Store:
             self.root / "sessions" / f"{sid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
         )
         fcntl.flock(fd, fcntl.LOCK_EX)
+        claim(fd)  # who holds it: a child forked from this process shares the flock
         return Session(sid=sid, fd=fd, pid=os.getpid())
 
     def new_branch_id(self) -> str:
@@ -169,7 +171,8 @@ class Store:
         return own is not None and own.sid == sid and own.pid == os.getpid()
 
     def session_alive(self, sid: str) -> bool:
-        """True while the process owning ``sid`` holds its lock."""
+        """True while the process owning ``sid`` holds its lock (not only a child it
+        forked and that has not exec'd yet: see ``session_lock``)."""
         own = _SESSIONS.get(self.root)
         if own is not None and own.sid == sid and own.pid == os.getpid():
             return True
@@ -179,12 +182,9 @@ class Store:
         except FileNotFoundError:
             return False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
+            return held_by_live_owner(fd)
         finally:
             os.close(fd)
-        return False
 
     def forget_dead_sessions(self) -> None:
         for lock in (self.root / "sessions").glob("*.lock"):

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from branching_core.workspace.fsutil import rmtree
+from branching_core.workspace.session_lock import held_by_live_owner
 
 log = logging.getLogger(__name__)
 SWEEP_INTERVAL_S = 3600.0
@@ -41,14 +42,11 @@ def _held(lock: Path) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return held_by_live_owner(fd)
     except OSError:
         return True  # cannot tell: treat as in use
     finally:
         os.close(fd)
-    return False
 
 
 def _in_use(store: Path) -> bool:
