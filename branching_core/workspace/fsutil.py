@@ -133,8 +133,9 @@ def has_xattr(path: Path, name: str) -> bool:
     return True
 
 
-def strip_overlay_xattrs(path: Path) -> None:
-    """Drop overlayfs bookkeeping so a committed file is an ordinary file again."""
+def strip_overlay_xattrs(path: str | Path) -> None:
+    """Drop overlayfs bookkeeping so a committed file is an ordinary file again (a str
+    too: a commit's landed paths are joined as strings, see ``journal._strip_landed``)."""
     try:
         names = os.listxattr(path, follow_symlinks=False)
     except OSError:
