@@ -155,6 +155,17 @@ def lstat_or_none(path: Path) -> os.stat_result | None:
         return None
 
 
+def nearest_existing(path: Path) -> Path | None:
+    """``path`` or its closest ancestor that exists (None when not even ``/`` does):
+    which filesystem a path not made yet, or no longer there, would be on."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            return None
+        probe = probe.parent
+    return probe
+
+
 def same_device(a: Path, b: Path) -> bool:
     try:
         return os.stat(a).st_dev == os.stat(b).st_dev

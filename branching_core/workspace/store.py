@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.atomicio import atomic_write, is_atomic_temp
-from branching_core.workspace.fsutil import is_json_list, read_json, rmtree, write_json_atomic
+from branching_core.workspace.fsutil import (
+    is_json_list,
+    nearest_existing,
+    read_json,
+    rmtree,
+    write_json_atomic,
+)
 from branching_core.workspace.session_lock import claim, held_by_live_owner
 
 ROOT_ID = "root"
@@ -85,11 +91,9 @@ def _prefer_existing(base: Path, key: str, legacy: str) -> Path:
 
 
 def _usable_on_device(base: Path, device: int) -> bool:
-    probe = base
-    while not probe.exists():
-        if probe.parent == probe:
-            return False
-        probe = probe.parent
+    probe = nearest_existing(base)
+    if probe is None:
+        return False
     try:
         return os.stat(probe).st_dev == device and os.access(probe, os.W_OK | os.X_OK)
     except OSError:

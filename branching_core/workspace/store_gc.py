@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from branching_core.workspace.fsutil import rmtree
+from branching_core.workspace.fsutil import nearest_existing, rmtree
 from branching_core.workspace.session_lock import held_by_live_owner
 
 log = logging.getLogger(__name__)
@@ -101,11 +101,9 @@ def sweep_orphan_stores(
 def _gone_for_sure(workspace: Path, store: Path) -> bool:
     """A missing workspace on another filesystem may only be unmounted (a removable
     drive): only a directory missing from the store's own filesystem counts as gone."""
-    probe = workspace
-    while not probe.exists():
-        if probe.parent == probe:
-            return False
-        probe = probe.parent
+    probe = nearest_existing(workspace)
+    if probe is None:
+        return False
     try:
         return os.stat(probe).st_dev == os.stat(store).st_dev
     except OSError:
