@@ -600,6 +600,7 @@ class Branch(BranchNode):
                 # a generation file exists only once a child committed into the branch
                 # (a reopened durable branch may have one from its earlier life)
                 if branch._had_children or branch.durable:
+                    crash_point("dropping-generation")
                     tree.store.drop_generation(branch.node_id)
                 branch.parent._forget_child(branch)
                 tree.unregister(branch)

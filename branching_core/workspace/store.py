@@ -308,6 +308,21 @@ class Store:
             if not self.session_alive(entry.name.split("-", 1)[0]):
                 rmtree(entry)
 
+    def sweep_generations(self) -> None:
+        """Drop the generation files of branches that are gone: a process killed between
+        throwing a branch away and forgetting its generation (``Branch._dispose_many``)
+        left ``gen/<branch>`` for good. Only commit-lock holders write them, and the
+        caller holds that lock."""
+        directory = self.root / "gen"
+        if not directory.exists():
+            return
+        for entry in directory.iterdir():
+            name = entry.name
+            if name == ROOT_ID or name.startswith(".") or self.branch_dir(name).exists():
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
+
     def sweep_temp_files(self) -> None:
         """Drop half-written journal and generation files (a writer died before its
         rename). Only commit-lock holders write them, and the caller holds that lock."""

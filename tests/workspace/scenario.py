@@ -92,6 +92,14 @@ def main() -> None:
             print("ready", flush=True)
             started = time.perf_counter()
         print(json.dumps({"commit_s": time.perf_counter() - started}), flush=True)
+    elif mode == "nested-abort":
+        # a branch that a child committed into (so it has a generation) is aborted;
+        # FORKDECK_CRASH_AT=dropping-generation kills the process half way
+        outer = ws.branch("outer")
+        with outer.branch("inner") as inner:
+            (inner.path / "inner.txt").write_text("inner\n")
+        outer.abort()
+        print("aborted", flush=True)
     elif mode == "leave-open":
         plain = ws.branch("plain")
         (plain.path / "plain.txt").write_text("plain")

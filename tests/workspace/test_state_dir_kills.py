@@ -108,6 +108,24 @@ def test_a_kill_while_a_forked_child_shares_the_session_lock_leaves_no_branch(
         os.close(holder_fd)
 
 
+def test_a_kill_between_disposal_and_forgetting_the_generation_leaves_no_generation(
+    fs_root: Path, backend: str
+) -> None:
+    """A sibling leftover: a branch a child had committed into has a generation file,
+    dropped right after its directory is thrown away; a kill in between left
+    ``gen/<branch>`` in the store for good (recovery only swept directories)."""
+    ws_dir = fs_root / "ws"
+    _seed(ws_dir)
+    before = snapshot(ws_dir)
+    child = _child(ws_dir, backend, "dropping-generation", mode="nested-abort")
+    _out, err = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL, f"step not reached: {err}"
+    ws = Workspace(ws_dir, backend=backend)
+    assert snapshot(ws_dir) == before
+    assert ws.tree.store.branch_ids() == []
+    assert sorted(p.name for p in (ws.tree.store.root / "gen").iterdir()) == []
+
+
 def _shares_a_session_lock(pid: int, ws_dir: Path) -> bool:
     sessions = Store(ws_dir.resolve()).root / "sessions"  # (opening a Workspace recovers)
     fds = Path(f"/proc/{pid}/fd")
