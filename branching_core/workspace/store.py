@@ -5,7 +5,8 @@ inside one another, so an ancestor's upper layer may not sit inside the workspac
 on the same filesystem, so a commit can rename instead of copy. ``default_store_root``
 picks it deterministically from the workspace path, so recovery always finds it::
 
-    sessions/<sid>.lock      held (flock) by the live process that owns session <sid>
+    sessions/<sid>.lock      held (flock) by the live process that owns session <sid>,
+                             which writes its pid there (see ``session_lock``)
     commit.lock              serialises commits and recovery across processes
     gen/<parent>             how many commits have gone into <parent> ("root" or a branch id)
     journal/<commit>.json    intent journal of a commit in progress
