@@ -345,9 +345,7 @@ class ForkMerger:
         branch's changes and no ``lstat`` per path through its view."""
         branch_dir = Path(branch.path)
         if branch.is_stale:
-            changes = branch.changes()
-            is_dir = _directories_in_view(branch_dir, changes)
-            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            changes, is_dir, held = self._listed(branch, branch_dir, fork_id, parent_dir)
             try:
                 report = self._land_stale(branch, branch_dir, parent_dir, changes, is_dir)
             except BaseException:
@@ -368,9 +366,7 @@ class ForkMerger:
                 return
             # a branch elsewhere (a Ray actor's RemoteForkBranch) lands a delta, not
             # ops: what it changes is listed before its commit, as before
-            changes = branch.changes()
-            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
-            ready.append((changes, _directories_in_view(branch_dir, changes), held))
+            ready.append(self._listed(branch, branch_dir, fork_id, parent_dir))
             branch.commit()
 
         report = FlushReport()
@@ -384,9 +380,7 @@ class ForkMerger:
                 )
                 return report, ready[0][0].all_paths if ready else [], held
             # refused by the conflict rule before the commit point: the branch is open
-            changes = branch.changes()
-            is_dir = _directories_in_view(branch_dir, changes)
-            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            changes, is_dir, held = self._listed(branch, branch_dir, fork_id, parent_dir)
             try:
                 report.conflicts = sorted(exc.paths)
                 self._land_paths(branch, branch_dir, changes, set(exc.paths), report)
@@ -410,6 +404,16 @@ class ForkMerger:
         report.deleted_paths = list(changes.deleted)
         report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
         return report, changes.all_paths, held
+
+    def _listed(
+        self, branch: Any, branch_dir: Path, fork_id: str, parent_dir: Path
+    ) -> tuple[BranchChanges, set[str], HeldFiles]:
+        """What ``branch`` changes, listed through its view (a stale branch, a refused
+        commit's per-path fallback, a branch on a Ray actor): the changes, which of them
+        are directories, and the parent's pre-merge files held for ``record_post_fork``."""
+        changes = branch.changes()
+        held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+        return changes, _directories_in_view(branch_dir, changes), held
 
     def _land_stale(
         self, branch: Any, branch_dir: Path, parent_dir: Path, changes: Any, is_dir: set[str]
