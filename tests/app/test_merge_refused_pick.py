@@ -23,9 +23,8 @@ from tests.app.conftest import (
     GatedModel,
     chat_screen,
     make_app,
-    open_fork,
+    open_done_fork,
     ready,
-    states,
     submit,
     wait_for,
 )
@@ -44,10 +43,7 @@ async def test_picking_a_conflicting_branch_in_the_picker_says_so_and_changes_no
     async with app.run_test(size=TERMINAL) as pilot:
         await ready(pilot)
         chat = chat_screen(app)
-        await open_fork(pilot, ["!echo a > a.txt", "!echo b > b.txt"])
-        await wait_for(
-            pilot, lambda: set(states(app).values()) == {"done"}, what=lambda: states(app)
-        )
+        await open_done_fork(pilot)
         (project / "b.txt").write_text("mine\n")  # the parent wrote b.txt since the fork
         history = list(app.session.history)
         await submit(pilot, "/merge")
