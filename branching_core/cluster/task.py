@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from branching_core.cluster.cancel_shield import CancelShield
 from branching_core.cluster.delta import Delta, collect
 from branching_core.cluster.node_cache import acquire, cache_root
 from branching_core.cluster.snapshot import Manifest
@@ -195,45 +196,50 @@ def run_candidate(
 
     from branching_core.patterns._proc import CandidateTimeout, unwrap
 
-    node_id = ray.get_runtime_context().get_node_id()
-    root = cache_root(snap.cache_dir)
-    sweep(root)  # whatever a force-killed worker left behind on this node
-    held = acquire(root, snap.key, *fetchers(snap), snap.cache_bytes)
-    report = TaskReport(node_id=node_id, materialised=held.materialised, outcome="ok")
-    try:
-        ws = workspace_on(held.tree, held.store)
-        branch = ws.branch(name, on_success=None, on_error=None)
-        handle = None
-        note = None
+    with CancelShield() as shield:  # a cancel may stop the candidate, never the cleanup
+        node_id = ray.get_runtime_context().get_node_id()
+        root = cache_root(snap.cache_dir)
+        sweep(root)  # whatever a force-killed worker left behind on this node
+        held = acquire(root, snap.key, *fetchers(snap), snap.cache_bytes)
+        report = TaskReport(node_id=node_id, materialised=held.materialised, outcome="ok")
         try:
-            started = time.monotonic()
+            ws = workspace_on(held.tree, held.store)
+            branch = ws.branch(name, on_success=None, on_error=None)
+            handle = None
+            note = None
             try:
-                if _inline(fn, mode, timeout):
-                    report.value = fn(branch.path)
-                else:
-                    handle = _start(fn, branch, mode, limits)
-                    note = _record(root, handle)
-                    report.value = _wait(handle, timeout)
-            except CandidateTimeout as exc:
-                report.outcome, report.error = "timed_out", exc
-            except Exception as exc:
-                report.outcome, report.error = "error", unwrap(exc)
-            report.run_seconds = time.monotonic() - started
-            if report.outcome == "ok":
-                if evaluate is not None:
-                    report.score = float(evaluate(branch.path))
-                report.delta = collect(branch, held.tree)
+                started = time.monotonic()
+                try:
+                    if _inline(fn, mode, timeout):
+                        with shield.cancellable():
+                            report.value = fn(branch.path)
+                    else:
+                        shield.check()  # cancelled during setup: nothing starts
+                        handle = _start(fn, branch, mode, limits)
+                        note = _record(root, handle)
+                        with shield.cancellable():
+                            report.value = _wait(handle, timeout)
+                except CandidateTimeout as exc:
+                    report.outcome, report.error = "timed_out", exc
+                except Exception as exc:
+                    report.outcome, report.error = "error", unwrap(exc)
+                report.run_seconds = time.monotonic() - started
+                if report.outcome == "ok":
+                    if evaluate is not None:
+                        with shield.cancellable():
+                            report.score = float(evaluate(branch.path))
+                    report.delta = collect(branch, held.tree)
+            finally:
+                # Shielded: a cancel raised above lands here, a later one is deferred.
+                if handle is not None:
+                    with contextlib.suppress(Exception):
+                        handle.kill()
+                if note is not None:
+                    note.unlink(missing_ok=True)
+                if branch.is_open:
+                    branch.abort()
         finally:
-            # A cancel from the driver lands here as KeyboardInterrupt: kill, then abort.
-            if handle is not None:
-                with contextlib.suppress(Exception):
-                    handle.kill()
-            if note is not None:
-                note.unlink(missing_ok=True)
-            if branch.is_open:
-                branch.abort()
-    finally:
-        held.release()
+            held.release()
     return report
 
 

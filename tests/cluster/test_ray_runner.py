@@ -10,8 +10,10 @@ they started is still running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -510,6 +512,57 @@ def test_the_overall_timeout_cancels_candidates_on_their_nodes(
     assert not outcome.committed and tree_state(ws.path) == before
     assert _wait_dead(_pids(notes)) == []
     # the cancelled tasks abort their branches (the next test counts what is left)
+    assert _await_no_branch_dirs(cluster["caches"]) == []
+    ws.close()
+
+
+class _ProcessHandle:
+    """A started candidate process, as a command candidate's ``launch`` returns one."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+
+    def run(self, timeout: float | None) -> int:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+class SlowToStart:
+    """A candidate whose start takes 3 s after its process exists (a slow sandbox start
+    on a busy node): the driver's cancel arrives while it is starting."""
+
+    def __init__(self, notes: str) -> None:
+        self.notes = notes
+
+    def launch(self, branch: Any) -> _ProcessHandle:
+        proc = subprocess.Popen(["sleep", "120"], cwd=branch.path, start_new_session=True)
+        Path(self.notes, f"started.{proc.pid}.x").write_text("")
+        time.sleep(3.0)
+        return _ProcessHandle(proc)
+
+    def __call__(self, path: Any) -> Any:  # launched, never called
+        raise AssertionError("launched, not called")
+
+
+def test_a_cancel_while_a_candidate_starts_kills_it_and_aborts_its_branch(
+    cluster: dict[str, Any], tmp_path: Path, notes: Path,
+) -> None:
+    """Ray's plain cancel is a KeyboardInterrupt raised at whatever line the task runs:
+    landing between the candidate's start and the line that keeps its handle, it left
+    the candidate running on the node. The task defers it to the candidate's wait."""
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    before = tree_state(ws.path)
+    outcome = Speculate([SlowToStart(str(notes))] * 2, overall_timeout=1.0,
+                        runner=RayRunner(kill_grace=20.0))(ws)
+    assert [r.status for r in outcome.all_results] == ["timed_out", "timed_out"]
+    assert not outcome.committed and tree_state(ws.path) == before
+    assert len(_pids(notes)) == 2
+    assert _wait_dead(_pids(notes), within=30.0) == []
     assert _await_no_branch_dirs(cluster["caches"]) == []
     ws.close()
 
