@@ -60,6 +60,8 @@ ALLOWED = {
     ("sandbox/steps.py", "_ensure_dir", "OSError"):
         "re-raises the OS's errno with the mount point named: the builtin picks the "
         "errno's subclass (PermissionError, ...) the sandbox setup reports",
+    ("cluster/cancel_shield.py", "_raise_cancel", "KeyboardInterrupt"):
+        "Ray's cancel as Ray raises it: a task ending in anything else is recorded as failed",
     ("workspace/faults.py", "<lambda>", "KeyboardInterrupt"):
         "fault injection for the crash tests: it must be exactly what the user raises",
     ("workspace/faults.py", "<lambda>", "OSError"):

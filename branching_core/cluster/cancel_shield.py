@@ -26,7 +26,7 @@ import signal
 import threading
 from collections.abc import Generator
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 
 class CancelShield:
@@ -66,13 +66,13 @@ class CancelShield:
             # Cancelled during the cleanup-free tail (collecting the delta): the task
             # ends as cancelled, as it would have without the shield.
             self._raised = True
-            raise KeyboardInterrupt
+            _raise_cancel()
 
     def check(self) -> None:
         """Raise the cancel that came while shielded, if one did (once)."""
         if self._pending and not self._raised:
             self._pending, self._raised = False, True
-            raise KeyboardInterrupt
+            _raise_cancel()
 
     @contextlib.contextmanager
     def cancellable(self) -> Generator[None, None, None]:
@@ -87,9 +87,15 @@ class CancelShield:
     def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
         if self._open:
             self._open, self._raised = False, True  # one cancel is raised, not two
-            raise KeyboardInterrupt
+            _raise_cancel()
         if not self._raised:
             self._pending = True
+
+
+def _raise_cancel() -> NoReturn:
+    """The cancel as Ray raises it: the task must end in ``KeyboardInterrupt`` for Ray to
+    record it as cancelled (``TaskCancelledError`` for the driver), not as failed."""
+    raise KeyboardInterrupt
 
 
 __all__ = ["CancelShield"]
