@@ -221,6 +221,8 @@ class Store:
     def drop_generation(self, parent_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.root / "gen" / parent_id).unlink()
+        with contextlib.suppress(FileNotFoundError):  # its landings' record (landed.py)
+            (self.root / "landed" / parent_id).unlink()
 
     # -- metadata -------------------------------------------------------------------
     def write_meta(self, branch_id: str, meta: dict[str, Any]) -> None:
@@ -314,15 +316,16 @@ class Store:
         throwing a branch away and forgetting its generation (``Branch._dispose_many``)
         left ``gen/<branch>`` for good. Only commit-lock holders write them, and the
         caller holds that lock."""
-        directory = self.root / "gen"
-        if not directory.exists():
-            return
-        for entry in directory.iterdir():
-            name = entry.name
-            if name == ROOT_ID or name.startswith(".") or self.branch_dir(name).exists():
+        for sub in ("gen", "landed"):  # and their landings' records (landed.py)
+            directory = self.root / sub
+            if not directory.exists():
                 continue
-            with contextlib.suppress(FileNotFoundError):
-                entry.unlink()
+            for entry in directory.iterdir():
+                name = entry.name
+                if name == ROOT_ID or name.startswith(".") or self.branch_dir(name).exists():
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    entry.unlink()
 
     def sweep_temp_files(self) -> None:
         """Drop half-written journal and generation files (a writer died before its
