@@ -44,9 +44,13 @@ def _rewrite(writer: str, branch_path: Path, rel: str) -> None:
         subprocess.run(["sed", "-i", "s/b/rewritten by sed/", rel], cwd=branch_path, check=True)
     elif writer == "python":
         subprocess.run([sys.executable, "-c", PY_REPLACE, str(branch_path / rel)], check=True)
-    else:  # the branch's sandbox, as the agent's run_command tool does
-        result = run_command(f"sed -i 's/b/rewritten in the sandbox/' {rel}", branch_path,
-                             timeout=60)
+    else:  # in the branch's sandbox, as the agent's run_command tool runs commands
+        command: str | list[str] = (
+            f"sed -i 's/b/rewritten in the sandbox/' {rel}"
+            if writer == "sandbox-sed"
+            else [sys.executable, "-c", PY_REPLACE, rel]
+        )
+        result = run_command(command, branch_path, timeout=60)
         assert result.exit_code == 0, result
     assert "rewritten" in (branch_path / rel).read_text()
 
@@ -61,7 +65,7 @@ def _parent_changes(action: str, ws_dir: Path, rel: str) -> None:
         target.write_text("the parent's own edit\n")
 
 
-@pytest.mark.parametrize("writer", ["sed", "python", "sandbox"])
+@pytest.mark.parametrize("writer", ["sed", "python", "sandbox-sed", "sandbox-python"])
 @pytest.mark.parametrize("action", ["delete", "rename-away", "modify"])
 def test_a_parent_change_to_a_file_an_outside_writer_rewrote_is_a_conflict(
     ws_dir: Path, backend: str, writer: str, action: str
