@@ -227,3 +227,52 @@ def test_a_branch_deleting_a_file_the_parent_modified(ws_dir: Path, backend: str
     assert (ws_dir / "sub" / "b.txt").read_text() == "the parent's own edit\n"
     branch.abort()
     ws.close()
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_hand_deletion_beside_a_recorded_landing_is_still_a_conflict(
+    ws_dir: Path, backend: str, when: str
+) -> None:
+    """A sibling's landing changed the directory too, but the record only vouches for the
+    directory while every change since the fork is one of its landings: a deletion by hand
+    before or after it leaves the rewritten file a conflict."""
+    (ws_dir / "sub" / "c.txt").write_text("c\n")
+    ws = Workspace(ws_dir, backend=backend)
+    first = ws.branch("first", on_success=None)
+    second = ws.branch("second", on_success=None)
+    time.sleep(TICK)
+    (first.path / "sub" / "c.txt").write_text("first's edit\n")  # its landing renames into sub
+    _rewrite("sed", second.path, "sub/b.txt")
+    if when == "before":
+        (ws_dir / "sub" / "b.txt").unlink()
+        time.sleep(TICK)
+    first.commit()
+    if when == "after":
+        time.sleep(TICK)
+        (ws_dir / "sub" / "b.txt").unlink()
+    changes = second.changes()
+    assert changes.lost_in_parent == ["sub/b.txt"]
+    assert changed_since(changes, ws_dir, second.created_ns) == ["sub/b.txt"]
+    second.abort()
+    ws.close()
+
+
+def test_a_nested_parent_keeps_its_record_only_while_it_exists(ws_dir: Path, backend: str) -> None:
+    """Landings into a branch are recorded under that branch's id in the store and
+    forgotten with it; the rule works the same one level down."""
+    ws = Workspace(ws_dir, backend=backend)
+    outer = ws.branch("outer", on_success=None)
+    first = outer.branch("first", on_success=None)
+    second = outer.branch("second", on_success=None)
+    time.sleep(TICK)
+    (first.path / "sub" / "b.txt").unlink()
+    _rewrite("python", second.path, "sub/b.txt")
+    first.commit()
+    record = ws.tree.store.root / "landed" / outer.id
+    assert record.exists()
+    assert second.changes().lost_in_parent == ["sub/b.txt"]
+    with pytest.raises(ConflictError):
+        second.commit()  # stale: a sibling committed first
+    outer.abort()
+    assert not record.exists()
+    ws.close()
