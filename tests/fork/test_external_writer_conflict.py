@@ -20,6 +20,7 @@ from pydantic_ai import Agent
 from branching_core import ConflictError, Workspace
 from branching_core.agent import SandboxCommandRunner
 from branching_core.fork import BranchSpec, MergeAction
+from branching_core.fork.combine import CombineConflict
 from branching_core.live import ForkCoordinator
 
 from .helpers import Scripted, call
@@ -92,4 +93,24 @@ async def test_a_refusing_pick_changes_nothing(
     assert not coord.is_resolved
     assert coord.get_branch("a").ws_branch is not None
     await coord.merge_or_select(MergeAction.abort())
+    ws.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_combine_taking_the_rewritten_file_conflicts(project: Path, backend: str) -> None:
+    """A combine takes ``src/app.py`` from the branch whose ``sed -i`` rewrote it after the
+    parent deleted it: ``CombineConflict``, nothing written (it used to be landed as a
+    file the branch created, on every backend: the combine said no path existed)."""
+    ws = Workspace(project, backend=backend)
+    s = Scripted({"A": [call("run_command", command=SED)],
+                  "B": [call("write_file", path="b.txt", content="b\n")]})
+    coord = ForkCoordinator(Agent(s.model), workspace=ws, command_runner=SandboxCommandRunner())
+    await coord.fork([BranchSpec("a", "A"), BranchSpec("b", "B")], parent_history=[])
+    await coord.wait(timeout=60)
+    (project / "src" / "app.py").unlink()
+    before = _tree(project)
+    with pytest.raises(CombineConflict, match=r"src/app\.py: changed in the parent"):
+        await coord.merge_or_select(MergeAction.combine({"src/app.py": "a", "b.txt": "b"}))
+    assert _tree(project) == before and not coord.is_resolved
+    await coord.abort_fork()
     ws.close()
