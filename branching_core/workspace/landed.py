@@ -20,9 +20,11 @@ changed, its ``ctime`` just before and just after, and the paths it deleted. A d
 changes since the fork are all accounted for when its current ``ctime`` is the "after" of
 the last landing that touched it, whose "before" is the "after" of the one before, and so
 on back to a "before" no later than the fork. It costs two ``lstat`` per touched directory
-and one append per landing; the file is trimmed to its newer half past ``MAX_BYTES`` (a
-branch older than what is kept is judged conservatively). A crash, a replay or a failed
-append just leaves a landing unrecorded: conservative again, never wrong the other way.
+and one append per landing. It lives beside the parent's generation (``gen/<id>.landed``)
+and goes with it (``Store.drop_generation``, ``sweep_generations``); it is trimmed to its
+newer half past ``MAX_BYTES`` (a branch older than what is kept is judged conservatively).
+A crash, a replay or a failed append just leaves a landing unrecorded: conservative
+again, never wrong the other way.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from branching_core.workspace.changes import Op
+from branching_core.workspace.store import LANDED_SUFFIX
 
-RECORD_DIR = "landed"
+RECORD_DIR = "gen"  # beside the parent's generation, bookkeeping of the same kind
 MAX_BYTES = 1 << 20
 _MISSING = -1  # a directory's "ctime" before the landing that made it
 
@@ -44,7 +47,7 @@ Entry = tuple[dict[str, tuple[int, int]], tuple[str, ...]]
 
 def record_path(store_root: Path, parent_id: str) -> Path:
     """Where the landings into ``parent_id`` are recorded (in the store, not the tree)."""
-    return store_root / RECORD_DIR / parent_id
+    return store_root / RECORD_DIR / f"{parent_id}{LANDED_SUFFIX}"
 
 
 def touched_dirs(ops: Iterable[Op]) -> list[str]:
@@ -103,15 +106,9 @@ def append(
 def _trim(path: Path) -> None:
     """Keep the newer half of the record (the caller holds the commit lock)."""
     lines = path.read_bytes().splitlines(keepends=True)
-    tmp = path.with_name(f".{path.name}.trim")
+    tmp = path.with_name(f".{path.name}.tmp-trim")  # swept by Store.sweep_temp_files
     tmp.write_bytes(b"".join(lines[len(lines) // 2 :]))
     os.replace(tmp, path)
-
-
-def forget(store_root: Path, parent_id: str) -> None:
-    """Drop the record of a parent that is gone."""
-    with contextlib.suppress(FileNotFoundError):
-        record_path(store_root, parent_id).unlink()
 
 
 class LandingRecord:
@@ -168,4 +165,10 @@ class LandingRecord:
         return None
 
 
-__all__ = ["LandingRecord", "append", "dir_ctimes", "forget", "record_path", "touched_dirs"]
+__all__ = [
+    "LandingRecord",
+    "append",
+    "dir_ctimes",
+    "record_path",
+    "touched_dirs",
+]

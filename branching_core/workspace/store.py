@@ -47,6 +47,7 @@ from branching_core.workspace.fsutil import (
 from branching_core.workspace.session_lock import claim, held_by_live_owner
 
 ROOT_ID = "root"
+LANDED_SUFFIX = ".landed"  # gen/<node id>.landed: the node's record of landings (landed.py)
 STORE_ENV = "FORKDECK_STORE"
 
 
@@ -222,7 +223,7 @@ class Store:
         with contextlib.suppress(FileNotFoundError):
             (self.root / "gen" / parent_id).unlink()
         with contextlib.suppress(FileNotFoundError):  # its landings' record (landed.py)
-            (self.root / "landed" / parent_id).unlink()
+            (self.root / "gen" / f"{parent_id}{LANDED_SUFFIX}").unlink()
 
     # -- metadata -------------------------------------------------------------------
     def write_meta(self, branch_id: str, meta: dict[str, Any]) -> None:
@@ -316,16 +317,15 @@ class Store:
         throwing a branch away and forgetting its generation (``Branch._dispose_many``)
         left ``gen/<branch>`` for good. Only commit-lock holders write them, and the
         caller holds that lock."""
-        for sub in ("gen", "landed"):  # and their landings' records (landed.py)
-            directory = self.root / sub
-            if not directory.exists():
+        directory = self.root / "gen"
+        if not directory.exists():
+            return
+        for entry in directory.iterdir():
+            name = entry.name.removesuffix(LANDED_SUFFIX)  # and their landings' records
+            if name == ROOT_ID or name.startswith(".") or self.branch_dir(name).exists():
                 continue
-            for entry in directory.iterdir():
-                name = entry.name
-                if name == ROOT_ID or name.startswith(".") or self.branch_dir(name).exists():
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    entry.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
 
     def sweep_temp_files(self) -> None:
         """Drop half-written journal and generation files (a writer died before its

@@ -268,7 +268,7 @@ def test_a_nested_parent_keeps_its_record_only_while_it_exists(ws_dir: Path, bac
     (first.path / "sub" / "b.txt").unlink()
     _rewrite("python", second.path, "sub/b.txt")
     first.commit()
-    record = ws.tree.store.root / "landed" / outer.id
+    record = ws.tree.store.root / "gen" / f"{outer.id}.landed"
     assert record.exists()
     assert second.changes().lost_in_parent == ["sub/b.txt"]
     with pytest.raises(ConflictError):
