@@ -353,11 +353,26 @@ def _new_files(plan: CombinePlan) -> dict[str, NewFile | None]:
     return out
 
 
-def _parent_changed(plan: CombinePlan, parent: Path, since_ns: int) -> list[str]:
+def _lost_in_parent(branches: list[Any]) -> set[str]:
+    """Paths some branch writes that the parent held at the fork and no longer has
+    (``lost_in_parent`` of each branch's changes: it modified them, or cannot tell and the
+    parent's side says they may have been there). Taken into the combination, such a path
+    is a deletion meanwhile, a conflict: never a file to create."""
+    lost: set[str] = set()
+    for branch in branches:
+        lost.update(getattr(branch.changes(), "lost_in_parent", ()))
+    return lost
+
+
+def _parent_changed(
+    plan: CombinePlan, parent: Path, since_ns: int, existed: set[str]
+) -> list[str]:
     """The plan's paths the parent changed since the fork, by the one conflict rule of every
-    landing (``workspace.changes.find_conflicts``, through ``apply.change_ops``)."""
+    landing (``workspace.changes.find_conflicts``, through ``apply.change_ops``);
+    ``existed``: see :func:`_lost_in_parent`."""
     ops = change_ops(
         written=[p.path for p in plan.paths if p.action in ("copy", "write")],
+        existed=existed,
         deleted=[p.path for p in plan.paths if p.action == "delete"],
     )
     return [f"{rel}: changed in the parent since the fork" for rel in
@@ -386,7 +401,8 @@ async def merge_combined(
         open_branches = [rt.ws_branch for rt in branches if rt.ws_branch is not None]
         since = min((b.created_ns for b in open_branches), default=time.time_ns())
         parent_dir = Path(fc.parent_path)
-        stale = await asyncio.to_thread(_parent_changed, plan, parent_dir, since)
+        existed = await asyncio.to_thread(_lost_in_parent, open_branches)
+        stale = await asyncio.to_thread(_parent_changed, plan, parent_dir, since, existed)
         if stale:
             raise CombineConflict(stale)
         touched = [p.path for p in plan.paths if p.action != "keep"]
@@ -406,6 +422,7 @@ async def merge_combined(
                     _new_files(plan),
                     since_ns=since,
                     label=f"the combination of fork {handle.fork_id}",
+                    existed=existed,
                 )
             except ConflictError as exc:  # the parent changed between plan and commit
                 if held is not None:

@@ -472,6 +472,9 @@ class ForkMerger:
                 since_ns=branch.created_ns,
                 source_root=branch_dir,
                 label=f"branch {branch.name} (path by path)",
+                # what the parent held at the fork: one deleted since is a conflict here
+                # too, not a file to create (as the sub-agents' per-path landing says)
+                existed={*changes.modified, *getattr(changes, "lost_in_parent", ())},
             )
         except ConflictError as exc:
             report.conflicts = sorted({*report.conflicts, *exc.paths})

@@ -15,7 +15,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
@@ -42,6 +41,7 @@ from branching_core.workspace.changes import (
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.guard import check_landing
 from branching_core.workspace.journal import Journal
+from branching_core.workspace.landed import LandingRecord
 from branching_core.workspace.names import validate_branch_name
 from branching_core.workspace.signals import deferred_signals
 
@@ -300,8 +300,6 @@ class Branch(BranchNode):
         self._state: WorkspaceBranchState = "open"
         self._lock = threading.RLock()
         self._close_hooks: list[Callable[[], None]] = []
-        # paths a writer replaced while they still were the parent's (see note_replacing)
-        self._replaced_parent_paths: set[str] = set()
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
@@ -433,7 +431,7 @@ class Branch(BranchNode):
             ops = self._collect(parent)
             summary = summarize(ops, parent.root)
             summary.lost_in_parent = lost_in_parent(
-                ops, parent.root, self.created_ns, self.root_names
+                ops, parent.root, self.created_ns, self.root_names, self._landings()
             )
             return summary
 
@@ -509,34 +507,17 @@ class Branch(BranchNode):
                     raise
                 self._publish(journal, parent)
 
-    def note_replacing(self, rel: str) -> None:
-        """Say that a writer is about to replace ``rel`` (relative to the branch root) by
-        temp file + rename, as the agent's ``write_file``/``edit_file`` do.
-
-        Overlay keeps no record of what the parent held: a file renamed over one of the
-        parent's looks exactly like a file the branch created, so a parent deletion of
-        it meanwhile would be no conflict and the commit would bring it back. Called
-        before the rename, this remembers that the path existed.
-        """
-        with self._lock:
-            if self._state != "open" or rel in self._replaced_parent_paths:
-                return
-            if self.tree.backend.unchanged_from_parent(self._layout, rel):
-                self._replaced_parent_paths.add(rel)
-
     def _collect(self, parent: ParentView) -> list[Op]:
         """The backend's ops, less internal paths (``paths.is_internal_path``): those are
         never changes, whatever a backend saw (a new tree holding a ``.git`` is split,
         ``changes.without_internal``)."""
-        ops = without_internal(self.tree.backend.collect(self._layout, parent))
-        if not self._replaced_parent_paths:
-            return ops
-        return [
-            replace(op, existed=True)
-            if op.kind == "put" and not op.tree and op.path in self._replaced_parent_paths
-            else op
-            for op in ops
-        ]
+        return without_internal(self.tree.backend.collect(self._layout, parent))
+
+    def _landings(self) -> LandingRecord:
+        """The parent's record of its own landings since (``workspace.landed``): how the
+        conflict rule judges a path this branch writes that the parent no longer has and
+        that the backend cannot say was there at the fork (overlay, every writer)."""
+        return LandingRecord.of(self.tree.store.root, self.parent.node_id)
 
     def _checked(self, ops: list[Op], parent_root: Path, keep_privileges: bool) -> list[Op]:
         """The landing rule (paths, links, special files, privileges, conflicts), refused
@@ -546,6 +527,7 @@ class Branch(BranchNode):
             parent_root,
             since_ns=self.created_ns,
             root_names=self.root_names,
+            landings=self._landings(),
             parent_name=self.parent.branch_path,
             since=f"{self.branch_path} was created",
             cannot=f"commit {self.branch_path}",

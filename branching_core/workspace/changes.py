@@ -12,7 +12,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from branching_core.workspace.fsutil import lstat_or_none
 from branching_core.workspace.paths import GIT_NAME, is_internal_path
@@ -31,7 +31,8 @@ class Op:
     tree: bool = False  # put: ``source`` is a whole directory moved in one rename
     mode: int | None = None  # mkdir/chmod: permission bits
     # put: this path was (True) or was not (False) in the parent when the branch was made;
-    # None when the backend cannot tell (overlay)
+    # None when the backend cannot tell (overlay: a file renamed over one of the parent's
+    # looks exactly like a new one), and the parent's side decides (find_conflicts)
     existed: bool | None = None
     copied_up: bool = False  # put: overlay copied this file up from a lower layer (maybe renamed)
     strip_xattrs: bool = False  # put: drop overlayfs bookkeeping after the move
@@ -161,6 +162,12 @@ def _walk_relative(root: Path) -> Iterable[str]:
             yield name if rel_dir == "." else f"{rel_dir}/{name}"
 
 
+class RemovalRecord(Protocol):
+    """The parent's record of what its landings removed (``workspace.landed``)."""
+
+    def removed_since(self, rel: str, dir_ctime_ns: int, since_ns: int) -> bool | None: ...
+
+
 def find_conflicts(
     ops: Iterable[Op],
     parent_root: Path,
@@ -168,6 +175,7 @@ def find_conflicts(
     root_names: frozenset[str] | None = None,
     *,
     stat_of: Callable[[str], os.stat_result | None] | None = None,
+    landings: RemovalRecord | None = None,
 ) -> list[str]:
     """Paths this branch changed that the parent also changed after ``created_ns``.
 
@@ -175,13 +183,21 @@ def find_conflicts(
     caller shares with its other checks (``precheck.ParentStats``).
 
     The parent's change time (ctime, which no program can set back) is compared with
-    the branch's creation time. A file the branch modified that is now missing from
-    the parent was deleted (or renamed away) by someone else: also a conflict, and so
-    is a file the branch wrote that may have been (see ``existed``). ``root_names``, the
-    parent's top-level names when the branch was made, makes that exact at the top
-    level, where the engine itself adds and removes ``.pydantic-deep``. Known limit: file
-    timestamps come from the kernel's coarse clock (one tick, 4 ms at HZ=250), so a
-    parent change within one tick after the branch was created can go unseen.
+    the branch's creation time: a path the branch changed whose parent entry changed
+    since is a conflict, whoever changed either side and however. A path the branch
+    writes that is now missing from the parent is a conflict when the parent held it at
+    the fork (someone deleted or renamed it away since; landing it would bring it back):
+    certain when the branch knows it existed (``existed`` True); when it cannot know
+    (``existed`` None: overlay, where a file renamed over one of the parent's, as every
+    editor, ``sed -i`` and agent CLI saves, looks exactly like a new one), the parent's
+    side decides: ``root_names`` (its top-level names at the fork) at the top level;
+    below it, nothing was removed from a directory whose ctime is older than the fork,
+    and for one changed since, ``landings`` (``workspace.landed``: what forkdeck's own
+    landings into this parent removed) answers exactly when every change to it was one
+    of them (siblings adding files beside each other never conflict); a change nobody
+    recorded (a hand edit) may have removed it: a conflict. Known limit: file timestamps
+    come from the kernel's coarse clock (one tick, 4 ms at HZ=250), so a parent change
+    within one tick after the branch was created can go unseen.
     """
     conflicts: list[str] = []
     for op in ops:
@@ -201,7 +217,9 @@ def find_conflicts(
                 op.existed
                 or (
                     op.existed is None
-                    and _may_have_existed(op.path, parent_root / op.path, created_ns, root_names)
+                    and _may_have_existed(
+                        op.path, parent_root / op.path, created_ns, root_names, landings
+                    )
                 )
             ):
                 conflicts.append(op.path)
@@ -223,9 +241,11 @@ def lost_in_parent(
     parent_root: Path,
     created_ns: int,
     root_names: frozenset[str] | None = None,
+    landings: RemovalRecord | None = None,
 ) -> list[str]:
     """Puts whose path is now missing from the parent and was (or may have been) there
-    when the branch was made, or whose directory the parent no longer has."""
+    when the branch was made, or whose directory the parent no longer has (the same
+    judgement as :func:`find_conflicts`)."""
     lost: list[str] = []
     for op in ops:
         if op.kind != "put":
@@ -238,29 +258,41 @@ def lost_in_parent(
             holder is None
             or not stat.S_ISDIR(holder.st_mode)
             or op.existed
-            or (op.existed is None and _may_have_existed(op.path, target, created_ns, root_names))
+            or (
+                op.existed is None
+                and _may_have_existed(op.path, target, created_ns, root_names, landings)
+            )
         ):
             lost.append(op.path)
     return sorted(lost)
 
 
 def _may_have_existed(
-    rel: str, target: Path, created_ns: int, root_names: frozenset[str] | None
+    rel: str,
+    target: Path,
+    created_ns: int,
+    root_names: frozenset[str] | None,
+    landings: RemovalRecord | None,
 ) -> bool:
+    """Was ``rel`` (missing from the parent now) perhaps in the parent at the fork?
+
+    Exact at the top level (``root_names``). Below it: not if its directory has not lost
+    or gained an entry since (ctime); else what the parent's record of its own landings
+    says, when it accounts for every change to that directory; else perhaps (a conflict:
+    never a silent resurrection of something a third party removed).
+    """
     if "/" not in rel and root_names is not None:
         return rel in root_names
-    return _dir_changed(target, created_ns)
-
-
-def _dir_changed(target: Path, created_ns: int) -> bool:
-    """Did the directory holding ``target`` lose or gain entries after ``created_ns``?
-
-    A copied-up file may simply have been renamed inside the branch, so its absence
-    from the parent only counts as "deleted by someone else" when the parent's
-    directory itself changed since the branch was created.
-    """
     st = lstat_or_none(target.parent)
-    return st is None or st.st_ctime_ns > created_ns
+    if st is None:
+        return True
+    if st.st_ctime_ns <= created_ns:
+        return False
+    if landings is not None:
+        removed = landings.removed_since(rel, st.st_ctime_ns, created_ns)
+        if removed is not None:
+            return removed
+    return True
 
 
 def _changed_in_tree(root: Path, created_ns: int) -> list[str]:

@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from branching_core.errors import UnsafeChangeError
-from branching_core.workspace.changes import Op, ordered
+from branching_core.workspace.changes import Op, RemovalRecord, ordered
 from branching_core.workspace.fsutil import lstat_or_none
 from branching_core.workspace.paths import path_problem
 from branching_core.workspace.precheck import refuse_unapplicable
@@ -80,11 +80,13 @@ def check_landing(
     what: str,
     root_names: frozenset[str] | None = None,
     keep_privileges: bool = False,
+    landings: RemovalRecord | None = None,
 ) -> list[Op]:
     """The landing rule for ``ops`` into ``parent_root`` (module doc); returns the ops to
     journal (directory modes stripped). ``since_ns`` None: the caller decided conflicts
     against its own record (a Ray snapshot's manifest); the structural and permission
-    checks still run."""
+    checks still run. ``root_names``, ``landings``: what the parent side knows of paths a
+    branch cannot say it found there (``changes.find_conflicts``)."""
     problems = [(op.path, reason) for op in ops if (reason := path_problem(op.path))]
     if problems:
         raise refuse(problems, what)
@@ -98,6 +100,7 @@ def check_landing(
         parent_root,
         since_ns=since_ns,
         root_names=root_names,
+        landings=landings,
         parent_name=parent_name,
         since=since,
         cannot=cannot,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.errors import CommitError, PathNotFoundError
-from branching_core.workspace import reaper
+from branching_core.workspace import landed, reaper
 from branching_core.workspace.changes import Op, ordered
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
@@ -221,6 +221,10 @@ class Journal:
         root_str = str(self.parent_root)
         intent = self.intent
         made: list[bool] = [False]  # the displaced directory exists (first pass only)
+        # the parent's record of its landings (``landed``): the first pass only, which
+        # sees the directories as they were before this commit; a retry or a replay is
+        # left unrecorded (judged conservatively)
+        before = landed.dir_ctimes(root_str, landed.touched_dirs(self.ops)) if first else None
         for index, op in enumerate(self.ops):
             if first and op.kind == "put" and op.source is not None:
                 _put_first(op, root_str, displaced_str, index, displaced_dir, intent, made)
@@ -231,6 +235,8 @@ class Journal:
             if op.kind == "put" and op.strip_xattrs:
                 _strip_landed(f"{root_str}/{op.path}")
         set_generation(self.parent_id, self.generation)
+        if before is not None:
+            landed.append(self.path.parent.parent, self.parent_id, root_str, before, self.ops)
         crash_point("applied")
 
     def roll_back(self, set_generation: Callable[[str, int], None]) -> None:

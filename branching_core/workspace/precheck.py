@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from branching_core.errors import CommitError, ConflictError
-from branching_core.workspace.changes import Op, find_conflicts, ordered
+from branching_core.workspace.changes import Op, RemovalRecord, find_conflicts, ordered
 from branching_core.workspace.fsutil import PROJECT_STATE_DIR
 
 Kind = Literal["d", "f"] | None
@@ -36,6 +36,7 @@ def refuse_unapplicable(
     since: str,
     cannot: str,
     root_names: frozenset[str] | None = None,
+    landings: RemovalRecord | None = None,
 ) -> None:
     """Refuse, before the commit point, every op that would make a commit fail half way.
 
@@ -49,7 +50,9 @@ def refuse_unapplicable(
     changed = (
         []
         if since_ns is None
-        else find_conflicts(ops, parent_root, since_ns, root_names, stat_of=stats.get)
+        else find_conflicts(
+            ops, parent_root, since_ns, root_names, stat_of=stats.get, landings=landings
+        )
     )
     conflicts = sorted({*changed, *structural_conflicts(ops, parent_root, stats)})
     if conflicts:

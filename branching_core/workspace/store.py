@@ -47,6 +47,7 @@ from branching_core.workspace.fsutil import (
 from branching_core.workspace.session_lock import claim, held_by_live_owner
 
 ROOT_ID = "root"
+LANDED_SUFFIX = ".landed"  # gen/<node id>.landed: the node's record of landings (landed.py)
 STORE_ENV = "FORKDECK_STORE"
 
 
@@ -221,6 +222,8 @@ class Store:
     def drop_generation(self, parent_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.root / "gen" / parent_id).unlink()
+        with contextlib.suppress(FileNotFoundError):  # its landings' record (landed.py)
+            (self.root / "gen" / f"{parent_id}{LANDED_SUFFIX}").unlink()
 
     # -- metadata -------------------------------------------------------------------
     def write_meta(self, branch_id: str, meta: dict[str, Any]) -> None:
@@ -318,7 +321,7 @@ class Store:
         if not directory.exists():
             return
         for entry in directory.iterdir():
-            name = entry.name
+            name = entry.name.removesuffix(LANDED_SUFFIX)  # and their landings' records
             if name == ROOT_ID or name.startswith(".") or self.branch_dir(name).exists():
                 continue
             with contextlib.suppress(FileNotFoundError):

@@ -1,6 +1,7 @@
 """Siblings that each add a new file to the same existing directory never conflict: the
 first one's landing changes that directory, but the second one's file was new, not something
-a third party deleted (the overlay backend tells them apart by overlay's origin xattr)."""
+a third party deleted (on overlay, where any file a branch writes may be new or a rewrite,
+the parent's record of its own landings tells them apart: ``workspace.landed``)."""
 
 from __future__ import annotations
 

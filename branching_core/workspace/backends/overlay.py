@@ -302,36 +302,15 @@ class OverlayBackend(Backend):
                 if parent_is_dir:
                     ops.append(Op("delete", rel))
                 copied_up = stat.S_ISREG(st.st_mode) and _has_any_xattr(entry.path, ORIGIN_XATTRS)
-                # A regular file without an origin xattr was created by the branch: it was
-                # not in the parent when the branch wrote it, so its absence from the parent
-                # now is no third-party delete (siblings adding files to one directory must
-                # not conflict). A copied-up one may have been renamed: unknown (None).
-                # (Top-level names are judged exactly against the names recorded at branch
-                # creation, so they stay None here.)
-                new_file = stat.S_ISREG(st.st_mode) and not copied_up and "/" in rel
-                existed = False if new_file else None
+                # Whether the parent had this path at the fork is unknown here (existed
+                # None), with or without an origin xattr: a copied-up file may have been
+                # renamed, and a file without one is either new or one the branch's writer
+                # renamed over the parent's (editors, ``sed -i``, agent CLIs: temp file +
+                # rename leaves no trace in the upper layer). The conflict rule asks the
+                # parent's side instead (``changes.find_conflicts``, ``workspace.landed``).
                 ops.append(
-                    Op(
-                        "put",
-                        rel,
-                        source=entry.path,
-                        copied_up=copied_up,
-                        existed=existed,
-                        strip_xattrs=True,
-                    )
+                    Op("put", rel, source=entry.path, copied_up=copied_up, strip_xattrs=True)
                 )
-
-    def unchanged_from_parent(self, layout: BranchLayout, rel: str) -> bool:
-        # Not in the upper layer (nor hidden by a whiteout there): the view shows the
-        # lower file, the parent's. A rename over it would leave an upper file with no
-        # origin xattr, which ``collect`` takes for a file the branch created.
-        upper = layout.store_dir / "upper"
-        node = upper
-        for part in rel.split("/"):
-            node = node / part
-            if os.path.lexists(node):
-                return False
-        return True
 
     def freeze(self, layout: BranchLayout) -> None:
         if layout.mounted:
