@@ -77,7 +77,31 @@ class Terminal:
             "echo FORKDECK-EXIT=$?; sleep 60"
         )
         self.tmux("kill-session", "-t", self.name)
-        self.tmux("new-session", "-d", "-s", self.name, "-x", "160", "-y", "48", command)
+        # The server is told not to exit when its last session goes: a restart's
+        # kill-session would otherwise stop it while the new-session that follows is
+        # already talking to it, and the new session would vanish with it (an empty
+        # screen for the whole wait, seen once in CI).
+        self.tmux("new-session", "-d", "-s", self.name, "-x", "160", "-y", "48", command,
+                  ";", "set-option", "-g", "exit-empty", "off")
+        if not self._has_session():  # the old server was exiting all the same: once more
+            self.tmux("new-session", "-d", "-s", self.name, "-x", "160", "-y", "48", command,
+                      ";", "set-option", "-g", "exit-empty", "off")
+
+    def _has_session(self) -> bool:
+        done = subprocess.run(
+            [TMUX or "tmux", "-L", self.socket, "-f", "/dev/null", "has-session", "-t", self.name],
+            capture_output=True, timeout=30, check=False,
+        )
+        return done.returncode == 0
+
+    def _state(self) -> str:
+        """What the server says, for a wait that timed out on an empty screen."""
+        done = subprocess.run(
+            [TMUX or "tmux", "-L", self.socket, "-f", "/dev/null", "list-panes", "-a", "-F",
+             "#{session_name} pid=#{pane_pid} dead=#{pane_dead} cmd=#{pane_current_command}"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+        return (done.stdout + done.stderr).strip()
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", self.name)
@@ -105,7 +129,8 @@ class Terminal:
             if check(text):
                 return text
             if time.monotonic() > deadline:
-                raise AssertionError(f"waited for {what}; the screen shows:\n{text}")
+                state = "" if text.strip() else f"\n(tmux: {self._state() or 'nothing'})"
+                raise AssertionError(f"waited for {what}; the screen shows:\n{text}{state}")
             time.sleep(0.2)
 
     def fork_two_rows(self, steer_a: str, steer_b: str) -> str:
