@@ -20,9 +20,7 @@ from branching_core.errors import (
     InvalidStateError,
 )
 from branching_core.sandbox import native
-from branching_core.sandbox._records import (
-    is_exit_record,
-)
+from branching_core.sandbox._records import is_exit_record, might_end, split_end
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
 
 if TYPE_CHECKING:  # (cgroups only for annotations)
@@ -76,6 +74,7 @@ class SpawnedProcess:
     _inline: bool = False  # drain_here is draining in some caller's thread
     _lock: threading.Lock = field(default_factory=threading.Lock)
     output_errors: list[BaseException] = field(default_factory=list[BaseException])
+    direct: bool = False  # ``pid`` is the init itself (one fork: ``_forker``), no keeper
 
     def __post_init__(self) -> None:
         self.stdout = BoundedCapture(self.max_output)
@@ -91,19 +90,29 @@ class SpawnedProcess:
         self._thread.start()
 
     def kill_tree(self) -> None:
-        """Close the lifeline: the keeper SIGKILLs the pid-namespace init."""
+        """Close the lifeline: the keeper SIGKILLs the pid-namespace init (with no
+        keeper, the init is SIGKILLed here). Either way its whole pid namespace dies."""
         with self._lock:
             fd, self.lifeline_w = self.lifeline_w, None
+            if self.direct:
+                self._signal(signal.SIGKILL)
         if fd is not None:
             PARENT_FDS.discard(fd)
             os.close(fd)
 
     def hard_kill(self) -> None:
         """Kill the keeper itself (its init follows through PDEATHSIG) and the cgroups."""
-        if not self.done.is_set():
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        with self._lock:
+            self._signal(signal.SIGKILL)
         self.cgroups.kill()
+
+    def _signal(self, sig: int) -> None:
+        """Signal the keeper (or the init) through its pidfd, while it is open (under
+        ``_lock``: ``_end`` closes it under the same lock, so a number reused by some
+        other file, or another sandbox's pidfd, is never signalled)."""
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):  # ESRCH once it has been reaped
+                signal.pidfd_send_signal(self.pidfd, sig)
 
     def terminate(self, timeout: float) -> bool:
         """Kill the whole tree and wait for cleanup; escalate if the keeper lingers.
@@ -151,7 +160,7 @@ class SpawnedProcess:
             sel.register(fd, selectors.EVENT_READ)
         sel.register(self.pidfd, selectors.EVENT_READ)  # readable once the keeper ended
         self._exited = self._early = False
-        self._status = 0
+        self._status = self._end_code = 0
 
     def _finish_stream(self, fd: int) -> None:
         self._sel.unregister(fd)
@@ -198,6 +207,22 @@ class SpawnedProcess:
         # unless branch cgroups must be removed (busy until it is gone).
         return (set(self._sel.get_map()) == {self.pidfd} and not self.cgroups.paths
                 and is_exit_record(self._record))
+
+    def _init_ended(self) -> bool:
+        # The init's end record (``_child.end_branch``): every other process of its pid
+        # namespace is dead and reaped and it holds only the result pipe, so with every
+        # other stream at EOF and the record whole, nothing of the branch runs but an
+        # init about to exit. Not waited for (its heap unmapped, its mounts torn down),
+        # unless branch cgroups must be removed (busy until it is gone).
+        if self.cgroups.paths or not might_end(self._record):
+            return False
+        if set(self._sel.get_map()) != {self.pidfd, self.result_r}:
+            return False
+        code = split_end(bytes(self._record))[1]
+        if code is None:
+            return False
+        self._end_code = code
+        return True
 
     def _drain(self) -> None:
         """The drain thread's body."""
@@ -259,10 +284,18 @@ class SpawnedProcess:
                     sel.unregister(fd)
                     self._exited = True
                     self._status = os.waitpid(self.pid, 0)[1]
-                elif not self._read_some(fd) and self._command_over():
-                    sel.unregister(self.pidfd)
-                    self._status = 0  # what the keeper exits with after an exit record
-                    self._exited = self._early = True
+                    continue
+                got = self._read_some(fd)
+                if not got and self._command_over():
+                    status = 0  # what the keeper exits with after an exit record
+                elif self._init_ended():
+                    status = self._end_code << 8  # what the init (and keeper) exit with
+                else:
+                    continue
+                sel.unregister(self.pidfd)
+                self._status = status
+                self._exited = self._early = True
+                break
         self._drain_rest()
         self._end()
         return in_time
@@ -277,13 +310,14 @@ class SpawnedProcess:
             info.signal = os.WTERMSIG(status)
         else:
             info.exit_code = os.waitstatus_to_exitcode(status)
-        info.record = bytes(self._record)
+        info.record = split_end(bytes(self._record))[0]  # (the end record is ours)
         info.oom_killed = self.cgroups.oom_killed()
         self.kill_tree()
         self.cgroups.remove()
-        PARENT_FDS.discard(self.pidfd)
-        os.close(self.pidfd)
-        self.pidfd = -1
+        with self._lock:
+            PARENT_FDS.discard(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = -1
         if self._early:  # the keeper follows its init within a moment: reaped aside
             _reaper.add(self.pid)
         self.done.set()

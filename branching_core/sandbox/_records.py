@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # (cgroups only for annotations)
 TAG_SETUP = b"S"  # setup failed: kind \0 message
 TAG_RESULT = b"R"  # callable finished: meta pickle + payload pickle
 TAG_EXIT = b"X"  # command finished: raw wait status of the command
+TAG_END = b"E"  # after R (or X): the init's exit code; nothing else of the branch runs
+_PARTS = {TAG_SETUP: 2, TAG_RESULT: 2, TAG_EXIT: 1}  # parts of each record an E may follow
+_END_SIZE = 1 + 8 + 4
 
 
 def write_record(fd: int, tag: bytes, *parts: bytes) -> None:
@@ -65,6 +68,40 @@ def parse_record(data: bytes) -> tuple[bytes, list[bytes]]:
         pos += size
     return tag, parts
 
+
+def write_end(fd: int, code: int) -> None:
+    """The init's last word: every other process of its pid namespace is dead and
+    reaped, it holds no fd but the result pipe, it runs one thread, and it exits with
+    ``code`` next (``_child.end_branch``)."""
+    write_record(fd, TAG_END, struct.pack("<i", code))
+
+
+def might_end(data: bytes | bytearray) -> bool:
+    """Whether ``data`` ends like an end record (cheap: ``split_end`` decides)."""
+    return (len(data) > _END_SIZE and data[-_END_SIZE] == TAG_END[0]
+            and data[-_END_SIZE + 1:-4] == struct.pack("<Q", 4))
+
+
+def split_end(data: bytes) -> tuple[bytes, int | None]:
+    """``data`` without a trailing end record, and the code it carries (None: none).
+
+    An end record counts only right after one whole record of a known kind: the bytes
+    are parsed from the front, never guessed from the tail."""
+    if not might_end(data):
+        return data, None
+    count = _PARTS.get(data[:1])
+    if count is None:
+        return data, None
+    pos = 1
+    for _ in range(count):
+        if pos + 8 > len(data):
+            return data, None
+        (size,) = struct.unpack_from("<Q", data, pos)
+        pos += 8 + size
+    if pos + _END_SIZE != len(data):
+        return data, None
+    (code,) = struct.unpack_from("<i", data, pos + 9)
+    return data[:pos], code
 
 
 def is_exit_record(data: bytes | bytearray) -> bool:

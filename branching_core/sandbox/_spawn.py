@@ -44,21 +44,21 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from branching_core.errors import (
     NamespaceError,
     ProcessForkError,
     ResourceLimitError,
 )
-from branching_core.sandbox import native
+from branching_core.sandbox import _forker, native
 from branching_core.sandbox._caller import (
     PARENT_FDS,
     ExitInfo,
     SpawnedProcess,
     SpawnedProcessView,
 )
-from branching_core.sandbox._child import ChildMain, keeper
+from branching_core.sandbox._child import ChildMain, direct_init, keeper
 from branching_core.sandbox._records import (
     TAG_EXIT,
     TAG_RESULT,
@@ -139,6 +139,11 @@ def spawn(
             if isinstance(exc, OSError):
                 raise ProcessForkError(f"starting the sandbox failed: {exc.strerror}") from exc
             raise
+    direct = False
+    if pid is None and _one_fork(plan):
+        pid = _fork_init(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,
+                         child_ends, parent_ends)
+        direct = pid is not None
     if pid is None:
         pid = _fork_keeper(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,
                            child_ends, parent_ends)
@@ -146,7 +151,7 @@ def spawn(
     branch = SpawnedProcess(
         pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
         capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
-        max_output=max_output,
+        max_output=max_output, direct=direct,
     )
     if drain:
         branch.start_drain()
@@ -172,6 +177,39 @@ def _fork_keeper(
         finally:
             os._exit(127)
     return pid
+
+
+def _one_fork(plan: SandboxPlan) -> bool:
+    """Whether the init can be forked straight into its pid namespace (``_forker``): a
+    privileged caller whose sandbox makes no user namespace and joins none."""
+    return (not plan.new_userns and plan.userns_fd is None and _forker.wanted()
+            and _forker.forker().unusable is None)
+
+
+def _fork_init(
+    plan: SandboxPlan, cgroups: BranchCgroups, child_main: ChildMain, close_fds: bool,
+    fd_map: dict[int, int], res_w: int, life_r: int,
+    child_ends: list[int], parent_ends: list[int],
+) -> int | None:
+    """The one-fork path: the forking thread forks the init itself; its pid, or None
+    when this process cannot (nothing started: the caller forks a keeper)."""
+    netns = native.take_netns(plan)  # made ahead, lo up: the init joins it
+
+    def body() -> NoReturn:  # pragma: no cover - runs in the child
+        direct_init(plan, cgroups.procs_files, fd_map, res_w, life_r, close_fds,
+                    child_main, netns)
+
+    try:
+        return _forker.forker().fork(body)
+    except OSError as exc:
+        _close_ends(child_ends + parent_ends)
+        raise ProcessForkError(f"fork() failed: {exc.strerror}") from exc
+    except BaseException:
+        _close_ends(child_ends + parent_ends)
+        raise
+    finally:
+        if netns is not None:  # the init has its copy (or never ran): used once
+            os.close(netns)
 
 
 def _close_ends(fds: list[int]) -> None:

@@ -253,11 +253,13 @@ def namespace_flags(plan: SandboxPlan) -> int:
     return flags
 
 
-def enter_namespaces(plan: SandboxPlan) -> None:
+def enter_namespaces(plan: SandboxPlan, *, init: bool = False) -> None:
     """In the keeper: join the view helper's namespaces, then unshare fresh ones.
 
     Children forked afterwards are in the new pid namespace (the first becomes its
     init); the keeper itself stays outside it, so it can report the init's fate.
+    ``init``: called by an init that was born in its new pid namespace (the one-fork
+    shape, ``_forker``), which makes every namespace but that one.
     """
     if plan.userns_fd is not None:
         sc.setns(plan.userns_fd, sc.CLONE_NEWUSER)
@@ -265,7 +267,7 @@ def enter_namespaces(plan: SandboxPlan) -> None:
         sc.setns(plan.mntns_fd, sc.CLONE_NEWNS)
     if plan.netns_fd is not None:
         sc.setns(plan.netns_fd, sc.CLONE_NEWNET)
-    sc.unshare(namespace_flags(plan))
+    sc.unshare(namespace_flags(plan) & ~(sc.CLONE_NEWPID if init else 0))
     if plan.new_userns:
         _write_file("/proc/self/setgroups", b"deny")
         _write_file("/proc/self/uid_map", f"{plan.uid} {plan.uid} 1".encode())

@@ -404,6 +404,13 @@ class _Prebuild:
                 os.close(mntns)
 
 
+def take_netns(plan: SandboxPlan) -> int | None:
+    """A fresh network namespace made ahead (``lo`` up) for ``plan``'s sandbox to join,
+    or None (not poolable, or none ready: the sandbox makes its own). The caller closes
+    it once the sandbox's init has its copy."""
+    return _pool.take() if _pooled(plan) else None
+
+
 def _pooled(plan: SandboxPlan) -> bool:
     """Whether this sandbox can join a pre-made network namespace: a private network
     made by a root caller in its own user namespace (else the new user namespace must
@@ -529,4 +536,4 @@ os.register_at_fork(after_in_child=_new_pool_in_child)
 
 
 __all__ = ["ENV_BINARY", "ENV_SWITCH", "NativeUnavailable", "binary", "drain_pool", "enabled",
-           "encode_request", "fell_back", "start"]
+           "encode_request", "fell_back", "start", "take_netns"]
