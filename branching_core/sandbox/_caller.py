@@ -71,7 +71,7 @@ class SpawnedProcess:
     info: ExitInfo = field(default_factory=ExitInfo)
     done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-    _inline: bool = False  # drain_here is draining in some caller's thread
+    _inline: bool = False  # ``wait`` drains in some caller's thread (``_drain_here``)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     output_errors: list[BaseException] = field(default_factory=list[BaseException])
     direct: bool = False  # ``pid`` is the init itself (one fork: ``_forker``), no keeper
@@ -80,14 +80,10 @@ class SpawnedProcess:
         self.stdout = BoundedCapture(self.max_output)
         self.stderr = BoundedCapture(self.max_output)
 
-    def start_drain(self, resume: bool = False) -> None:
-        """Drain in a thread of its own (``resume``: go on from ``drain_here``)."""
-        if not resume:
-            self.prepare_drain()
-        self._thread = threading.Thread(
-            target=self._drain, name=f"forkdeck-sandbox-{self.pid}", daemon=True
-        )
-        self._thread.start()
+    def start_drain(self) -> None:
+        """Drain in a thread of its own, from the start."""
+        self.prepare_drain()
+        self._hand_to_thread()
 
     def kill_tree(self) -> None:
         """Close the lifeline: the keeper SIGKILLs the pid-namespace init (with no
@@ -122,8 +118,7 @@ class SpawnedProcess:
         if self.done.is_set():
             return False
         self.kill_tree()
-        if self._thread is None and not self._inline:  # nothing drains: a thread does now
-            self.start_drain(resume=True)
+        self._hand_to_thread()  # nothing drains yet: a thread does now
         if not self.done.wait(timeout):
             self.hard_kill()
             self.done.wait(timeout)
@@ -234,12 +229,16 @@ class SpawnedProcess:
     def wait(self, timeout: float | None) -> bool:
         """Wait until the branch has ended (whether it did within ``timeout``): drains
         here when nothing drains yet (``spawn(drain=False)``), which kills the tree at
-        ``timeout``; else waits for the drain thread (the caller kills on False)."""
-        if self._thread is None and not self.done.is_set():
-            return self.drain_here(timeout)
+        ``timeout``; else waits for whoever drains (the caller kills on False)."""
+        with self._lock:  # one drainer: a concurrent wait or terminate waits for this one
+            mine = self._thread is None and not self._inline and not self.done.is_set()
+            if mine:
+                self._inline = True
+        if mine:
+            return self._drain_here(timeout)
         return self.done.wait(timeout)
 
-    def drain_here(self, timeout: float | None) -> bool:
+    def _drain_here(self, timeout: float | None) -> bool:
         """Drain in the calling thread until the branch has ended: a synchronous caller
         then needs no drain thread and no wake-up from one (``spawn(drain=False)``).
 
@@ -247,16 +246,28 @@ class SpawnedProcess:
         then after 5 s the keeper and the cgroups) and False is returned once it has
         ended. Interrupted (^C), the tree is killed and a thread finishes the draining.
         """
-        self._inline = True
         try:
             return self._drain_until(None if timeout is None else time.monotonic() + timeout)
         except BaseException:
             self.kill_tree()
+            with self._lock:
+                self._inline = False
             if not self.done.is_set():
-                self.start_drain(resume=True)
+                self._hand_to_thread()
             raise
         finally:
             self._inline = False
+
+    def _hand_to_thread(self) -> None:
+        """A drain thread goes on from where the draining stands, unless something
+        drains already (decided under ``_lock``, as ``wait`` decides)."""
+        with self._lock:
+            if self._thread is not None or self._inline or self.done.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._drain, name=f"forkdeck-sandbox-{self.pid}", daemon=True
+            )
+        self._thread.start()
 
     def _drain_until(self, deadline: float | None) -> bool:
         """Drain to the end; at ``deadline`` kill the tree. Whether it ended in time."""

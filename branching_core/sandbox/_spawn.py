@@ -51,7 +51,7 @@ from branching_core.errors import (
     ProcessForkError,
     ResourceLimitError,
 )
-from branching_core.sandbox import _forker, native
+from branching_core.sandbox import _forker, native, steps
 from branching_core.sandbox._caller import (
     PARENT_FDS,
     ExitInfo,
@@ -139,6 +139,8 @@ def spawn(
             if isinstance(exc, OSError):
                 raise ProcessForkError(f"starting the sandbox failed: {exc.strerror}") from exc
             raise
+    if pid is None:
+        steps.prepare(plan.steps)  # what the init performs: converted here, not in each child
     direct = False
     if pid is None and _one_fork(plan):
         pid = _fork_init(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,

@@ -68,7 +68,7 @@ def store_dirs(view: str, target: str) -> list[str]:
         found.append(explicit)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     found.append(os.path.join(cache, "forkdeck", "stores"))
-    for place in (view, target):
+    for place in (view, target) if target != view else (view,):
         found.append(os.path.join(os.path.dirname(place), _STORE_BASE_NAME))
         for ancestor in _ancestors(place):
             if os.path.basename(ancestor) == _STORE_BASE_NAME:
@@ -76,7 +76,7 @@ def store_dirs(view: str, target: str) -> list[str]:
             elif _is_store_root(ancestor):  # an explicit Workspace(store=...)
                 found.append(ancestor)
                 break
-    return [p for p in found if _is_dir(p)]
+    return [p for p in dict.fromkeys(found) if _is_dir(p)]  # (each place checked once)
 
 
 def _is_dir(path: str) -> bool:
@@ -328,10 +328,11 @@ def _dirs_to_keep(candidates: tuple[str, ...], covered: tuple[str, ...],
     return outermost(keep)
 
 
-def outermost(paths: Iterable[str]) -> tuple[str, ...]:
+def outermost(paths: Iterable[str], real: Iterable[str] = ()) -> tuple[str, ...]:
     """Real, absolute, de-nested paths (a path inside another is dropped); ``/`` is
-    refused: hiding it would hide the whole host."""
-    real = sorted({os.path.realpath(p) for p in paths} - {"/"})
+    refused: hiding it would hide the whole host. ``real``: more paths that are real
+    already (an earlier ``outermost``'s result, so not resolved again)."""
+    real = sorted(({os.path.realpath(p) for p in paths} | set(real)) - {"/"})
     kept: list[str] = []
     for path in real:
         if not any(path.startswith(k.rstrip("/") + "/") for k in kept):

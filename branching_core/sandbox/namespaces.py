@@ -211,7 +211,7 @@ def _plan_masks(plan: SandboxPlan, expose_secrets: bool) -> None:
 
 def _plan_masks_now(plan: SandboxPlan, expose_secrets: bool, stores: list[str]) -> None:
     secrets = SecretMasks((), ()) if expose_secrets else secret_masks()
-    plan.hide_dirs = outermost([*stores, *secrets.dirs])
+    plan.hide_dirs = outermost(stores, real=secrets.dirs)
     plan.hide_files = tuple(f for f in secrets.files if not inside(f, plan.hide_dirs))
     kept = dirs_to_keep((*_COVERED, *secrets.dirs), secrets)
     plan.keep_visible = tuple(k for k in kept if not inside(k, stores))
@@ -226,6 +226,8 @@ def _checked_expose(expose: Sequence[tuple[str | os.PathLike[str], bool]],
                     plan: SandboxPlan) -> tuple[tuple[str, bool, bool], ...]:
     """Absolute, real, existing paths; never ``/``, the branch view or a branch store
     (a store holds sibling branches' work: exposing it would undo their isolation)."""
+    if not expose:
+        return ()
     out: dict[str, bool] = {}
     stores = store_dirs(plan.view, plan.target)
     for raw, writable in expose:

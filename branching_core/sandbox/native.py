@@ -45,7 +45,7 @@ from branching_core.errors import BranchingError, InvalidArgumentError, SystemCa
 from branching_core.sandbox import _syscalls as sc
 from branching_core.sandbox import native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
-from branching_core.sandbox.steps import OPS, SandboxStep
+from branching_core.sandbox.steps import OPS, CompiledSteps, SandboxStep
 
 log = logging.getLogger(__name__)
 
@@ -123,16 +123,35 @@ _encoded: dict[int, tuple[tuple[SandboxStep, ...], bytes, str]] = {}
 
 def _encode_steps(steps: tuple[SandboxStep, ...]) -> tuple[bytes, str]:
     """The steps' encoding and its digest, cached by identity (``compile_steps``
-    shares its lists)."""
+    shares its lists, and the parts of a list that other views share)."""
     cached = _encoded.get(id(steps))
     if cached is not None and cached[0] is steps:
         return cached[1], cached[2]
-    data = _s(len(steps)) + b"".join(encode_step(step) for step in steps)
+    data = _s(len(steps)) + _encode_part(steps)
     digest = hashlib.sha256(data).hexdigest()
     if len(_encoded) >= 32:
         _encoded.clear()
     _encoded[id(steps)] = (steps, data, digest)  # holds the tuple: its id stays unique
     return data, digest
+
+
+_parts: dict[int, tuple[tuple[SandboxStep, ...], bytes]] = {}
+
+
+def _encode_part(steps: tuple[SandboxStep, ...]) -> bytes:
+    """The steps one after the other (no count), a shared part encoded once."""
+    if isinstance(steps, CompiledSteps):
+        return b"".join(_encode_part(part) if len(part) > 8
+                        else b"".join(encode_step(step) for step in part)  # a view's own
+                        for part in steps.parts)
+    cached = _parts.get(id(steps))
+    if cached is not None and cached[0] is steps:
+        return cached[1]
+    data = b"".join(encode_step(step) for step in steps)
+    if len(_parts) >= 64:
+        _parts.clear()
+    _parts[id(steps)] = (steps, data)
+    return data
 
 
 def encode_request(
