@@ -13,7 +13,8 @@ Rows (p50 of ``--rounds`` samples, milliseconds of wall time):
   (what any isolated run must at least pay).
 * ``timeout_callable``: one candidate with ``timeout=`` (killable, so run in a child)
   against the in-process candidate plus a plain ``fork`` + ``_exit`` + ``waitpid``.
-* ``sandbox_start``: ``run_command(["true"], ws)`` against spawning ``/bin/true``.
+* ``sandbox_start``: ``run_command(["/bin/true"], ws)`` against spawning ``/bin/true`` (the
+  same command on both sides: a bare ``true`` would add a PATH search to one side only).
 * ``sandbox_start_230mb`` and ``isolated_callable_230mb``: the same two rows measured
   afterwards with a caller of about 230 MB (``--caller-mb``: a ballast of touched memory
   held while they run), where every ``fork`` copies that much page table. Issue 29's
@@ -170,7 +171,7 @@ def _big_caller(mb: int, rounds: int, ws: Workspace, ws_dir: Path,
     caller holding a large model or data set): what a ``fork`` of it costs shows here."""
     cases: dict[str, Case] = {
         "sandbox_start_230mb": (
-            lambda r: _ms(lambda: run_command(["true"], ws_dir)),
+            lambda r: _ms(lambda: run_command(["/bin/true"], ws_dir)),
             lambda r: _ms(lambda: subprocess.run(["/bin/true"], check=True)),
         ),
         "isolated_callable_230mb": (
@@ -215,7 +216,7 @@ def measure(
             lambda r: _ms(lambda: candidate(ws)) + _ms(lambda: fork_floor(False)),
         ),
         "sandbox_start": (
-            lambda r: _ms(lambda: run_command(["true"], ws_dir)),
+            lambda r: _ms(lambda: run_command(["/bin/true"], ws_dir)),
             lambda r: _ms(lambda: subprocess.run(["/bin/true"], check=True)),
         ),
         "commit_100_modified": (

@@ -31,11 +31,14 @@ import functools
 import glob
 import os
 import pwd
+import stat
 import sys
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from branching_core.sandbox.fswatch import DirWatch, Unwatchable
 
 _STORE_MARKER = "workspace"
 _STORE_BASE_NAME = ".forkdeck-stores"
@@ -188,9 +191,10 @@ def _compute_secret_masks(home: str, user_homes: tuple[str, ...]) -> tuple[Secre
 # ancestors keeps its lstat identity (device, inode, mode, mtime, ctime: creating,
 # removing or renaming an entry changes its directory's), and while the password
 # database gives the same homes (checked by its file's identity when it is files-only,
-# else by asking it again). Not cached: results resting on a symlink (a link elsewhere
-# could be retargeted unseen) or on a directory changed within ``_RACY_NS`` of the
-# computation (a timestamp tick could hide a second change).
+# else by asking it again); while an inotify watch on those directories (``fswatch``)
+# reports nothing, none of that can have changed. Not cached: results resting on a
+# symlink (a link elsewhere could be retargeted unseen) or on a directory changed within
+# ``_RACY_NS`` of the computation (a timestamp tick could hide a second change).
 _RACY_NS = 2_000_000_000
 _Sig = tuple[int, int, int, int, int] | None
 
@@ -232,11 +236,41 @@ class _CachedMasks:
     masks: SecretMasks
     deps: dict[str, _Sig]
     user_homes: tuple[str, ...] | None  # None: the database is watched through its file
+    watch: DirWatch | None = None  # the directories among ``deps`` (see ``_arm``)
 
     def still_valid(self) -> bool:
         if self.user_homes is not None and _user_homes() != self.user_homes:
             return False
+        if self.watch is not None:
+            if self.watch.quiet():
+                return True
+            self.watch.drain()  # then proven by lstat: a change after this is an event
         return all(_lsig(path) == sig for path, sig in self.deps.items())
+
+    def arm(self) -> bool:
+        """Watch each directory among ``deps`` and, for every other dependency, the
+        deepest directory above it that exists; whether nothing changed meanwhile. With
+        the watch quiet, no entry of those directories was created, removed, renamed,
+        written or changed in its attributes and nothing was mounted: every ``lstat``
+        would be the same, so ``still_valid`` needs two system calls, not one per path."""
+        dirs: set[str] = set()
+        for path, sig in self.deps.items():
+            if sig is None or not stat.S_ISDIR(sig[2]):
+                path = os.path.dirname(path)
+                while path != "/" and not _is_dir(path):
+                    path = os.path.dirname(path)
+            dirs.add(path)
+        try:
+            self.watch = DirWatch(sorted(dirs))
+        except Unwatchable:
+            self.watch = None
+        # what changed between the lstats and the watch is seen now, or never
+        return all(_lsig(path) == sig for path, sig in self.deps.items())
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = None
 
 
 _masks_lock = threading.Lock()
@@ -246,6 +280,9 @@ _masks_cache: dict[tuple[object, ...], _CachedMasks] = {}
 def _reset_masks_in_child() -> None:
     global _masks_lock
     _masks_lock = threading.Lock()  # a parent thread may have held it at fork time
+    for cached in _masks_cache.values():  # its watches' events are the parent's to read
+        cached.close()
+    _masks_cache.clear()
 
 
 os.register_at_fork(after_in_child=_reset_masks_in_child)
@@ -260,7 +297,9 @@ def secret_masks() -> SecretMasks:
         cached = _masks_cache.get(key)
         if cached is not None and cached.still_valid():
             return cached.masks
-        _masks_cache.pop(key, None)
+        gone = _masks_cache.pop(key, None)
+        if gone is not None:
+            gone.close()
         started = time.time_ns()
         userdb = {place: _lsig(place) for place in USERDB_PLACES}  # before deciding on them
         files_only = _passwd_files_only(any(sig is not None for sig in userdb.values()))
@@ -286,8 +325,14 @@ def secret_masks() -> SecretMasks:
         recent = started - _RACY_NS
         if cacheable and all(sig is None or (sig[3] < recent and sig[4] < recent)
                              for sig in deps.values()):
+            for old in _masks_cache.values():
+                old.close()
             _masks_cache.clear()  # one environment at a time is the common case
-            _masks_cache[key] = _CachedMasks(masks, deps, None if files_only else user_homes)
+            fresh = _CachedMasks(masks, deps, None if files_only else user_homes)
+            if fresh.arm():
+                _masks_cache[key] = fresh
+            else:
+                fresh.close()
         return masks
 
 
