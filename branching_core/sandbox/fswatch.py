@@ -65,10 +65,17 @@ class DirWatch:
             raise
         self.poller = select.poll()
         self.poller.register(self.mounts, select.POLLPRI | select.POLLERR)
+        self.changed = False  # seen since the last drain (``quiet`` consumes events)
 
     def quiet(self) -> bool:
-        """Whether nothing happened since the watch was armed or last drained (an event
-        read here stays counted: it is ``drain`` that forgets them)."""
+        """Whether nothing happened since the watch was armed or last drained. What it
+        saw stays seen (reading an event, or polling the mount table, consumes it):
+        only ``drain`` forgets."""
+        if not self.changed:
+            self.changed = not self._nothing_new()
+        return not self.changed
+
+    def _nothing_new(self) -> bool:
         if self.fd < 0:
             return False
         try:
@@ -87,12 +94,14 @@ class DirWatch:
             return False
 
     def drain(self) -> None:
-        """Forget what happened so far (the caller proves it harmless some other way)."""
+        """Forget what happened so far (the caller proves it harmless some other way,
+        after this: a change from now on is seen)."""
         with contextlib.suppress(OSError):
             while os.read(self.fd, 65536):
                 pass
         with contextlib.suppress(OSError):
             self.poller.poll(0)  # (reports a change of the mount table once)
+        self.changed = self.fd < 0
 
     def close(self) -> None:
         for fd in (self.fd, self.mounts):
