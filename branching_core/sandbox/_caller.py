@@ -1,7 +1,10 @@
+# pyright: strict
 """The caller's end of the sandbox protocol (``_spawn``'s docstring): ``SpawnedProcess``
-drains the branch's pipes in one thread, reaps the keeper through a pidfd and reads the
-result record; ``SpawnedProcessView`` is what every sandboxed branch exposes about its
-process. ``PARENT_FDS`` are closed in every fork child (an at-fork handler)."""
+drains the branch's pipes (in a thread, or in the thread that waits), reaps the keeper
+(or the init forked straight into its namespace) through a pidfd, kills through the
+lifeline or that pidfd, and reads the result record; ``SpawnedProcessView`` is what every
+sandboxed branch exposes about its process. ``PARENT_FDS`` are closed in every fork
+child (an at-fork handler)."""
 
 from __future__ import annotations
 
@@ -388,7 +391,8 @@ class SpawnedProcessView:
 
     @property
     def pid(self) -> int:
-        """The keeper's pid (killing it kills the whole sandbox)."""
+        """The keeper's pid, or the init's when it was forked straight into its pid
+        namespace (killing either kills the whole sandbox)."""
         return self._b.pid
 
     @property

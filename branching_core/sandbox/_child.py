@@ -1,6 +1,9 @@
+# pyright: strict
 """The child's end of the sandbox protocol (``_spawn``'s docstring): the keeper (joins the
-cgroups, enters the namespaces, forks the init, waits, kills on the lifeline's EOF) and
-the pid-namespace init (builds the filesystem, runs the target). Everything here runs
+cgroups, enters the namespaces, forks the init, waits, kills on the lifeline's EOF), the
+pid-namespace init (builds the filesystem, runs the target, ends the rest of its branch
+before its end record), and ``direct_init``, both in one process when the caller's
+forking thread forks the init straight into its namespace. Everything here runs
 between fork and the target, so only ``os``, ``select``, ``signal`` and the ctypes
 syscalls are used: the caller may be multi-threaded and no lock may be touched."""
 

@@ -1,6 +1,8 @@
+# pyright: strict
 """The record format of the sandbox protocol (``_spawn``'s docstring): a tag byte, then
 length-prefixed parts, written by the init (or the native executor) on the result pipe
-and parsed by the caller. Only ``os`` and ``struct`` run here: the writers run between
+and parsed by the caller; after a result or exit record the Python init may add an end
+record (``write_end``). Only ``os`` and ``struct`` run here: the writers run between
 fork and exec, where no lock may be touched."""
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ import os
 import select
 from collections.abc import Iterable
 
+from branching_core.errors import BranchingError
 from branching_core.sandbox import _syscalls as sc
 
 # Filesystems whose every change reaches inotify on this host (statfs(2) magic numbers).
@@ -40,7 +41,7 @@ _EVENTS = (sc.IN_MODIFY | sc.IN_ATTRIB | sc.IN_MOVED_FROM | sc.IN_MOVED_TO | sc.
            | sc.IN_DELETE | sc.IN_DELETE_SELF | sc.IN_MOVE_SELF)
 
 
-class Unwatchable(Exception):
+class Unwatchable(BranchingError):
     """These directories cannot be watched here (a network filesystem, no inotify)."""
 
 

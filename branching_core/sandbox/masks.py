@@ -277,6 +277,15 @@ _masks_lock = threading.Lock()
 _masks_cache: dict[tuple[object, ...], _CachedMasks] = {}
 
 
+def forget_cached_masks() -> None:
+    """Drop the cached masks and close their watch's fds (the next sandbox plans anew):
+    code counting this process's fds calls it, through ``native.drain_pool``."""
+    with _masks_lock:
+        for cached in _masks_cache.values():
+            cached.close()
+        _masks_cache.clear()
+
+
 def _reset_masks_in_child() -> None:
     global _masks_lock
     _masks_lock = threading.Lock()  # a parent thread may have held it at fork time
@@ -388,6 +397,7 @@ def outermost(paths: Iterable[str], real: Iterable[str] = ()) -> tuple[str, ...]
 __all__ = [
     "SecretMasks",
     "dirs_to_keep",
+    "forget_cached_masks",
     "inside",
     "outermost",
     "secret_masks",

@@ -1,3 +1,4 @@
+# pyright: strict
 """The caller's side of the native sandbox executor (``native/forkdeck_sandbox.c``).
 
 Sandboxed commands start through a small C program instead of two forks of the
@@ -43,7 +44,7 @@ from pathlib import Path
 
 from branching_core.errors import BranchingError, InvalidArgumentError, SystemCallError
 from branching_core.sandbox import _syscalls as sc
-from branching_core.sandbox import native_pool
+from branching_core.sandbox import masks, native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
 from branching_core.sandbox.steps import OPS, CompiledSteps, SandboxStep
 
@@ -534,10 +535,11 @@ _pool = _NetnsPool()
 
 
 def drain_pool() -> None:
-    """End and reap this process's idle executors and close its pre-made network
-    namespaces (before counting its children or its fds)."""
+    """End and reap this process's idle executors, close its pre-made network
+    namespaces and the secret masks' watch (before counting its children or its fds)."""
     native_pool.drain_executors()
     _pool.drain()
+    masks.forget_cached_masks()
 
 
 def _new_pool_in_child() -> None:

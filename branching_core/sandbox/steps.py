@@ -141,7 +141,7 @@ class CompiledSteps(tuple[SandboxStep, ...]):
 
     Most of a sandbox's steps do not depend on its view (its masks, ``/dev``, ``/proc``):
     sibling branches, each a new view, share those parts (the same objects), so the
-    executors convert them once (``prepare`` here, the request encoding in ``native``)
+    executors convert them once (``prepare_steps`` here, the request encoding in ``native``)
     and a new branch pays only for its few own steps.
     """
 
@@ -414,7 +414,7 @@ _Program = tuple[tuple[_Op, tuple[Any, ...], int, str, str, bool], ...]
 _programs: dict[int, tuple[tuple[SandboxStep, ...], _Program]] = {}
 
 
-def prepare(steps: tuple[SandboxStep, ...]) -> None:
+def prepare_steps(steps: tuple[SandboxStep, ...]) -> None:
     """Turn ``steps`` into what ``run_steps`` performs, in the caller before it forks
     (cached by identity: ``compile_steps`` shares its lists), so the init does not."""
     _program(steps)
@@ -595,5 +595,5 @@ def _ensure_dir(path: str) -> None:
 
 __all__ = [
     "OPS", "PROC_MASKED", "PROC_READ_ONLY", "CompiledSteps", "SandboxStep", "compile_steps",
-    "prepare", "run_steps",
+    "prepare_steps", "run_steps",
 ]
