@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # (cgroups only for annotations)
     from branching_core.sandbox.cgroups import BranchCgroups
 
 
+_EXIT_RECORD_SIZE = 1 + 8 + 4  # TAG_EXIT, one part: the raw wait status ("<i")
+
 # Parent-side fds of live branches: no child of ours (or of anyone's os.fork) needs
 # them, and a stray copy would hold a pipe open or keep a lifeline alive.
 PARENT_FDS: set[int] = set()
@@ -198,12 +200,14 @@ class SpawnedProcess:
                     self._finish_stream(fd)
 
     def _command_over(self) -> bool:
-        # A command's init reports its end only once every other process of its pid
-        # namespace is dead and reaped, and its pipes close as it exits: with every
-        # stream at EOF and a whole exit record, nothing of the command runs. Its
-        # own exit (the teardown of the sandbox's mounts) is then not waited for,
-        # unless branch cgroups must be removed (busy until it is gone).
-        return (set(self._sel.get_map()) == {self.pidfd} and not self.cgroups.paths
+        # A command's init writes its exit record only once every other process of its
+        # pid namespace is dead and reaped, and then only exits: with the command's
+        # streams at EOF and the record whole, nothing of the command runs. The init's
+        # own exit (closing the result pipe, the teardown of the sandbox's mounts) is
+        # then not waited for, unless branch cgroups must be removed (busy until it is
+        # gone). (A whole exit record is 13 bytes: a long record is never parsed here.)
+        return (len(self._record) == _EXIT_RECORD_SIZE and not self.cgroups.paths
+                and set(self._sel.get_map()) <= {self.pidfd, self.result_r}
                 and is_exit_record(self._record))
 
     def _init_ended(self) -> bool:
@@ -299,8 +303,8 @@ class SpawnedProcess:
                     self._exited = True
                     self._status = os.waitpid(self.pid, 0)[1]
                     continue
-                got = self._read_some(fd)
-                if not got and self._command_over():
+                self._read_some(fd)
+                if self._command_over():
                     status = 0  # what the keeper exits with after an exit record
                 elif self._init_ended():
                     status = self._end_code << 8  # what the init (and keeper) exit with
