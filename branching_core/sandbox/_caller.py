@@ -304,6 +304,8 @@ class SpawnedProcess:
                     self._status = os.waitpid(self.pid, 0)[1]
                     continue
                 self._read_some(fd)
+                if self._exited:  # the pidfd came first in this batch: only read the rest
+                    continue
                 if self._command_over():
                     status = 0  # what the keeper exits with after an exit record
                 elif self._init_ended():

@@ -27,30 +27,29 @@ _PARTS = {TAG_SETUP: 2, TAG_RESULT: 2, TAG_EXIT: 1}  # parts of each record an E
 _END_SIZE = 1 + 8 + 4
 
 
+def _write_all(fd: int, chunk: bytes) -> None:
+    """One ``os.write`` loop over partial writes and EINTR (both record writers use it)."""
+    view = memoryview(chunk)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except InterruptedError:
+            continue
+        view = view[n:]
+
+
 def write_record(fd: int, tag: bytes, *parts: bytes) -> None:
     """Write ``tag`` then each part length-prefixed; loops over partial writes."""
     for chunk in (tag, *(struct.pack("<Q", len(p)) + p for p in parts)):
-        view = memoryview(chunk)
-        while view:
-            try:
-                n = os.write(fd, view)
-            except InterruptedError:
-                continue
-            view = view[n:]
+        _write_all(fd, chunk)
 
 
 def write_large_record(fd: int, tag: bytes, *parts: bytes) -> None:
     """Like ``write_record`` without building a joined copy of big payloads."""
-    write_record(fd, tag)
+    _write_all(fd, tag)
     for part in parts:
-        for chunk in (struct.pack("<Q", len(part)), part):
-            view = memoryview(chunk)
-            while view:
-                try:
-                    n = os.write(fd, view)
-                except InterruptedError:
-                    continue
-                view = view[n:]
+        _write_all(fd, struct.pack("<Q", len(part)))
+        _write_all(fd, part)
 
 
 def parse_record(data: bytes) -> tuple[bytes, list[bytes]]:
