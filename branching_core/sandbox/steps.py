@@ -76,6 +76,11 @@ _RO = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 _DEV_STAGE = "/tmp/.forkdeck-dev"
 _MASK_FILE = "/dev/.forkdeck-masked"  # on the sandbox's /dev tmpfs; unlinked after binding
+# The overlay stages' mount (one stage per host mount, ``_compile_shared``): a tmpfs on
+# the sandbox's /dev while the binds are made, then moved over /proc and covered by the
+# new /proc (mode 0: nothing of it is ever reachable by path from the sandbox).
+_STAGE_HOLDER = "/dev/.forkdeck-stages"
+_HOLDER_FLAGS = sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
 
 # What container runtimes protect in /proc: host-wide knobs are read-only (uid 0 without
 # capabilities is stopped by file modes alone: /proc/irq/*/smp_affinity is 0600 root),
@@ -224,7 +229,10 @@ def _compile_shared(keep_visible: tuple[str, ...], hide_dirs: tuple[str, ...],
         mount = sockets.containing_mount(path)
         stage = stages.get(mount)
         if stage is None:
-            stage = stages[mount] = f"/dev/.forkdeck-stage{len(stages)}"
+            if not stages:  # the stages' holder: moved under the new /proc at the end
+                c.add("mkdir", _STAGE_HOLDER, 0)
+                c.add("mount", "tmpfs", _STAGE_HOLDER, "tmpfs", _HOLDER_FLAGS, "mode=0,size=4k")
+            stage = stages[mount] = f"{_STAGE_HOLDER}/{len(stages)}"
             c.add("mkdir", stage, 0)
             c.add("overlay", stage, mount_slots[mount], EMPTY_DIR)
         return stage + (path if mount == "/" else path[len(mount):])
@@ -260,7 +268,6 @@ def _compile_shared(keep_visible: tuple[str, ...], hide_dirs: tuple[str, ...],
             late.append(c.slot())
             c.add("opath", late[-1], path, when="dir", when_path=path)
     c.mask_files(hide_files, 0o000)  # reading a secret fails (EACCES)
-    _compile_proc(c)
     for path, slot in kept:
         c.add("ensure_dir", path, need=slot)
         if sockets is not None:
@@ -283,9 +290,16 @@ def _compile_shared(keep_visible: tuple[str, ...], hide_dirs: tuple[str, ...],
         attrs = sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
         c.add("setattr_fd", slot, attrs if writable else _RO, 0, 1, need=slot)
         c.add("move", slot, path, need=slot)
-    for stage in stages.values():  # the binds keep what they show
-        c.add("umount", stage, sc.MNT_DETACH)
-        c.add("rmdir", stage)
+    if stages:
+        # The binds keep what they show. The stages are not unmounted (the first unmount
+        # in a namespace copied from the view helper's waits for an RCU grace period:
+        # 0.4-5 ms of every sandbox start): their holder is moved over /proc, where the
+        # new /proc covers it. Covered, it is unreachable as the old /proc is (removing
+        # the mount on top needs CAP_SYS_ADMIN, which the sandbox has dropped), and it
+        # goes with the namespace when the sandbox ends, off its start.
+        c.add("mount", _STAGE_HOLDER, "/proc", "", sc.MS_MOVE, "")
+        c.add("rmdir", _STAGE_HOLDER)
+    _compile_proc(c)
     if sockets is not None:
         c.add("rmdir", EMPTY_DIR)  # the overlays keep their reference to it
     shared = tuple(c.steps)
