@@ -355,13 +355,35 @@ def dirs_to_keep(covered: Iterable[str], secrets: SecretMasks) -> tuple[str, ...
     prefixes, ``sys.path`` and ``PATH`` directories and the home's tool installations
     inside ``covered``; outermost first. A directory that holds (or is inside) a
     credential store is never kept."""
+    return _dirs_to_keep(keep_candidates(), tuple(covered), secrets.credentials)
+
+
+def keep_candidates() -> tuple[str, ...]:
+    """The directories ``dirs_to_keep`` chooses from (this process's interpreter,
+    ``sys.path``, ``PATH`` and the home's tool installations), sorted; made again only
+    when one of those inputs changed."""
+    global _candidates
+    key = (tuple(sys.path), os.environ.get("PATH", ""), os.environ.get("HOME"), os.geteuid(),
+           sys.prefix, sys.base_prefix, sys.exec_prefix)
+    memo = _candidates
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    found = _keep_candidates()
+    _candidates = (key, found)
+    return found
+
+
+_candidates: tuple[tuple[object, ...], tuple[str, ...]] | None = None
+
+
+def _keep_candidates() -> tuple[str, ...]:
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix}
     candidates.update(p for p in sys.path if p and os.path.isabs(p))
     candidates.update(p for p in os.environ.get("PATH", "").split(os.pathsep)
                       if p and os.path.isabs(p))
     home = _home()
     candidates.update(os.path.join(home, d) for d in HOME_TOOL_DIRS)
-    return _dirs_to_keep(tuple(sorted(candidates)), tuple(covered), secrets.credentials)
+    return tuple(sorted(candidates))
 
 
 @functools.lru_cache(maxsize=16)
@@ -399,6 +421,7 @@ __all__ = [
     "dirs_to_keep",
     "forget_cached_masks",
     "inside",
+    "keep_candidates",
     "outermost",
     "secret_masks",
     "store_dirs",

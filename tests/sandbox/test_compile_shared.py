@@ -9,10 +9,14 @@ new branch compiled its ~140 steps afresh and missed the executors' caches (issu
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from branching_core import Workspace
 from branching_core.sandbox.host_sockets import SocketPlan
+from branching_core.sandbox.masks import keep_candidates
 from branching_core.sandbox.namespaces import plan_sandbox
 from branching_core.sandbox.steps import CompiledSteps, _decisive
 
@@ -53,3 +57,19 @@ def test_only_mount_points_that_decide_a_step_are_kept() -> None:
         assert out.has_mount_below(path) == plan.has_mount_below(path)
     # without shared stages no mount point is asked about at all
     assert _decisive(plan, None).mount_points == ()
+
+
+def test_kept_candidates_follow_path_and_sys_path(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    """The candidates for kept directories are remembered between sandboxes, and made
+    again as soon as ``PATH`` or ``sys.path`` names another directory."""
+    first = keep_candidates()
+    assert keep_candidates() is first  # remembered
+    tools = tmp_path / "tools-bin"
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert str(tools) in keep_candidates()
+    lib = tmp_path / "libdir"
+    monkeypatch.syspath_prepend(str(lib))
+    assert str(lib) in keep_candidates()
+    monkeypatch.undo()
+    assert keep_candidates() == first
