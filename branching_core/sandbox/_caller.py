@@ -80,6 +80,7 @@ class SpawnedProcess:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     output_errors: list[BaseException] = field(default_factory=list[BaseException])
     direct: bool = False  # ``pid`` is the init itself (one fork: ``_forker``), no keeper
+    passed_fds: bool = False  # fds passed to the command uncaptured (``spawn(pass_fds=)``)
 
     def __post_init__(self) -> None:
         self.stdout = BoundedCapture(self.max_output)
@@ -207,8 +208,17 @@ class SpawnedProcess:
         # then not waited for, unless branch cgroups must be removed (busy until it is
         # gone). (A whole exit record is 13 bytes: a long record is never parsed here.)
         return (len(self._record) == _EXIT_RECORD_SIZE and not self.cgroups.paths
-                and set(self._sel.get_map()) <= {self.pidfd, self.result_r}
+                and set(self._sel.get_map()) <= self._may_stay_open()
                 and is_exit_record(self._record))
+
+    def _may_stay_open(self) -> set[int]:
+        # A keeper holds copies of the fds passed to the command (no stream of ours
+        # shows their EOF) until it closes them, just before its copy of the result
+        # pipe: with such fds the result pipe's EOF is waited for, so that none of them
+        # is still open anywhere in the branch when the caller gets its answer.
+        if self.passed_fds and not self.direct:
+            return {self.pidfd}
+        return {self.pidfd, self.result_r}
 
     def _init_ended(self) -> bool:
         # The init's end record (``_child.end_branch``): every other process of its pid
@@ -218,7 +228,7 @@ class SpawnedProcess:
         # unless branch cgroups must be removed (busy until it is gone).
         if self.cgroups.paths or not might_end(self._record):
             return False
-        if set(self._sel.get_map()) != {self.pidfd, self.result_r}:
+        if not {self.pidfd} <= set(self._sel.get_map()) <= self._may_stay_open():
             return False
         code = split_end(bytes(self._record))[1]
         if code is None:

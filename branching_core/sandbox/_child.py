@@ -118,10 +118,10 @@ def keeper(
         setup_failure(result_w, "namespace", f"forking the sandbox init failed: {exc}")
     if init_pid == 0:
         init_main(plan, result_w, lifeline_r, child_main)
-    os.close(result_w)
-    for fd in (0, 1, 2, *fd_map):
-        with contextlib.suppress(OSError):
+    for fd in (0, 1, 2, *fd_map):  # the command's fds first, the result pipe last: its
+        with contextlib.suppress(OSError):  # EOF says no copy of a passed fd is held here
             os.close(fd)
+    os.close(result_w)
     pidfd = os.pidfd_open(init_pid)
     poller = select_poll()
     poller.register(pidfd, POLLIN)

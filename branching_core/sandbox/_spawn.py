@@ -185,7 +185,7 @@ def spawn(
     branch = SpawnedProcess(
         pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
         capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
-        max_output=max_output, direct=direct,
+        max_output=max_output, direct=direct, passed_fds=bool(pass_fds),
     )
     if drain:
         branch.start_drain()
