@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .chat.screen import ChatScreen
-    from .commands import Slash
+    from .chat.ports import CommandHost
+    from .parsed import Slash
 
-Handler = Callable[["ChatScreen", "Slash"], None]
+Handler = Callable[["CommandHost", "Slash"], None]
 """What a command runs: the screen it was typed on, and the command with its arguments
 (for a sub-command such as ``/fork diff PATH``, the words after the sub-command)."""
 

@@ -12,49 +12,15 @@ whose message is one line, and nothing is written when a command is refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from branching_core.config import SaveResult, SettingsStore
 from branching_core.errors import ConfigError
 
 from .command_registry import REGISTRY, PaletteEntry, SlashCommand
+from .parsed import Parsed, Prompt, Shell, Slash, Steer
 
 
 class CommandError(ValueError):
     """A command that cannot run as typed; the message is the one line shown to the user."""
-
-
-@dataclass(frozen=True)
-class Slash:
-    """``/name args...``"""
-
-    name: str
-    args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Steer:
-    """``>>label message``: steer one running branch (never falls through to the chat)."""
-
-    label: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Shell:
-    """``!command``: a shell command in the workspace, or on a branch tab in that branch."""
-
-    command: str
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """Plain text: a chat turn, or a follow-up turn on the branch tab in front."""
-
-    text: str
-
-
-Parsed = Slash | Steer | Shell | Prompt
 
 
 COMMANDS: dict[str, SlashCommand] = {command.name: command for command in REGISTRY}

@@ -20,13 +20,11 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from .fork.ports import ForkHost
 from .forkdeck_app import ForkdeckApp
 from .session import ChatSession
-
-if TYPE_CHECKING:
-    from .chat.screen import ChatScreen
 
 CALC = '''\
 """A tiny module with a bug: mean() divides by one too many."""
@@ -155,16 +153,26 @@ class DemoApp(ForkdeckApp):
     async def _prepare(self) -> None:
         await super()._prepare()
         if self.session.ready and self.chat is not None:
-            self.run_worker(play(self.chat), name="demo", group="demo")
+            self.run_worker(self._play(self.chat), name="demo", group="demo")
+
+    async def _play(self, screen: DemoHost) -> None:
+        if await play(screen):
+            self.demo_done = True
 
 
-async def play(screen: ChatScreen) -> None:
-    """The demo's script on the real session (see the module docstring)."""
+class DemoHost(ForkHost, Protocol):
+    """The screen the demo plays on: a fork's flows, and a line typed as if by the user."""
+
+    def handle_line(self, text: str) -> None: ...
+
+
+async def play(screen: DemoHost) -> bool:
+    """The demo's script on the real session (see the module docstring); True once the
+    merge picker is asked for (False: the fork failed, and the chat says why)."""
     from .merge.screen_flow import start_merge
 
     session = screen.session
     tests = session.settings.test_command or test_command()
-    app: Any = screen.app
     screen.notice(
         "demo: calc.py has a bug and its test fails. The offline model reads it and runs "
         "the tests; then a fork tries three fixes at once, each in its own copy of the files."
@@ -177,7 +185,7 @@ async def play(screen: ChatScreen) -> None:
         coordinator = await session.start_fork(branch_specs(tests), None)
     except Exception as exc:
         screen.notice(f"demo: the fork failed: {exc}", "error")
-        return
+        return False
     await screen.fork_view.open(coordinator)
     await coordinator.wait()
     screen.notice(
@@ -185,7 +193,7 @@ async def play(screen: ChatScreen) -> None:
         "digit of the branch to merge, then Enter (Esc keeps the fork open: /merge later)."
     )
     start_merge(screen)
-    app.demo_done = True
+    return True
 
 
 async def _until(predicate: Any, step: float = 0.05) -> None:

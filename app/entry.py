@@ -1,6 +1,6 @@
 """The ``forkdeck`` command: headless subcommands go to the engine CLI, else the TUI.
 
-A new subcommand: its name in ``HEADLESS_COMMANDS`` and its parser in
+A new subcommand: its name in ``HEADLESS_COMMANDS`` (``command_names.py``) and its parser in
 ``branching_core.cli.build_parser`` (with a one-line ``help=``); ``forkdeck --help`` and
 the "did you mean" for a mistyped command pick it up from there (``subcommands.py``).
 """
@@ -10,27 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-HEADLESS_COMMANDS = frozenset(
-    {
-        "run",
-        "speculate",
-        "best-of-n",
-        "reflexion",
-        "tournament",
-        "cascade",
-        "tree",
-        "beam",
-        "status",
-        "models",
-        "mcp",
-        "agents",
-        "ports",
-        "export",  # issue 25: a fork branch as a git patch or branch
-    }
-)
-
-APP_COMMANDS = frozenset({"demo"})
-"""Subcommands the TUI itself handles (``tui.main``; described in ``subcommands.EXTRA_HELP``)."""
+from .command_names import APP_COMMANDS, HEADLESS_COMMANDS
 
 
 def main(argv: list[str] | None = None) -> int:

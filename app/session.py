@@ -23,23 +23,14 @@ from typing import TYPE_CHECKING, Any
 from branching_core.config import ConfigProblem, Settings, SettingsStore
 
 from .chat.turn_stream import TurnSink, stream_text, tool_event
+from .fork_totals import ForkTotals
+from .model_env import MODEL_ENV_KEYS
 
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
     from branching_core.fork import BranchSpec, ForkCoordinator, MergeResult
     from branching_core.workspace import Workspace
-
-#: Environment variables that configure a real model, shown in the offline greeting.
-MODEL_ENV_KEYS = (
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GROQ_API_KEY",
-    "MISTRAL_API_KEY",
-    "OPENROUTER_API_KEY",
-    "OLLAMA_BASE_URL",
-)
 
 
 @dataclass
@@ -68,16 +59,6 @@ class Totals:
             self.unpriced_responses += 1
         else:
             self.cost_usd += cost
-
-
-@dataclass
-class ForkTotals:
-    """Cost and tokens of the live fork, read from the coordinator (0 with no fork)."""
-
-    cost_usd: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tokens_estimated: bool = False
 
 
 @dataclass

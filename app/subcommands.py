@@ -1,6 +1,6 @@
 """Every ``forkdeck`` subcommand in one place: the ``--help`` listing and typo suggestions.
 
-The names are ``entry.HEADLESS_COMMANDS`` (one line per command, the dispatch table) and the
+The names are ``command_names.HEADLESS_COMMANDS`` (one line per command, the dispatch table) and the
 one-line descriptions are the ``help=`` of each subparser in
 ``branching_core.cli.build_parser``; so a new subcommand that adds its name there and its
 parser to the CLI shows up in ``forkdeck --help`` and in "did you mean" without touching
@@ -14,7 +14,7 @@ import argparse
 import difflib
 from collections.abc import Iterable
 
-from .entry import HEADLESS_COMMANDS
+from .command_names import HEADLESS_COMMANDS
 
 #: One-line descriptions for commands the CLI parser does not describe (a command handled
 #: by the app itself, say). The parser's ``help=`` wins where both exist.

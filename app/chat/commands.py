@@ -16,14 +16,14 @@ from ..commands import CommandError, help_text, run_settings_command
 
 if TYPE_CHECKING:
     from ..commands import Slash
-    from .screen import ChatScreen
+    from .ports import ChatHost
 
 
-def show_help(screen: ChatScreen, command: Slash) -> None:
+def show_help(screen: ChatHost, command: Slash) -> None:
     screen.notice(help_text())
 
 
-def setting(screen: ChatScreen, command: Slash) -> None:
+def setting(screen: ChatHost, command: Slash) -> None:
     """``/fork-branches``, ``/fork-budget``, ``/fork-model``: written through at once."""
     try:
         screen.notice(run_settings_command(screen.session.settings_store, command))
@@ -31,7 +31,7 @@ def setting(screen: ChatScreen, command: Slash) -> None:
         screen.notice(str(exc), "error")
 
 
-def show_cost(screen: ChatScreen, command: Slash) -> None:
+def show_cost(screen: ChatHost, command: Slash) -> None:
     session = screen.session
     totals = session.totals
     lines = [f"chat: ${totals.cost_usd:.4f} over {totals.requests} requests"]
@@ -54,7 +54,7 @@ def show_cost(screen: ChatScreen, command: Slash) -> None:
     screen.notice("\n".join(lines))
 
 
-def show_tokens(screen: ChatScreen, command: Slash) -> None:
+def show_tokens(screen: ChatHost, command: Slash) -> None:
     session = screen.session
     totals = session.totals
     fork = session.fork_totals() if session.fork_active else None
@@ -64,7 +64,7 @@ def show_tokens(screen: ChatScreen, command: Slash) -> None:
     screen.notice(line)
 
 
-def show_version(screen: ChatScreen, command: Slash) -> None:
+def show_version(screen: ChatHost, command: Slash) -> None:
     from importlib import metadata  # not at import: it costs the first frame ~15 ms
 
     def version(dist: str) -> str:
@@ -79,7 +79,7 @@ def show_version(screen: ChatScreen, command: Slash) -> None:
     )
 
 
-def copy(screen: ChatScreen, command: Slash) -> None:
+def copy(screen: ChatHost, command: Slash) -> None:
     """The chat's last answer; on a branch tab, that branch's whole transcript."""
     area = screen.fork_area
     label = area.active_label if area is not None else None
@@ -91,11 +91,11 @@ def copy(screen: ChatScreen, command: Slash) -> None:
     if not text:
         screen.notice("nothing to copy yet", "warning")
         return
-    screen.app.copy_to_clipboard(text)
+    screen.copy_to_clipboard(text)
     screen.notice(f"copied {what}: {len(text)} characters", toast=True)
 
 
-def clear(screen: ChatScreen, command: Slash) -> None:
+def clear(screen: ChatHost, command: Slash) -> None:
     if screen.turn_running:
         screen.notice("a turn is running: esc first", "warning")
         return
@@ -107,5 +107,5 @@ def clear(screen: ChatScreen, command: Slash) -> None:
     screen.notice("new conversation")
 
 
-def quit_app(screen: ChatScreen, command: Slash) -> None:
-    screen.app.call_later(screen.app.action_quit)
+def quit_app(screen: ChatHost, command: Slash) -> None:
+    screen.request_quit()

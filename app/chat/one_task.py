@@ -11,7 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .screen import ChatScreen
+    from .ports import ChatHost
 
 
 class OneTask:
@@ -20,7 +20,7 @@ class OneTask:
     what = "a task"
     """How the notice names it (``"a turn"``, ``"a !command"``)."""
 
-    def __init__(self, screen: ChatScreen) -> None:
+    def __init__(self, screen: ChatHost) -> None:
         self.screen = screen
         self.task: asyncio.Task[Any] | None = None
 

@@ -8,6 +8,12 @@ status line and the notices, and nothing else. What a submitted line means is de
 ``/fork diff``) and ``app.merge`` (the merge workflow and its modals); the run itself is
 ``app.session.ChatSession``. Long flows run as workers, so the screen keeps taking keys
 while branches stream; ``ctrl+g`` always brings focus back to the input.
+
+The features see this screen only through the protocols they declare (``chat.ports``,
+``fork.ports``, ``fork.view.ForkViewHost``, ``merge.ports``, on ``common.ports``): a
+feature gets what it asked for, and no module outside ``app.chat`` but the app shell
+(``forkdeck_app``, which builds the screen) imports this one
+(``tests/app/test_app_structure.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual import events, on
 from textual.actions import SkipAction
@@ -24,6 +30,7 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.widget import Widget
 
 from ..command_registry import REGISTRY
 from ..fork.fork_log import ForkLog
@@ -36,6 +43,12 @@ from .shell import ShellRunner
 from .status_bar import StatusBar, StatusInfo
 from .submission import Submission
 from .turns import ParentTurns
+
+if TYPE_CHECKING:
+    from ..fork.fork_area import ForkArea
+    from ..fork.fork_badge import ForkBadgeWidget
+
+ResultT = TypeVar("ResultT")
 
 
 class ChatScreen(Screen[None]):
@@ -78,8 +91,6 @@ class ChatScreen(Screen[None]):
     def __init__(self, session: ChatSession) -> None:
         super().__init__()
         self.session = session
-        self.fork_area: Any = None
-        """The fork's tabs and panels while one is shown (set by :attr:`fork_view`)."""
         self.last_notice = ""
         self.submission = Submission(self)
         self.turns = ParentTurns(self)
@@ -88,14 +99,17 @@ class ChatScreen(Screen[None]):
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        badge_cls = lazy("forkdeck.fork.fork_badge", "ForkBadgeWidget")
-        yield badge_cls(id="fork-badge")
+        badge: ForkBadgeWidget = lazy("forkdeck.fork.fork_badge", "ForkBadgeWidget")(
+            id="fork-badge"
+        )
+        self._fork_badge = badge
+        yield badge
         with Vertical(id="body"):
             yield MessageList(id="messages")
             yield Container(id="fork-slot")
             yield ForkLog(id="fork-log")
         chat_input = ChatInput(id="input", commands=REGISTRY.completions())
-        chat_input.cursor_blink = bool(getattr(self.app, "cursor_blink", True))
+        chat_input.cursor_blink = self.cursor_blink
         yield chat_input
         yield StatusBar(id="status")
         yield ChatFooter()
@@ -116,13 +130,24 @@ class ChatScreen(Screen[None]):
     def fork_log(self) -> ForkLog:
         return self.query_one("#fork-log", ForkLog)
 
+    @property
+    def fork_slot(self) -> Widget:
+        """Where the fork view mounts its tabs and panels."""
+        return self.query_one("#fork-slot")
+
+    @property
+    def fork_area(self) -> ForkArea | None:
+        """The fork's tabs and panels while one is shown (see :attr:`fork_view`)."""
+        return self.fork_view.area
+
     def on_mount(self) -> None:
-        self.query_one("#fork-slot").display = False
+        self.fork_slot.display = False
         self.fork_log.display = False
         self.fork_badge.clear()
         self.input.focus()
         self.refresh_status()
         self.session.on_busy = self.status.set_busy  # spinner + seconds on long waits (13.10)
+        self._mounted_app = self.app  # for other threads: no active app there to look up
         # after the first frame: watching forwards loads the sandbox layer
         self.set_timer(1.0, self._watch_forwards)
         if self.session.subagents is not None:
@@ -143,8 +168,8 @@ class ChatScreen(Screen[None]):
             unsubscribe()
 
     @property
-    def fork_badge(self) -> Any:
-        return self.query_one("#fork-badge")
+    def fork_badge(self) -> ForkBadgeWidget:
+        return self._fork_badge
 
     # -- status ---------------------------------------------------------------------------
     def refresh_status(self, activity: str | None = None) -> None:
@@ -188,6 +213,36 @@ class ChatScreen(Screen[None]):
             toast = severity in ("warning", "error")
         if toast:
             self.notify(text.splitlines()[0], severity=severity, markup=False)
+
+    async def ask(self, modal: Screen[ResultT]) -> ResultT:
+        """Show ``modal`` and wait for its answer (``push_screen_wait``)."""
+        return await self.app.push_screen_wait(modal)
+
+    @property
+    def cursor_blink(self) -> bool:
+        """Whether text cursors blink (the app's choice; tests turn it off)."""
+        return bool(getattr(self.app, "cursor_blink", True))
+
+    async def until_started(self) -> None:
+        """Wait while the app is still preparing the session (``ForkdeckApp.prepared``)."""
+        prepared = getattr(self.app, "prepared", None)
+        if prepared is not None and not self.session.ready:  # asked before start-up finished
+            with self.session.busy("starting"):
+                await prepared.wait()
+
+    def copy_to_clipboard(self, text: str) -> None:
+        self.app.copy_to_clipboard(text)
+
+    def request_quit(self) -> None:
+        """Quit as ctrl+q does (it asks first while branches run)."""
+        self.app.call_later(self.app.action_quit)
+
+    def notice_from_thread(self, text: str) -> None:
+        """:meth:`notice` from any thread (the app's own one included)."""
+        try:
+            self._mounted_app.call_from_thread(self.notice, text)
+        except RuntimeError:  # called in the app's own thread
+            self.notice(text)
 
     @contextlib.contextmanager
     def busy(self, what: str) -> Iterator[None]:

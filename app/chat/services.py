@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..commands import Slash
-    from .screen import ChatScreen
+    from .ports import ChatHost
 
 USAGE = "/services [start|stop|log NAME [BRANCH] | open [BRANCH[:NAME]]]"
 
@@ -44,12 +44,12 @@ def _lines() -> list[str]:
     return lines
 
 
-def _active_label(screen: ChatScreen) -> str | None:
+def _active_label(screen: ChatHost) -> str | None:
     area = screen.fork_area
     return area.active_label if area is not None else None
 
 
-def _network_for(screen: ChatScreen, label: str | None) -> Any:
+def _network_for(screen: ChatHost, label: str | None) -> Any:
     """The ``BranchNetwork`` of fork branch ``label``, else the workspace's own (made on
     first use). Runs in a worker thread: it reads only the session."""
     session = screen.session
@@ -67,7 +67,7 @@ def _network_for(screen: ChatScreen, label: str | None) -> Any:
                                             workspace_root=session.root)
 
 
-def services(screen: ChatScreen, command: Slash) -> None:
+def services(screen: ChatHost, command: Slash) -> None:
     args = list(command.args)
     if not args:
         lines = _lines()
@@ -87,7 +87,7 @@ def services(screen: ChatScreen, command: Slash) -> None:
     screen.run_worker(_act(screen, branch, action, name), exclusive=False)
 
 
-async def _act(screen: ChatScreen, branch: str | None, action: str, name: str) -> None:
+async def _act(screen: ChatHost, branch: str | None, action: str, name: str) -> None:
     try:  # making a branch's network starts its stack: not in the event loop
         label = branch or _active_label(screen)
         net = await asyncio.to_thread(_network_for, screen, label)
@@ -106,7 +106,7 @@ async def _act(screen: ChatScreen, branch: str | None, action: str, name: str) -
         screen.notice(f"/services {action} {name}: {exc}", "error")
 
 
-def open_forward(screen: ChatScreen, wanted: str | None = None) -> None:
+def open_forward(screen: ChatHost, wanted: str | None = None) -> None:
     """Open a forward in ``$BROWSER``: ``BRANCH[:NAME]``, else the tab in front's (or the
     only one)."""
     from branching_core.cli.ports import open_in_browser
@@ -130,18 +130,12 @@ def open_forward(screen: ChatScreen, wanted: str | None = None) -> None:
     screen.notice(f"opened {fwd.label()}", toast=True)
 
 
-def watch_forwards(screen: ChatScreen) -> Any:
+def watch_forwards(screen: ChatHost) -> Any:
     """Say ``b · web → http://127.0.0.1:PORT`` in the chat whenever a forward opens (a fork
     branch's autostarted service, ``/services start``); returns the unsubscriber."""
     from branching_core.sandbox.branch_net import add_forward_listener
 
-    app = screen.app
-
     def show(forward: Any) -> None:
-        text = f"{forward.label()}  (ctrl+b opens it)"
-        try:
-            app.call_from_thread(screen.notice, text)
-        except RuntimeError:  # opened in the app's own thread
-            screen.notice(text)
+        screen.notice_from_thread(f"{forward.label()}  (ctrl+b opens it)")
 
     return add_forward_listener(show)

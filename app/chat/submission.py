@@ -24,13 +24,13 @@ from ..commands import (
 )
 
 if TYPE_CHECKING:
-    from .screen import ChatScreen
+    from .ports import CommandHost
 
 
 class Submission:
     """Lines from the composer (or the palette, or a test) in the order they were sent."""
 
-    def __init__(self, screen: ChatScreen) -> None:
+    def __init__(self, screen: CommandHost) -> None:
         self.screen = screen
         self.pending: list[str] = []
         """Lines sent before they could run (start-up): run in order once they can."""

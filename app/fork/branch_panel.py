@@ -17,12 +17,12 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
-from textual.geometry import Size
 from textual.timer import Timer
 from textual.widgets import Static
 
 from ..common.redraw import update_in_place
 from .fork_tabs import STATE_BADGES
+from .transcript_block import TranscriptBlock
 
 FLUSH_INTERVAL = 1 / 10
 """Seconds between two screen updates of the shown panel's streamed text (10 per second:
@@ -79,39 +79,6 @@ def short_result(content: str) -> str:
 def format_cost(cost_usd: float | None, budget_usd: float | None) -> str:
     cost = "$?" if cost_usd is None else f"${cost_usd:.4f}"
     return cost if budget_usd is None else f"{cost} / ${budget_usd:g}"
-
-
-class TranscriptBlock(Static):
-    """One entry of a transcript; ``kind`` is prompt/assistant/tool/result/steer/user/error."""
-
-    def __init__(self, kind: str, text: str) -> None:
-        super().__init__(Content(text), classes=f"block -{kind}")
-        self.kind = kind
-        self.text = text
-
-    def set_text(self, text: str, *, draw: bool = True) -> None:
-        """Change the text; ``draw=False`` (a hidden panel) only marks it for
-        :meth:`redraw`, so a panel nobody sees never costs a screen layout."""
-        self.text = text
-        if draw:
-            update_in_place(self, Content(text))  # no screen layout while its height holds
-            self.stale = False
-        else:
-            self.stale = True
-
-    def _size_updated(
-        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
-    ) -> bool:
-        # Textual's default stores a new virtual size as a reactive that asks for *another*
-        # screen layout; a block is a leaf (it scrolls nothing), so its size came from the
-        # layout now running and that second reflow of the whole screen (every new line of
-        # streamed text, every block that grew while its tab was hidden) was pure cost.
-        return super()._size_updated(size, virtual_size, container_size, layout=False)
-
-    def redraw(self) -> None:
-        if getattr(self, "stale", False):
-            self.update(Content(self.text))
-            self.stale = False
 
 
 class ResultBlock(TranscriptBlock):

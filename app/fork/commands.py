@@ -12,11 +12,11 @@ from .diff import fork_diff as show_diff
 from .lifecycle import offer_recovery, start_fork
 
 if TYPE_CHECKING:
-    from ..chat.screen import ChatScreen
     from ..commands import Slash
+    from .ports import ForkHost
 
 
-def fork(screen: ChatScreen, command: Slash) -> None:
+def fork(screen: ForkHost, command: Slash) -> None:
     if command.args:
         screen.notice("usage: /fork (or /fork diff [PATH] while a fork is open)", "error")
         return
@@ -29,5 +29,5 @@ def fork(screen: ChatScreen, command: Slash) -> None:
     start_fork(screen)
 
 
-def fork_diff(screen: ChatScreen, command: Slash) -> None:
+def fork_diff(screen: ForkHost, command: Slash) -> None:
     show_diff(screen, command.args[0] if command.args else None)

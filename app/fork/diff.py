@@ -13,14 +13,14 @@ from ..merge.outcome import build_report
 from .view import lazy
 
 if TYPE_CHECKING:
-    from ..chat.screen import ChatScreen
+    from .ports import ForkHost
 
 
-def fork_diff(screen: ChatScreen, path: str | None) -> None:
+def fork_diff(screen: ForkHost, path: str | None) -> None:
     screen.run_worker(fork_diff_now(screen, path), group="diff")
 
 
-async def fork_diff_now(screen: ChatScreen, path: str | None) -> None:
+async def fork_diff_now(screen: ForkHost, path: str | None) -> None:
     launch = lazy("forkdeck.review.merge_diff", "launch_difftool")
     explorer_cls = lazy("forkdeck.review.diff_explorer", "DiffExplorerScreen")
     session = screen.session
@@ -54,7 +54,7 @@ async def fork_diff_now(screen: ChatScreen, path: str | None) -> None:
             screen.notice(f"opened {outcome.kind} diff tool")
             return
     flow = "forkdeck.review.combine_flow"  # 17.1/17.3: combine and process view
-    result = await screen.app.push_screen_wait(
+    result = await screen.ask(
         explorer_cls(
             report,
             paths=paths,

@@ -13,24 +13,24 @@ from typing import TYPE_CHECKING, Any
 from .view import lazy
 
 if TYPE_CHECKING:
-    from ..chat.screen import ChatScreen
+    from .ports import ForkHost
 
 
-def start_fork(screen: ChatScreen) -> None:
+def start_fork(screen: ForkHost) -> None:
     """``/fork``: the fork picker, then the branches, then the fork view."""
     screen.run_worker(_fork_flow(screen), group="fork", exclusive=True)
 
 
-async def _fork_flow(screen: ChatScreen) -> None:
+async def _fork_flow(screen: ForkHost) -> None:
     picker_cls = lazy("forkdeck.fork.fork_picker", "ForkPickerModal")
     session = screen.session
     settings = session.settings
-    request = await screen.app.push_screen_wait(
+    request = await screen.ask(
         picker_cls(
             settings.fork_branch_count,
             settings,
             default_model=session.model_label,
-            cursor_blink=bool(getattr(screen.app, "cursor_blink", True)),
+            cursor_blink=screen.cursor_blink,
             budget_note=session.budget_note(),
             estimator=lazy("forkdeck.review.fork_estimate", "estimator_for")(session),  # 17.5
         )
@@ -49,12 +49,12 @@ async def _fork_flow(screen: ChatScreen) -> None:
     screen.notice(f"forked {len(request.specs)} branches: {labels}")
 
 
-def confirm_escape(screen: ChatScreen, label: str | None) -> None:
+def confirm_escape(screen: ForkHost, label: str | None) -> None:
     """Esc on branch ``label`` (terminate it) or on the overview (None: abort the fork)."""
     screen.run_worker(_confirm_escape(screen, label), group="escape", exclusive=True)
 
 
-async def _confirm_escape(screen: ChatScreen, label: str | None) -> None:
+async def _confirm_escape(screen: ForkHost, label: str | None) -> None:
     confirm_cls = lazy("forkdeck.common.confirm", "ConfirmModal")
     coordinator = screen.session.coordinator
     if coordinator is None:
@@ -64,7 +64,7 @@ async def _confirm_escape(screen: ChatScreen, label: str | None) -> None:
             screen.fork_area.select(None)
         return
     question = f"Terminate branch {label}?" if label else "Abort the entire fork?"
-    if not await screen.app.push_screen_wait(confirm_cls(question)):
+    if not await screen.ask(confirm_cls(question)):
         return
     if label is None:
         ids = await screen.session.abort_fork()
@@ -77,7 +77,7 @@ async def _confirm_escape(screen: ChatScreen, label: str | None) -> None:
 
 
 def offer_recovery(
-    screen: ChatScreen, open_forks: list[dict[str, Any]], *, at_start: bool = False
+    screen: ForkHost, open_forks: list[dict[str, Any]], *, at_start: bool = False
 ) -> None:
     """A fork left open by an earlier session: reopen it, merge a branch, or abort it.
 
@@ -92,20 +92,17 @@ def offer_recovery(
 
 
 async def _recovery(
-    screen: ChatScreen, open_forks: list[dict[str, Any]], at_start: bool = False
+    screen: ForkHost, open_forks: list[dict[str, Any]], at_start: bool = False
 ) -> None:
     modal_cls = lazy("forkdeck.fork.recover_fork", "RecoverForkModal")
     session = screen.session
     modal = modal_cls(open_forks)
     modal.REFUSE_BURST = at_start
-    choice = await screen.app.push_screen_wait(modal)
+    choice = await screen.ask(modal)
     if choice is None:
         screen.notice("the open fork is kept; you will be asked again next time")
         return
-    prepared = getattr(screen.app, "prepared", None)
-    if prepared is not None and not session.ready:  # offered before start-up finished
-        with session.busy("starting"):
-            await prepared.wait()
+    await screen.until_started()  # offered before start-up finished
     if not session.ready:
         screen.notice("the workspace could not be opened: the fork stays open", "error")
         return

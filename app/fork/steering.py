@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from .view import lazy
 
 if TYPE_CHECKING:
-    from ..chat.screen import ChatScreen
     from ..commands import Steer
+    from .ports import ForkHost
 
 
-def steer(screen: ChatScreen, command: Steer) -> None:
+def steer(screen: ForkHost, command: Steer) -> None:
     coordinator = screen.session.coordinator
     assert coordinator is not None
     labels = [status.label for status in coordinator.inspect_branches()]
@@ -41,12 +41,12 @@ def steer(screen: ChatScreen, command: Steer) -> None:
     screen.notice(f">>{command.label}: {command.message}", toast=True)
 
 
-def branch_follow_up(screen: ChatScreen, label: str | None, text: str) -> None:
+def branch_follow_up(screen: ForkHost, label: str | None, text: str) -> None:
     """A new turn on the finished branch ``label`` (its tab is in front)."""
     screen.run_worker(_follow_up(screen, label, text), group="branch-turn")
 
 
-async def _follow_up(screen: ChatScreen, label: str | None, text: str) -> None:
+async def _follow_up(screen: ForkHost, label: str | None, text: str) -> None:
     coordinator = screen.session.coordinator
     if coordinator is None or label is None:
         return
@@ -65,17 +65,17 @@ async def _follow_up(screen: ChatScreen, label: str | None, text: str) -> None:
         screen.notice(str(exc), "error")
 
 
-def ask_approval(screen: ChatScreen, label: str, calls: Any) -> None:
+def ask_approval(screen: ForkHost, label: str, calls: Any) -> None:
     """The approval modal for branch ``label``'s pending tool calls."""
     screen.run_worker(_approval(screen, label, calls), group="approval")
 
 
-async def _approval(screen: ChatScreen, label: str, calls: Any) -> None:
+async def _approval(screen: ForkHost, label: str, calls: Any) -> None:
     modal_cls = lazy("forkdeck.fork.approval", "ApprovalModal")
     coordinator = screen.session.coordinator
     if coordinator is None:
         return
-    decisions = await screen.app.push_screen_wait(modal_cls(label, calls))
+    decisions = await screen.ask(modal_cls(label, calls))
     if decisions is None:
         return
     approve = getattr(coordinator, "approve", None)

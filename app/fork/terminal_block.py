@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.content import Content
 
-from .branch_panel import TranscriptBlock
+from .transcript_block import TranscriptBlock
 
 MAX_LINES = 400
 

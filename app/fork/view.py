@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..gc_freeze import collect_and_freeze, freeze_long_lived
 from .edit_notices import EDIT_EVENTS, edit_notice
 
 if TYPE_CHECKING:
-    from ..chat.screen import ChatScreen
+    from textual.notifications import SeverityLevel
+    from textual.timer import Timer
+    from textual.widget import Widget
+
+    from .fork_area import ForkArea
+    from .fork_badge import ForkBadgeWidget
+    from .fork_log import ForkLog
 
 ALT_DIGIT_GLYPH_KEYS = (
     "inverted_exclamation_mark",
@@ -45,19 +51,61 @@ def lazy(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-class ForkView:
-    """Shows and hides ``screen``'s fork (``screen.fork_area`` is set while one is shown)."""
+class Composer(Protocol):
+    """The chat's input, as the fork view changes it: alt+N glyphs jump to a branch."""
 
-    def __init__(self, screen: ChatScreen) -> None:
+    passthrough_keys: frozenset[str]
+
+    def focus(self, scroll_visible: bool = True) -> object: ...
+
+
+class ForkViewHost(Protocol):
+    """The screen the fork view is shown on: the slot it mounts into, the widgets it
+    shows and hides, the status line and notices."""
+
+    @property
+    def fork_slot(self) -> Widget: ...
+
+    @property
+    def messages(self) -> Widget: ...
+
+    @property
+    def fork_log(self) -> ForkLog: ...
+
+    @property
+    def fork_badge(self) -> ForkBadgeWidget: ...
+
+    @property
+    def input(self) -> Composer: ...
+
+    @property
+    def is_attached(self) -> bool: ...
+
+    def refresh_status(self, activity: str | None = None) -> None: ...
+
+    def notice(
+        self, text: str, severity: SeverityLevel = "information", *, toast: bool | None = None
+    ) -> None: ...
+
+    def set_timer(self, delay: float, callback: Callable[[], object] | None = None) -> Timer: ...
+
+
+class ForkView:
+    """Shows and hides ``screen``'s fork (:attr:`area` is set while one is shown)."""
+
+    def __init__(self, screen: ForkViewHost) -> None:
         self.screen = screen
+        self.area: ForkArea | None = None
+        """The fork's tabs and panels while one is shown."""
         self._remove_listener: Callable[[], None] | None = None
 
     async def open(self, coordinator: Any) -> None:
         screen = self.screen
         area_cls = lazy("forkdeck.fork.fork_area", "ForkArea")
-        slot = screen.query_one("#fork-slot")
-        screen.fork_area = area_cls(coordinator, id="fork-area")
-        await slot.mount(screen.fork_area)
+        slot = screen.fork_slot
+        area: ForkArea = area_cls(coordinator, id="fork-area")
+        self.area = area
+        await slot.mount(area)
         slot.display = True
         screen.fork_log.clear()
         screen.fork_log.display = True
@@ -74,10 +122,10 @@ class ForkView:
         if self._remove_listener is not None:
             self._remove_listener()
             self._remove_listener = None
-        if screen.fork_area is not None:
-            screen.fork_area.remove()
-            screen.fork_area = None
-        screen.query_one("#fork-slot").display = False
+        if self.area is not None:
+            self.area.remove()
+            self.area = None
+        screen.fork_slot.display = False
         screen.fork_log.display = False
         screen.input.passthrough_keys = frozenset()
         screen.messages.display = True
@@ -88,7 +136,7 @@ class ForkView:
         screen.set_timer(RELEASE_DELAY, self._release_closed)
 
     def _release_closed(self) -> None:
-        if self.screen.is_attached and self.screen.fork_area is None:  # no newer fork open
+        if self.screen.is_attached and self.area is None:  # no newer fork open
             collect_and_freeze()
 
     def _on_fork_event(self, event: Any) -> None:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from .screen_flow import start_merge
 
 if TYPE_CHECKING:
-    from ..chat.screen import ChatScreen
     from ..commands import Slash
+    from .ports import MergeHost
 
 
-def merge(screen: ChatScreen, command: Slash) -> None:
+def merge(screen: MergeHost, command: Slash) -> None:
     if not screen.session.fork_active:
         screen.notice("no fork is open: /fork first", "warning")
         return

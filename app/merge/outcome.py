@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from branching_core.fork import MergeResult
 
-    from ..session import ChatSession
+    from .session_port import ForkHolder
 
 
 class MergeConflict(RuntimeError):
@@ -74,7 +74,7 @@ def merge_summary(result: MergeResult) -> tuple[str, SeverityLevel]:
     return "\n".join(lines), "warning" if result.conflicts or result.errors else "information"
 
 
-async def build_report(session: ChatSession, paths: list[str] | None = None) -> Any:
+async def build_report(session: ForkHolder, paths: list[str] | None = None) -> Any:
     """The live fork's ``BranchDiffReport`` (the merge picker and diff explorer show it).
 
     The report reads every touched file of every branch and diffs them (synchronous work of

@@ -17,10 +17,10 @@ from .outcome import MergeConflict, test_line
 if TYPE_CHECKING:
     from branching_core.fork import ForkCoordinator, MergeResult
 
-    from ..session import ChatSession
+    from .session_port import MergingSession
 
 
-def judge_unavailable(session: ChatSession) -> str | None:
+def judge_unavailable(session: MergingSession) -> str | None:
     """Why the judge cannot run (no LLM for it), or None when it can.
 
     The offline model cannot give a structured verdict; asking it anyway ends in a raw
@@ -31,7 +31,7 @@ def judge_unavailable(session: ChatSession) -> str | None:
     from branching_core.agent import is_offline, resolve_model
     from branching_core.errors import ConfigError
 
-    from ..session import MODEL_ENV_KEYS
+    from ..model_env import MODEL_ENV_KEYS
 
     coordinator = session.coordinator
     handle = coordinator.handle if coordinator is not None else None
@@ -49,7 +49,7 @@ def judge_unavailable(session: ChatSession) -> str | None:
     return None
 
 
-async def run_judge(session: ChatSession) -> Any:
+async def run_judge(session: MergingSession) -> Any:
     """``branching_core.review.resolve`` on the open fork; keeps its test results for the
     merge picker. Raises ``RuntimeError`` with a readable reason."""
     from branching_core.review import resolve
@@ -66,7 +66,7 @@ async def run_judge(session: ChatSession) -> Any:
     return outcome
 
 
-async def merge(session: ChatSession, action: str, **options: Any) -> MergeResult:
+async def merge(session: MergingSession, action: str, **options: Any) -> MergeResult:
     """Resolve the fork; a picked winner's history becomes the chat's history.
 
     A winner whose changes collide with the parent (a path changed here since the fork)
@@ -90,14 +90,14 @@ async def merge(session: ChatSession, action: str, **options: Any) -> MergeResul
     return result
 
 
-def adopt_merge(session: ChatSession, result: MergeResult) -> MergeResult:
+def adopt_merge(session: MergingSession, result: MergeResult) -> MergeResult:
     """Take over a merge someone else ran on our coordinator (the judge's ``auto``)."""
     session.settle_fork(session.fork_totals())
     _adopt_history(session, result)
     return result
 
 
-def _adopt_history(session: ChatSession, result: MergeResult) -> None:
+def _adopt_history(session: MergingSession, result: MergeResult) -> None:
     """The winner's conversation becomes the chat's; ``merged_messages`` is what it adds
     to what the chat already shows (the whole of it for a fork of an earlier session)."""
     session.merged_messages = []
@@ -109,7 +109,9 @@ def _adopt_history(session: ChatSession, result: MergeResult) -> None:
     session.history = after
 
 
-async def _refuse_conflicts(session: ChatSession, coordinator: ForkCoordinator, label: str) -> None:
+async def _refuse_conflicts(
+    session: MergingSession, coordinator: ForkCoordinator, label: str
+) -> None:
     from branching_core.workspace.apply import changed_since
 
     try:

@@ -18,13 +18,13 @@ if TYPE_CHECKING:
 
     from branching_core.fork import MergeResult
 
-    from ..chat.screen import ChatScreen
+    from .ports import MergeHost
 
 
 class ScreenMergeUI:
     """:class:`app.merge.workflow.MergeUI` on ``screen``: modals and notices."""
 
-    def __init__(self, screen: ChatScreen) -> None:
+    def __init__(self, screen: MergeHost) -> None:
         self.screen = screen
 
     def notice(self, text: str, severity: SeverityLevel = "information") -> None:
@@ -36,7 +36,7 @@ class ScreenMergeUI:
         session = self.screen.session
         coordinator = session.coordinator
         statuses = coordinator.inspect_branches() if coordinator is not None else []
-        return await self.screen.app.push_screen_wait(
+        return await self.screen.ask(
             modal_cls(
                 outcome,
                 statuses=statuses,
@@ -51,7 +51,7 @@ class ScreenMergeUI:
         picker_cls = lazy("forkdeck.merge.merge_picker", "MergePickerModal")
         session = self.screen.session
         detected = await lazy("forkdeck.review.detected_tests", "session_tests")(session)  # 17.4
-        return await self.screen.app.push_screen_wait(
+        return await self.screen.ask(
             picker_cls(
                 report,
                 statuses,
@@ -68,29 +68,29 @@ class ScreenMergeUI:
         )
 
 
-def workflow(screen: ChatScreen) -> MergeWorkflow:
+def workflow(screen: MergeHost) -> MergeWorkflow:
     return MergeWorkflow(screen.session, ScreenMergeUI(screen))
 
 
-def start_merge(screen: ChatScreen) -> None:
+def start_merge(screen: MergeHost) -> None:
     """``/merge``: the workflow in a worker (its modals wait for the user)."""
     screen.run_worker(_merge(screen), group="merge", exclusive=True)
 
 
-async def _merge(screen: ChatScreen) -> None:
+async def _merge(screen: MergeHost) -> None:
     result = await workflow(screen).run()
     if result is not None:
         await after_merge(screen, result)
 
 
-async def apply_merge(screen: ChatScreen, action: str) -> None:
+async def apply_merge(screen: MergeHost, action: str) -> None:
     """Merge as ``action`` says without asking (a recovered fork's chosen branch)."""
     result = await workflow(screen).apply(action)
     if result is not None:
         await after_merge(screen, result)
 
 
-async def after_merge(screen: ChatScreen, result: MergeResult) -> None:
+async def after_merge(screen: MergeHost, result: MergeResult) -> None:
     screen.fork_view.close()
     screen.turns.save_history()
     # Append the winner's new turns: notices and command output stay (issue 13.12).

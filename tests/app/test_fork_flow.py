@@ -541,6 +541,7 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
         await wait_for(pilot, lambda: chat.fork_area is not None, what="the reopened fork")
         await wait_for(pilot, lambda: "reopened" in chat.last_notice, what="the notice")
         area = chat.fork_area
+        assert area is not None
         assert area.labels == ["a", "b"] and app.session.fork_active
         assert f"fork {fork_id} reopened" in chat.last_notice
         # the recovered branches are listed (drawn on the overview's first refresh)
