@@ -12,8 +12,8 @@ whose message is one line, and nothing is written when a command is refused.
 
 from __future__ import annotations
 
+from branching_core import ConfigError
 from branching_core.config import SaveResult, SettingsStore
-from branching_core.errors import ConfigError
 
 from .command_registry import REGISTRY, PaletteEntry, SlashCommand
 from .parsed import Parsed, Prompt, Shell, Slash, Steer

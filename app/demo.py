@@ -139,7 +139,7 @@ def steer_for(approach: Approach, tests: str) -> str:
 
 
 def branch_specs(tests: str) -> list[Any]:
-    from branching_core.fork.types import BranchSpec
+    from branching_core.fork import BranchSpec
 
     return [BranchSpec(label=a.label, steer=steer_for(a, tests)) for a in APPROACHES]
 

@@ -29,6 +29,7 @@ from .model_env import MODEL_ENV_KEYS
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
+    from branching_core import MergeAction
     from branching_core.fork import BranchSpec, ForkCoordinator, MergeResult
     from branching_core.workspace import Workspace
 
@@ -46,8 +47,7 @@ class Totals:
     """A server sent no usage: some counts are estimated from the text (never a false 0)."""
 
     def add_response(self, response: Any) -> None:
-        from branching_core.agent import response_cost_usd
-        from branching_core.agent.spend import usage_estimated
+        from branching_core.agent import response_cost_usd, usage_estimated
 
         self.requests += 1
         usage = getattr(response, "usage", None)
@@ -160,8 +160,7 @@ class ChatSession:
         import pydantic_ai
         from pydantic_ai import Agent
 
-        from branching_core.agent import display_name, is_offline
-        from branching_core.agent.models import connect_or_offline
+        from branching_core.agent import connect_or_offline, display_name, is_offline
         from branching_core.workspace import Workspace
 
         # The TUI owns the terminal: pydantic-ai's first-run banner would print over it.
@@ -181,7 +180,7 @@ class ChatSession:
         self.model_label = display_name(self.model)
         if self.offline:
             notices.append(StartupNotice(offline_greeting(), "warning"))
-        from branching_core.sandbox.privileges import unprivileged_limits
+        from branching_core.sandbox import unprivileged_limits
 
         gives_up = unprivileged_limits(self.workspace.fstype)
         if gives_up:  # issue 24.15: said once, not met later as errors
@@ -203,7 +202,7 @@ class ChatSession:
     @property
     def model_config(self) -> Any:
         """``[model]``/``[fork.prices]`` settings with ``--base-url``/``--price`` applied."""
-        from branching_core.agent.model_config import ModelConfig
+        from branching_core.agent import ModelConfig
 
         return ModelConfig.from_settings(self.settings, env=self.env).with_overrides(
             base_url=self.base_url, price=self.price
@@ -211,8 +210,8 @@ class ChatSession:
 
     def budget_note(self) -> str | None:
         """How budgets are enforced for the chat model (listed price, your price, token cap)."""
-        from branching_core.agent.spend import budget_note
-        from branching_core.fork.model_run import model_label_for_budget
+        from branching_core.agent import budget_note
+        from branching_core.fork import model_label_for_budget
 
         return budget_note(model_label_for_budget(self.model), self.model_config)
 
@@ -230,7 +229,7 @@ class ChatSession:
         """
         from pydantic_ai import Agent
 
-        from branching_core.fork.history import trim_unanswered_tool_calls
+        from branching_core.fork import trim_unanswered_tool_calls
 
         if self.agent is None:
             raise RuntimeError("the session is still starting")
@@ -283,7 +282,7 @@ class ChatSession:
 
     def external_runner(self) -> Any:
         """Runs the fork rows whose model is ``agent:<profile>`` (``[agents.<name>]``)."""
-        from branching_core.external.fork_runner import ExternalAgentRunner
+        from branching_core.external import ExternalAgentRunner
 
         assert self.workspace is not None
         return ExternalAgentRunner(self.workspace.path, getattr(self.settings, "agents", {}))
@@ -291,14 +290,13 @@ class ChatSession:
     def network_setup(self) -> Any:
         """``[sandbox] network`` and ``[services.*]`` for this session's branches (agents:
         ``private`` by default; see docs/network.md)."""
-        from branching_core.sandbox.net_settings import network_setup
+        from branching_core.sandbox import network_setup
 
         return network_setup(self.settings, purpose="agent")
 
     def _model_options(self) -> dict[str, Any]:
         """Per-branch models reach the configured server; user prices count in budgets."""
-        from branching_core.agent.models import config_resolver
-        from branching_core.agent.spend import price_fn_for
+        from branching_core.agent import config_resolver, price_fn_for
 
         config = self.model_config
         return {
@@ -383,7 +381,7 @@ class ChatSession:
 
         return await resolution.run_judge(self)
 
-    async def merge(self, action: str, **options: Any) -> MergeResult:
+    async def merge(self, action: MergeAction | str, **options: Any) -> MergeResult:
         """Resolve the fork; a picked winner's history becomes the chat's history. A winner
         colliding with the parent is refused first (``MergeConflict``; nothing changes).
         ``options`` go to ``merge_or_select`` ("combine"'s selection/base, issue 17.1)."""
@@ -414,7 +412,7 @@ class ChatSession:
         self.branch_tests = {}
         coordinator, self.coordinator = self.coordinator, None
         if coordinator is not None and coordinator.fork_id is not None:
-            from branching_core.workspace.fsutil import rmtree
+            from branching_core.workspace import rmtree
 
             from .review.merge_diff import PLACEHOLDER_DIR
 

@@ -97,7 +97,7 @@ def load_subagents(spec: str) -> Any:
         value = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"--subagents {spec}: {exc}") from exc
-    from branching_core.live.subagents import SubAgent, SubAgentBranches
+    from branching_core.live import SubAgent, SubAgentBranches
 
     if isinstance(value, SubAgentBranches):
         return value
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     if args.price:
-        from branching_core.agent.model_config import Price
+        from branching_core.agent import Price
 
         try:
             Price.parse(args.price)

@@ -8,9 +8,17 @@ importing pydantic-ai.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from branching_core._lazy import lazy_exports
 from branching_core.errors import *  # noqa: F403  (the error classes are cheap and always wanted)
 from branching_core.errors import __all__ as _error_names
+
+if TYPE_CHECKING:  # the real types for pyright; at run time ``__getattr__`` loads them
+    from branching_core.merge_action import GitCommitRequest as GitCommitRequest
+    from branching_core.merge_action import MergeAction as MergeAction
+    from branching_core.merge_action import MergeActionError as MergeActionError
+    from branching_core.state_dir import STATE_DIR as STATE_DIR
 
 _LAZY: dict[str, str] = {
     # workspace layer
@@ -50,7 +58,10 @@ _LAZY: dict[str, str] = {
     "BranchApprovalRequested": "branching_core.fork",
     "MergeStrategy": "branching_core.fork",
     "MergeResult": "branching_core.fork",
-    "MergeAction": "branching_core.fork",
+    # the typed merge choice: a shared leaf, so naming it never loads the fork layer
+    "MergeAction": "branching_core.merge_action",
+    "MergeActionError": "branching_core.merge_action",
+    "GitCommitRequest": "branching_core.merge_action",
     "ForkCostSummary": "branching_core.fork",
     "BranchCost": "branching_core.fork",
     "FileChange": "branching_core.fork",
@@ -74,6 +85,8 @@ _LAZY: dict[str, str] = {
     "PathDiff": "branching_core.review",
     "ResolveOutcome": "branching_core.review",
     "build_diff_report": "branching_core.review",
+    # where a workspace keeps forkdeck's state (``.pydantic-deep``), without loading a layer
+    "STATE_DIR": "branching_core.state_dir",
     # settings
     "Settings": "branching_core.config",
     "load_settings": "branching_core.config",

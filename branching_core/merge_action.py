@@ -15,12 +15,17 @@ re-exports every name (``branching_core.fork.MergeAction``, ``fork.actions``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from branching_core.errors import BranchingError
 
 MergeKind = Literal["pick", "combine", "abort", "auto"]
+
+OnConflict = Literal["land_rest", "refuse"]
+"""What a pick does with paths the parent changed since the fork: ``land_rest`` (the
+default: those paths are left alone and reported, the rest lands) or ``refuse`` (nothing
+lands, the fork stays open, ``ConflictError`` names the paths)."""
 
 
 class MergeActionError(BranchingError, ValueError):
@@ -36,6 +41,8 @@ class GitCommitRequest:
 
     message: str | None = None
     branch: str | None = None
+    trailers: Mapping[str, str] = field(default_factory=dict[str, str])
+    """Extra ``Forkdeck-<key>: value`` lines (e.g. ``{"Tests": "12/12 passed"}``)."""
 
 
 @dataclass(frozen=True)
@@ -53,13 +60,29 @@ class MergeAction:
     git_commit: GitCommitRequest | None = None
     """"And commit to git" (``GitCommitRequest``); None: no commit unless ``[git]
     commit_merges`` or the caller's ``git=`` asks for one."""
+    on_conflict: OnConflict = "land_rest"
+    """``pick``: what a path the parent changed since the fork does to the merge (the one
+    conflict rule, ``workspace.changes.find_conflicts``): ``land_rest`` leaves those paths
+    alone and lands the rest (the model's merge tool, the CLI); ``refuse`` lands nothing
+    and raises ``ConflictError`` with the paths, the fork still open (the TUI, where the
+    user picks again)."""
 
     @classmethod
-    def pick(cls, label: str, *, git_commit: GitCommitRequest | None = None) -> MergeAction:
+    def pick(
+        cls,
+        label: str,
+        *,
+        git_commit: GitCommitRequest | None = None,
+        on_conflict: OnConflict = "land_rest",
+    ) -> MergeAction:
         label = label.strip()
         if not label:
             raise MergeActionError("pick needs a branch label or id")
-        return cls("pick", label=label, git_commit=git_commit)
+        if on_conflict not in ("land_rest", "refuse"):
+            raise MergeActionError(
+                f"unknown on_conflict {on_conflict!r}: use 'land_rest' or 'refuse'"
+            )
+        return cls("pick", label=label, git_commit=git_commit, on_conflict=on_conflict)
 
     @classmethod
     def combine(
@@ -103,4 +126,4 @@ class MergeAction:
         return f"pick:{self.label}" if self.kind == "pick" else self.kind
 
 
-__all__ = ["GitCommitRequest", "MergeAction", "MergeActionError", "MergeKind"]
+__all__ = ["GitCommitRequest", "MergeAction", "MergeActionError", "MergeKind", "OnConflict"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import platform
 from typing import TYPE_CHECKING
 
-from branching_core.errors import ConfigError
+from branching_core import ConfigError
 
 from ..chat_store import save_history
 from ..commands import CommandError, help_text, run_settings_command

@@ -26,7 +26,7 @@ USAGE = "/services [start|stop|log NAME [BRANCH] | open [BRANCH[:NAME]]]"
 
 
 def _networks() -> list[Any]:
-    from branching_core.sandbox.branch_net import live_networks
+    from branching_core.sandbox import live_networks
 
     return live_networks()
 
@@ -109,7 +109,7 @@ async def _act(screen: ChatHost, branch: str | None, action: str, name: str) -> 
 def open_forward(screen: ChatHost, wanted: str | None = None) -> None:
     """Open a forward in ``$BROWSER``: ``BRANCH[:NAME]``, else the tab in front's (or the
     only one)."""
-    from branching_core.cli.ports import open_in_browser
+    from branching_core.cli import open_in_browser
 
     label = wanted or _active_label(screen)
     branch, _, name = (label or "").partition(":")
@@ -133,7 +133,7 @@ def open_forward(screen: ChatHost, wanted: str | None = None) -> None:
 def watch_forwards(screen: ChatHost) -> Any:
     """Say ``b · web → http://127.0.0.1:PORT`` in the chat whenever a forward opens (a fork
     branch's autostarted service, ``/services start``); returns the unsubscriber."""
-    from branching_core.sandbox.branch_net import add_forward_listener
+    from branching_core.sandbox import add_forward_listener
 
     def show(forward: Any) -> None:
         screen.notice_from_thread(f"{forward.label()}  (ctrl+b opens it)")

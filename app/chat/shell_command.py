@@ -11,7 +11,6 @@ in that branch's copy-on-write directory, so nothing reaches the parent before a
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +35,9 @@ class ShellTarget:
 
 def default_runner() -> Any:
     """The engine's sandboxed runner (imported lazily: it is not needed for the first frame)."""
-    commands = importlib.import_module("branching_core.agent.commands")
-    return commands.SandboxCommandRunner()
+    from branching_core.agent import SandboxCommandRunner
+
+    return SandboxCommandRunner()
 
 
 def branch_target(coordinator: Any, label: str) -> ShellTarget:
@@ -45,7 +45,7 @@ def branch_target(coordinator: Any, label: str) -> ShellTarget:
     runtime = coordinator.get_branch(label)
     if runtime.path is None or runtime.ws_branch is None:
         raise ValueError(f"branch {label} has no workspace any more (merged or discarded)")
-    from branching_core.fork.branch_files import is_hosted_id
+    from branching_core.fork import is_hosted_id
 
     if is_hosted_id(getattr(runtime.ws_branch, "id", None)):
         # Its files live in a Ray actor on a node; the local directory is a read-only copy,

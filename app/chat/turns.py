@@ -39,7 +39,7 @@ class ParentTurns(OneTask):
             with contextlib.suppress(NoMatches):
                 screen.notice("turn stopped (esc); what happened so far is kept", "warning")
         except Exception as exc:
-            from branching_core.agent.model_errors import describe_error
+            from branching_core.agent import describe_error
 
             screen.notice(
                 f"turn failed: {describe_error(exc, session.model, session.history)}", "error"

@@ -129,7 +129,7 @@ class ForkArea(Vertical):
         self, coordinator: ForkCoordinator, *, id: str | None = None, classes: str | None = None
     ) -> None:
         super().__init__(id=id, classes=classes)
-        from branching_core.fork import events as ev  # the coordinator already loaded it
+        from branching_core import fork as ev  # the coordinator already loaded it
 
         self._ev = ev
         self._approval_event: type | None = getattr(ev, "BranchApprovalRequested", None)

@@ -50,8 +50,7 @@ from ..review.fork_estimate import (
 )
 
 if TYPE_CHECKING:
-    from branching_core.fork.estimate import ForkEstimate
-    from branching_core.fork.types import BranchSpec
+    from branching_core.fork import BranchSpec, ForkEstimate
 
 ESTIMATE_PAUSE_S = 0.15
 """Typing pause before the estimate is recomputed (each key would otherwise start one)."""
@@ -113,7 +112,7 @@ def check_model(text: str, what: str, field_id: str,
     if not raw:
         return None
     if raw.startswith("agent:"):  # an external agent profile (branching_core.external)
-        from branching_core.external.profiles import ProfileError, resolve_row
+        from branching_core.external import ProfileError, resolve_row
 
         try:
             resolve_row(raw.removeprefix("agent:"), agents)  # type: ignore[arg-type]
@@ -245,7 +244,7 @@ class ForkPickerModal(ModalScreen["ForkRequest | None"]):
 
     def build_request(self) -> ForkRequest:
         """The request the fields describe now; PickerError for the first bad field."""
-        from branching_core.fork.types import BranchSpec
+        from branching_core.fork import BranchSpec
 
         specs: list[BranchSpec] = []
         seen: dict[str, int] = {}

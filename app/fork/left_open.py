@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from branching_core.state_dir import STATE_DIR
+from branching_core import STATE_DIR
 
 
 def forks_left_open(root: Path) -> list[dict[str, Any]]:

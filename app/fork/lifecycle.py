@@ -118,9 +118,11 @@ async def _recovery(
         return
     if choice[0] == "merge" and len(choice) > 2 and choice[2]:
         # imported only now: it loads pydantic-ai, which start-up may be importing meanwhile
+        from branching_core import MergeAction
+
         from ..merge.screen_flow import apply_merge
 
-        await apply_merge(screen, f"pick:{choice[2]}")
+        await apply_merge(screen, MergeAction.pick(choice[2]))
         if not session.fork_active:
             return  # merged; else (a conflict) the fork is shown, still open
     await screen.fork_view.open(coordinator)

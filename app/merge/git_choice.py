@@ -2,16 +2,19 @@
 and the git state line it shows.
 
 Why apart from the picker: the picker only says what the user chose (a :class:`GitChoice`
-instead of a plain ``"pick:<label>"``); what that means (a ``GitLanding`` for the engine's
-merge, or an export that lands nothing) is decided here, beside the merge workflow.
+instead of a plain ``MergeAction.pick(label)``); what that means (the pick with its
+``GitCommitRequest`` for the engine's merge, or an export that lands nothing) is decided
+here, beside the merge workflow.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from branching_core import GitCommitRequest, MergeAction
 
 if TYPE_CHECKING:
     from branching_core.fork import MergeResult
@@ -25,12 +28,19 @@ GitMode = Literal["commit", "export"]
 class GitChoice:
     """The picker's "merge and commit" (``c``) or "export as branch" (``b``) on a branch."""
 
-    action: str  # "pick:<label>"
+    action: MergeAction
+    """The pick (``MergeAction.pick(label)``); its string form is parsed once, here."""
     mode: GitMode
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action", MergeAction.coerce(self.action))
+        if self.action.kind != "pick" or self.action.label is None:
+            raise ValueError(f"a git choice is a pick of one branch, not {self.action}")
 
     @property
     def label(self) -> str:
-        return self.action.partition(":")[2]
+        assert self.action.label is not None  # a pick (checked above)
+        return self.action.label
 
 
 def git_line(root: Path | str, winner_paths: list[str] | None) -> str | None:
@@ -51,14 +61,15 @@ def export_name(fork_id: str, label: str) -> str:
 
 async def merge_and_commit(session: ChatSession, choice: GitChoice) -> MergeResult:
     """Merge the branch, then commit exactly the landed paths, the branch's test result
-    (if the picker ran the tests) as the ``Forkdeck-Tests`` trailer."""
-    from branching_core.fork.git_landing import GitLanding
-
+    (if the picker ran the tests) as the ``Forkdeck-Tests`` trailer: the pick carries its
+    ``GitCommitRequest`` to the engine."""
     trailers = {}
     tests = (session.branch_tests or {}).get(choice.label)
     if tests:
         trailers["Tests"] = tests
-    return await session.merge(choice.action, git=GitLanding(commit=True, trailers=trailers))
+    return await session.merge(
+        replace(choice.action, git_commit=GitCommitRequest(trailers=trailers))
+    )
 
 
 async def export_branch(session: ChatSession, choice: GitChoice) -> str:

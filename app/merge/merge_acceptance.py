@@ -4,7 +4,7 @@
 picker fall-through"): this widget shows the winner, the combined confidence, the judge's
 rationale and concerns, and each branch's test result, and turns one key into one decision:
 
-* ``Enter``: accept; the caller runs ``merge_or_select(f"pick:{winner_label}")``;
+* ``Enter``: accept; the caller runs ``merge_or_select(MergeAction.pick(winner_label))``;
 * ``d``: view the diff (``ShowDiff``); the modal pushes the diff explorer and stays put, so the
   verdict is still there on return;
 * ``o``: override; the caller opens ``MergePickerModal(preselect=winner_label,
@@ -31,8 +31,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from branching_core.fork.types import BranchStatus
-from branching_core.review.types import BranchDiffReport, BranchTestResult, ResolveOutcome
+from branching_core.fork import BranchStatus
+from branching_core.review import BranchDiffReport, BranchTestResult, ResolveOutcome
 
 from ..review.diff_explorer import DiffExplorerScreen
 from ..review.merge_diff import DiffPaths, format_cost, state_badge

@@ -8,8 +8,8 @@ takes the choice back; ``←``/``→`` move the highlight and ``Enter`` picks it
 the detected external diff tool on the highlighted branch vs. the parent over the whole tree
 (``tui`` kind: the diff explorer instead); ``d`` pushes the diff explorer; ``s`` on a
 running branch stops it and merges what it has; ``Esc`` cancels.
-Dismisses with ``"pick:<label>"`` (what ``ForkCoordinator.merge_or_select`` takes) or
-``None``.
+Dismisses with ``MergeAction.pick(label)`` (what ``ForkCoordinator.merge_or_select``
+takes), a :class:`GitChoice` carrying one, or ``None``.
 
 Live, not a snapshot: given the ``coordinator``, the picker listens to its events, so a
 branch that finishes (or spends) while the picker is open shows its new state and cost at
@@ -39,11 +39,15 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from branching_core.errors import BranchingError
-from branching_core.fork.types import BranchStatus
+from branching_core import BranchingError, MergeAction
+from branching_core.fork import BranchStatus
 from branching_core.gitops import RepoState, repo_state
-from branching_core.review.detect_tests import DetectedTestCommand
-from branching_core.review.types import BranchChange, BranchDiffReport, ResolveOutcome
+from branching_core.review import (
+    BranchChange,
+    BranchDiffReport,
+    DetectedTestCommand,
+    ResolveOutcome,
+)
 
 from ..review.combine_state import Combiner, LiveCombiner
 from ..review.detected_tests import describe_tests
@@ -154,7 +158,8 @@ class BranchColumn(Vertical):
 
 
 class MergePickerModal(ModalScreen[Any]):
-    """Pick the winning branch; dismisses with ``"pick:<label>"`` or ``None``, or with the
+    """Pick the winning branch; dismisses with ``MergeAction.pick(label)`` (or a
+    ``GitChoice`` carrying one) or ``None``, or with the
     ``MergeResult`` of a combined merge made in the diff explorer it opened (``d``).
 
     ``statuses`` come from ``ForkCoordinator.inspect_branches()`` (order = column order);
@@ -328,7 +333,7 @@ class MergePickerModal(ModalScreen[Any]):
 
     async def _run_tests(self) -> None:
         """The configured ``test_command`` in every branch (sandboxed, concurrently)."""
-        from branching_core.review.branch_tests import run_branch_tests
+        from branching_core.review import run_branch_tests
 
         from .outcome import test_line
 
@@ -415,7 +420,9 @@ class MergePickerModal(ModalScreen[Any]):
         it as a git branch (nothing lands)."""
         if self.labels and mode in ("commit", "export"):
             label = self.labels[self.highlighted]
-            self.dismiss(GitChoice(f"pick:{label}", "commit" if mode == "commit" else "export"))
+            self.dismiss(
+                GitChoice(MergeAction.pick(label), "commit" if mode == "commit" else "export")
+            )
 
     def highlight(self, index: int) -> None:
         """Move the highlight to column ``index`` (clamped) and scroll it into view."""
@@ -445,7 +452,7 @@ class MergePickerModal(ModalScreen[Any]):
             return
         label = self.labels[number - 1]
         if self.armed == label:
-            self.dismiss(f"pick:{label}")
+            self.dismiss(MergeAction.pick(label))
             return
         self.highlight(number - 1)
         self._arm(label)
@@ -471,7 +478,7 @@ class MergePickerModal(ModalScreen[Any]):
 
     def action_pick_highlighted(self) -> None:
         if self.labels:
-            self.dismiss(f"pick:{self.labels[self.highlighted]}")
+            self.dismiss(MergeAction.pick(self.labels[self.highlighted]))
 
     def action_cancel(self) -> None:
         if self.armed is not None:  # back to choosing, the picker stays
@@ -489,7 +496,7 @@ class MergePickerModal(ModalScreen[Any]):
             self.notify(f"branch {label} is not running: Enter merges it", markup=False)
             return
         await self.coordinator.terminate_branch(label)
-        self.dismiss(f"pick:{label}")
+        self.dismiss(MergeAction.pick(label))
 
     def _explorer(self, initial_path: str | None = None) -> DiffExplorerScreen:
         combiner = self.combiner

@@ -10,11 +10,13 @@ merge workflow and scripts call) and this module does the work on the live coord
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .outcome import MergeConflict, test_line
 
 if TYPE_CHECKING:
+    from branching_core import MergeAction
     from branching_core.fork import ForkCoordinator, MergeResult
 
     from .session_port import MergingSession
@@ -28,8 +30,8 @@ def judge_unavailable(session: MergingSession) -> str | None:
     """
     if session.judges:
         return None
+    from branching_core import ConfigError
     from branching_core.agent import is_offline, resolve_model
-    from branching_core.errors import ConfigError
 
     from ..model_env import MODEL_ENV_KEYS
 
@@ -66,25 +68,37 @@ async def run_judge(session: MergingSession) -> Any:
     return outcome
 
 
-async def merge(session: MergingSession, action: str, **options: Any) -> MergeResult:
+async def merge(session: MergingSession, action: MergeAction | str, **options: Any) -> MergeResult:
     """Resolve the fork; a picked winner's history becomes the chat's history.
 
-    A winner whose changes collide with the parent (a path changed here since the fork)
-    is refused before anything happens (:class:`MergeConflict`): the fork stays open,
-    the chat and every file stay as they are, and the user can pick another branch,
-    abort, or undo the parent's change. Should the parent change between that check and
-    the commit, the engine leaves the colliding paths alone; the chat then keeps its own
-    history too (the branch's conversation would describe files that did not land).
+    ``action`` is a ``MergeAction`` (its string form is parsed by ``MergeAction.coerce``,
+    the engine's one parser). A pick is made with ``on_conflict="refuse"``: a winner whose
+    changes collide with the parent (a path changed here since the fork, the engine's one
+    conflict rule) is refused by the engine before anything happens
+    (:class:`MergeConflict`): the fork stays open, the chat and every file stay as they
+    are, and the user can pick another branch, abort, or undo the parent's change. Should
+    the parent change between that check and the commit, the engine leaves the colliding
+    paths alone; the chat then keeps its own history too (the branch's conversation would
+    describe files that did not land).
     """
+    from branching_core import ConflictError, MergeAction
+
     coordinator = session.coordinator
     if coordinator is None:
         raise RuntimeError("no fork to merge")
-    label = action[5:].strip() if action.startswith("pick:") else ""
+    action = MergeAction.coerce(action)
+    label = (action.label or "") if action.kind == "pick" else ""
     if label:
-        await _refuse_conflicts(session, coordinator, label)
+        action = replace(action, on_conflict="refuse")
+        await _wait_for_winner(session, coordinator, label)
     spent = session.fork_totals()
-    with session.busy(f"merging branch {label}" if label else "closing the fork"):
-        result = await coordinator.merge_or_select(action, **options)  # combine: selection/base
+    try:
+        with session.busy(f"merging branch {label}" if label else "closing the fork"):
+            result = await coordinator.merge_or_select(action, **options)  # combine: selection
+    except ConflictError as exc:
+        if not label or exc.stale:
+            raise
+        raise MergeConflict(_label_of(coordinator, label), exc.paths) from exc
     session.settle_fork(spent)
     _adopt_history(session, result)
     return result
@@ -109,25 +123,23 @@ def _adopt_history(session: MergingSession, result: MergeResult) -> None:
     session.history = after
 
 
-async def _refuse_conflicts(
+async def _wait_for_winner(
     session: MergingSession, coordinator: ForkCoordinator, label: str
 ) -> None:
-    from branching_core.workspace.apply import changed_since
-
+    """A running winner is awaited first, with its own busy line (the engine would await
+    it inside the merge); "s" in the merge picker stops it instead."""
     try:
         rt = coordinator.get_branch(label)
     except (KeyError, ValueError):
         return  # merge_or_select says what is wrong with the label
     if rt.task is not None and not rt.task.done():
-        # The winner is awaited anyway (check what it leaves); "s" in the merge picker
-        # stops it instead.
         with session.busy(f"waiting for branch {rt.label} to finish"):
             await asyncio.wait([rt.task])
-    branch = rt.ws_branch
-    if branch is None:
-        return
-    conflicts = await asyncio.to_thread(
-        changed_since, branch.changes(), coordinator.parent_path, branch.created_ns
-    )
-    if conflicts:
-        raise MergeConflict(rt.label, conflicts)
+
+
+def _label_of(coordinator: ForkCoordinator, label: str) -> str:
+    """The branch's label (``label`` may be its id)."""
+    try:
+        return coordinator.get_branch(label).label
+    except (KeyError, ValueError):
+        return label

@@ -16,6 +16,7 @@ from .workflow import MergeWorkflow
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
+    from branching_core import MergeAction
     from branching_core.fork import MergeResult
 
     from .ports import MergeHost
@@ -83,7 +84,7 @@ async def _merge(screen: MergeHost) -> None:
         await after_merge(screen, result)
 
 
-async def apply_merge(screen: MergeHost, action: str) -> None:
+async def apply_merge(screen: MergeHost, action: MergeAction) -> None:
     """Merge as ``action`` says without asking (a recovered fork's chosen branch)."""
     result = await workflow(screen).apply(action)
     if result is not None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, Protocol
 
+from branching_core import MergeAction
+
 from ..review.combine_flow import is_merge_result
 from ..review.judge_record import judge_decided
 from .git_choice import GitChoice, export_branch, merge_and_commit
@@ -41,7 +43,7 @@ class MergeUI(Protocol):
     async def pick(
         self, report: Any, statuses: list[Any], *, preselect: str | None, subtitle: str | None
     ) -> Any:
-        """The winner as a merge action (``"pick:LABEL"``, ``"abort"``), a combined merge's
+        """The winner as a :class:`MergeAction` (``MergeAction.pick(label)``), a combined merge's
         ``MergeResult`` already applied from the picker's explorer (17.1), or None (cancel)."""
         ...
 
@@ -80,7 +82,7 @@ class MergeWorkflow:
                     await self.decided(outcome, None)
                     return None
                 if decision == "accept":
-                    accepted = f"pick:{outcome.winner_label}"
+                    accepted = MergeAction.pick(outcome.winner_label)
                     result = await self.apply(accepted)
                     await self.decided(outcome, accepted)
                     return result
@@ -151,11 +153,17 @@ class MergeWorkflow:
             self.ui.notice("\n".join(result.git_notes), "warning")
         return result  # the merge summary lists the git notes too
 
-    async def apply(self, action: str) -> MergeResult | None:
-        """Merge as ``action`` says; None (and the reason) when it did not happen."""
-        label = action.partition(":")[2]
+    async def apply(self, action: MergeAction | str) -> MergeResult | None:
+        """Merge as ``action`` says (its string form is parsed by ``MergeAction.coerce``);
+        None (and the reason) when it did not happen."""
+        try:
+            action = MergeAction.coerce(action)
+        except ValueError as exc:
+            self.ui.notice(f"merge failed: {exc}", "error")
+            return None
+        label = action.label or ""
         coordinator = self.session.coordinator
-        if coordinator is not None:
+        if coordinator is not None and action.kind == "pick":
             with contextlib.suppress(ValueError):
                 if coordinator.get_branch(label).state == "running":
                     self.ui.notice(f"waiting for branch {label} to finish…")

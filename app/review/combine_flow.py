@@ -23,7 +23,9 @@ def live_combiner(session: ChatSession) -> LiveCombiner | None:
         return None
 
     async def merge(selection: dict[str, Choice], base: str | None) -> Any:
-        return await session.merge("combine", selection=selection, base=base)
+        from branching_core import MergeAction
+
+        return await session.merge(MergeAction.combine(selection, base=base))
 
     return LiveCombiner(coordinator, merge)
 
@@ -38,7 +40,7 @@ def is_merge_result(value: Any) -> bool:
     """A screen dismissed with a finished merge (the explorer's ``m``) rather than an action.
 
     By type: a judge's ``ResolveOutcome`` also has a ``winner_label`` and is no merge."""
-    from branching_core.fork.types import MergeResult  # plain dataclasses: cheap
+    from branching_core.fork import MergeResult  # plain dataclasses: cheap
 
     return isinstance(value, MergeResult)
 

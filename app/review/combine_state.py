@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from branching_core.fork.combine import (
+from branching_core.fork import (
     PARENT,
     CombineConflict,
     CombineError,
@@ -32,7 +32,7 @@ from branching_core.fork.combine import (
     branch_hunks,
     hunks_of,
 )
-from branching_core.review.types import BranchDiffReport
+from branching_core.review import BranchDiffReport
 
 Choice = str | list[str]
 """A path's choice: a branch label (the whole file) or ``["label:index", ...]`` hunks."""

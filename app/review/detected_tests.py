@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from branching_core.review.detect_tests import DetectedTestCommand, choose_test_command
+from branching_core.review import DetectedTestCommand, choose_test_command
 
 if TYPE_CHECKING:
     from ..session import ChatSession

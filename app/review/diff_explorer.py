@@ -33,9 +33,9 @@ from textual.screen import Screen
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
-from branching_core.errors import BranchingError
-from branching_core.fork.combine import CombineError
-from branching_core.review.types import BranchDiffReport, PathDiff
+from branching_core import BranchingError
+from branching_core.fork import CombineError
+from branching_core.review import BranchDiffReport, PathDiff
 
 from .combine_state import Combiner, PathHunks, Preview, ReportCombiner, Selection
 from .hunk_view import Slot, render_combined, render_hunks

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from branching_core.fork.estimate import BranchEstimate, ForkEstimate
-from branching_core.fork.types import BranchSpec
+from branching_core.fork import BranchEstimate, BranchSpec, ForkEstimate
 
 if TYPE_CHECKING:
     from ..session import ChatSession

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from branching_core.review.types import PathDiff
+from branching_core.review import PathDiff
 
 from .combine_state import PathHunks, Preview, Selection
 from .merge_diff import EDITED_BY_YOU, EDITED_STYLE, colorize_diff

@@ -13,8 +13,8 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from branching_core.errors import ConfigError
-from branching_core.review.judge_log import record_judge_decision
+from branching_core import ConfigError, MergeAction
+from branching_core.review import record_judge_decision
 
 from .combine_flow import is_merge_result
 
@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 def user_decision(outcome: Any, choice: Any, *, fork_open: bool) -> tuple[str, str | None] | None:
     """``(user_action, chosen)`` for what the user did after seeing ``outcome``.
 
-    ``choice``: ``None`` (cancelled), ``"pick:<label>"`` (merged that branch, unless
-    ``fork_open`` says the merge failed) or a combined merge's ``MergeResult``. ``None`` when
+    ``choice``: ``None`` (cancelled), a ``MergeAction`` pick (merged that branch, unless
+    ``fork_open`` says the merge failed; its string form is parsed) or a combined merge's
+    ``MergeResult``. ``None`` when
     there is nothing to record (no verdict was shown, or the merge did not happen).
     """
     if outcome is None or getattr(outcome, "winner_label", None) is None:
@@ -39,8 +40,14 @@ def user_decision(outcome: Any, choice: Any, *, fork_open: bool) -> tuple[str, s
         return None  # the merge failed: the user has not decided yet
     if is_merge_result(choice):
         return "overrode", f"combine (history from {choice.winner_label})"
-    if isinstance(choice, str) and choice.startswith("pick:"):
-        label = choice[5:].strip()
+    action = choice
+    if isinstance(action, str):  # the string form, parsed by the engine's one parser
+        try:
+            action = MergeAction.parse(action)
+        except ValueError:
+            return None
+    if isinstance(action, MergeAction) and action.kind == "pick" and action.label:
+        label = action.label
         return ("accepted" if label == outcome.winner_label else "overrode"), label
     return None
 

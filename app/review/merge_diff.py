@@ -20,8 +20,13 @@ from typing import Any
 
 from rich.text import Text
 
-from branching_core.review.editor import EditorDetector, EditorKind
-from branching_core.review.types import BranchChange, BranchDiffReport, PathDiff
+from branching_core.review import (
+    BranchChange,
+    BranchDiffReport,
+    EditorDetector,
+    EditorKind,
+    PathDiff,
+)
 
 STATE_BADGES: dict[str, str] = {
     "running": "● running",

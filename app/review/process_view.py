@@ -17,7 +17,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from branching_core.review.process_report import ProcessMoment, ProcessReport, ToolStep
+from branching_core.review import ProcessMoment, ProcessReport, ToolStep
 
 STATUS_STYLES = {
     "success": "green",

@@ -18,6 +18,7 @@ from branching_core.agent.commands import (
     truncate_middle,
 )
 from branching_core.agent.model_config import ModelConfig, Price
+from branching_core.agent.model_errors import describe_error  # a failed request in one line
 from branching_core.agent.models import (
     OFFLINE,
     ProviderInfo,
@@ -34,6 +35,11 @@ from branching_core.agent.models import (
 )
 from branching_core.agent.offline import OfflineModel, parse_script, plan_response
 from branching_core.agent.paths import UnsafePathError, resolve_in_root
+from branching_core.agent.spend import (  # what a chat's spend line and budget say
+    budget_note,
+    price_fn_for,
+    usage_estimated,
+)
 from branching_core.agent.toolset import WorkspaceToolset, create_workspace_toolset
 
 __all__ = [
@@ -49,20 +55,24 @@ __all__ = [
     "SandboxCommandRunner",
     "UnsafePathError",
     "WorkspaceToolset",
+    "budget_note",
     "config_resolver",
     "connect_model",
     "connect_or_offline",
     "create_workspace_toolset",
     "default_model",
+    "describe_error",
     "detect_providers",
     "display_name",
     "is_offline",
     "openai_compatible_model",
     "parse_script",
     "plan_response",
+    "price_fn_for",
     "resolve_in_root",
     "resolve_model",
     "response_cost_usd",
     "sandbox_importable",
     "truncate_middle",
+    "usage_estimated",
 ]

@@ -19,6 +19,7 @@ from typing import NoReturn, TextIO
 
 from branching_core.cli import agents, export, mcp, models, patterns, ports, run, status
 from branching_core.cli._common import UsageError, add_common, error
+from branching_core.cli.ports import open_in_browser  # the TUI's ctrl+b on a forwarded port
 from branching_core.errors import BranchingError, error_name
 
 CMD_TAIL = "-- CMD ..."
@@ -156,4 +157,4 @@ def _refuse_extras(prog: str, args: argparse.Namespace, extras: list[str]) -> No
     raise UsageError(f"{prog} {args.command}: unrecognized arguments: {' '.join(extras)}")
 
 
-__all__ = ["build_parser", "main", "version"]
+__all__ = ["build_parser", "main", "open_in_browser", "version"]

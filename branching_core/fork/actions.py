@@ -11,6 +11,7 @@ from branching_core.merge_action import (
     MergeAction,
     MergeActionError,
     MergeKind,
+    OnConflict,
 )
 
-__all__ = ["GitCommitRequest", "MergeAction", "MergeActionError", "MergeKind"]
+__all__ = ["GitCommitRequest", "MergeAction", "MergeActionError", "MergeKind", "OnConflict"]

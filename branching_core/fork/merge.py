@@ -103,7 +103,8 @@ class ForkMerger:
         """``ForkCoordinator.merge_or_select`` once the action is typed and ``git`` known."""
         if git is None and merge.git_commit is not None:  # the typed spelling of the same
             git = GitLanding(commit=True, message=merge.git_commit.message,
-                             branch=merge.git_commit.branch)
+                             branch=merge.git_commit.branch,
+                             trailers=dict(merge.git_commit.trailers))
         if git is None:
             git = _configured_git(self.fc.workspace.path)
         handle = self.state.require_handle()
@@ -167,6 +168,8 @@ class ForkMerger:
                 if winner.task is asyncio.current_task():
                     raise InvalidStateError("a branch cannot merge itself")
                 await asyncio.wait([winner.task])
+            if merge.on_conflict == "refuse":
+                await self._refuse_conflicts(winner)
             why = refusal(git, fc.parent_path)
             if why is not None:
                 raise InvalidStateError(f"nothing merged: git: {why}")
@@ -233,6 +236,29 @@ class ForkMerger:
                 git_ref=kept.ref,
                 git_commit=git_outcome.commit.commit if git_outcome.commit else None,
                 git_notes=git_outcome.notes,
+            )
+
+    async def _refuse_conflicts(self, winner: BranchRuntime) -> None:
+        """``on_conflict="refuse"``: raise ``ConflictError`` naming the paths the parent
+        changed since the fork (the one conflict rule, ``changes.find_conflicts`` through
+        ``changed_since``) before anything is discarded or landed: every file, branch and
+        the fork stay as they were. Read under the landing lock (never halfway through another
+        landing of this parent); a change of the parent after this check and before the
+        commit is still caught by the commit, which then leaves those paths alone."""
+        branch = winner.ws_branch
+        assert branch is not None
+        async with landing_lock(self.fc.parent_node):
+            conflicts = await asyncio.to_thread(
+                changed_since, branch.changes(), self.fc.parent_path, branch.created_ns
+            )
+        if conflicts:
+            shown = ", ".join(conflicts[:5]) + (
+                f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+            )
+            raise ConflictError(
+                f"branch {winner.label} was not merged: {shown} changed in the parent since "
+                "the fork; nothing changed (the fork is still open)",
+                conflicts,
             )
 
     async def _apply(self, rt: BranchRuntime) -> FlushReport:

@@ -9,8 +9,29 @@ sub-agent runs (``branching_core.live.subagents``: the ``branch`` tool and its r
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from branching_core._lazy import lazy_exports
 from branching_core.fork.coordinator import ForkCoordinator
 from branching_core.live.capability import LiveForkCapability
 from branching_core.live.tools import create_fork_toolset
 
-__all__ = ["ForkCoordinator", "LiveForkCapability", "create_fork_toolset"]
+if TYPE_CHECKING:  # loaded on first use (``__getattr__``)
+    from branching_core.live.subagents import SubAgent as SubAgent
+    from branching_core.live.subagents import SubAgentBranches as SubAgentBranches
+
+_LAZY: dict[str, str] = {
+    # sub-agent definitions and their registry (``forkdeck --subagents MODULE:NAME``)
+    "SubAgent": "branching_core.live.subagents",
+    "SubAgentBranches": "branching_core.live.subagents",
+}
+
+__all__ = [
+    "ForkCoordinator",
+    "LiveForkCapability",
+    "SubAgent",
+    "SubAgentBranches",
+    "create_fork_toolset",
+]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), __all__)

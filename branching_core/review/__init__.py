@@ -7,9 +7,46 @@ detector) does not import pydantic-ai.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from branching_core._lazy import lazy_exports
 from branching_core.review.editor import EditorDetector as EditorDetector
 from branching_core.review.editor import EditorKind as EditorKind
+
+if TYPE_CHECKING:  # the real types for pyright; at run time ``__getattr__`` loads them
+    from branching_core.review.branch_tests import run_branch_tests as run_branch_tests
+    from branching_core.review.confidence import compute_confidence as compute_confidence
+    from branching_core.review.confidence import count_retry_parts as count_retry_parts
+    from branching_core.review.detect_tests import DetectedTestCommand as DetectedTestCommand
+    from branching_core.review.detect_tests import choose_test_command as choose_test_command
+    from branching_core.review.detect_tests import detect_test_command as detect_test_command
+    from branching_core.review.diff_report import build_diff_report as build_diff_report
+    from branching_core.review.domain import judge_domain as judge_domain
+    from branching_core.review.judge import JUDGE_SYSTEM_PROMPT as JUDGE_SYSTEM_PROMPT
+    from branching_core.review.judge import JudgeAgent as JudgeAgent
+    from branching_core.review.judge_log import judge_agreement as judge_agreement
+    from branching_core.review.judge_log import record_judge_decision as record_judge_decision
+    from branching_core.review.judge_log import (
+        tune_confidence_threshold as tune_confidence_threshold,
+    )
+    from branching_core.review.process_report import ProcessMoment as ProcessMoment
+    from branching_core.review.process_report import ProcessReport as ProcessReport
+    from branching_core.review.process_report import ToolStep as ToolStep
+    from branching_core.review.process_report import build_process_report as build_process_report
+    from branching_core.review.resolver import resolve as resolve
+    from branching_core.review.resolver import vote_panel as vote_panel
+    from branching_core.review.types import AgreementLabel as AgreementLabel
+    from branching_core.review.types import BranchChange as BranchChange
+    from branching_core.review.types import BranchDiffAgreement as BranchDiffAgreement
+    from branching_core.review.types import BranchDiffOperation as BranchDiffOperation
+    from branching_core.review.types import BranchDiffReport as BranchDiffReport
+    from branching_core.review.types import BranchOutcome as BranchOutcome
+    from branching_core.review.types import BranchTestResult as BranchTestResult
+    from branching_core.review.types import ConfidenceSignals as ConfidenceSignals
+    from branching_core.review.types import DiffSummary as DiffSummary
+    from branching_core.review.types import JudgeVerdict as JudgeVerdict
+    from branching_core.review.types import PathDiff as PathDiff
+    from branching_core.review.types import ResolveOutcome as ResolveOutcome
 
 _LAZY: dict[str, str] = {
     # seed-004 types (plain dataclasses; JudgeVerdict is a pydantic model)
@@ -50,6 +87,8 @@ _LAZY: dict[str, str] = {
     "vote_panel": "branching_core.review.resolver",
     # how each branch worked (tool calls aligned across branches)
     "ProcessReport": "branching_core.review.process_report",
+    "ProcessMoment": "branching_core.review.process_report",
+    "ToolStep": "branching_core.review.process_report",
     "build_process_report": "branching_core.review.process_report",
 }
 

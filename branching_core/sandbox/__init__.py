@@ -37,9 +37,15 @@ from branching_core.sandbox.netstack import NetNamespace, NetworkUnavailable
 from branching_core.sandbox.network import NetworkMode, NetworkPolicy
 
 if TYPE_CHECKING:  # loaded on first use (``__getattr__``)
-    from branching_core.sandbox.branch_net import BranchNetwork, ports_records
+    from branching_core.sandbox.branch_net import (
+        BranchNetwork,
+        add_forward_listener,
+        live_networks,
+        ports_records,
+    )
     from branching_core.sandbox.forwards import Forward
     from branching_core.sandbox.net_settings import NetworkSetup, network_setup
+    from branching_core.sandbox.privileges import unprivileged_limits
     from branching_core.sandbox.services import Service, ServiceError, ServiceSpec
 
 
@@ -79,6 +85,9 @@ def __getattr__(name: str) -> object:
 _LAZY = {
     "BranchNetwork": "branching_core.sandbox.branch_net",
     "ports_records": "branching_core.sandbox.branch_net",
+    "live_networks": "branching_core.sandbox.branch_net",  # every branch network up now
+    "add_forward_listener": "branching_core.sandbox.branch_net",  # a port forward opened
+    "unprivileged_limits": "branching_core.sandbox.privileges",  # what a user cannot cap
     "Forward": "branching_core.sandbox.forwards",
     "Service": "branching_core.sandbox.services",
     "ServiceError": "branching_core.sandbox.services",
@@ -105,7 +114,9 @@ __all__ = [
     "Service",
     "ServiceError",
     "ServiceSpec",
+    "add_forward_listener",
     "leftover_branch_cgroups",
+    "live_networks",
     "network_setup",
     "parse_memory",
     "parse_view_path",
@@ -113,4 +124,5 @@ __all__ = [
     "run_command",
     "run_command_async",
     "sandbox_available",
+    "unprivileged_limits",
 ]

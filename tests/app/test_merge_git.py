@@ -16,6 +16,7 @@ from forkdeck.session import ChatSession
 from rich.text import Text
 from textual.widgets import Static
 
+from branching_core import MergeAction
 from branching_core.fork import BranchSpec
 from tests.app.conftest import GatedModel
 from tests.app.fixtures_merge import HOSTILE_NAME, ForkRun, ScreenHost, run_fork
@@ -61,14 +62,14 @@ async def test_picker_shows_git_state_and_c_b_choose_git_options(fork_run: ForkR
         assert "1 other dirty file" in line  # mine.txt; a's own paths do not count
         await pilot.press("c")
         await pilot.pause()
-    assert app.results == [GitChoice("pick:a", "commit")]
+    assert app.results == [GitChoice(MergeAction.pick("a"), "commit")]
     app = ScreenHost(
         lambda: MergePickerModal(run.report, run.statuses, coordinator=run.coordinator)
     )
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("right", "b")
         await pilot.pause()
-    assert app.results == [GitChoice("pick:b", "export")]
+    assert app.results == [GitChoice(MergeAction.pick("b"), "export")]
     assert porcelain(run.project) == "?? mine.txt\n"  # the picker changed nothing
 
 
@@ -95,7 +96,7 @@ async def test_merge_and_commit_from_the_picker(session: ChatSession) -> None:
     assert session.coordinator is not None
     project = session.coordinator.parent_path
     before = head(project)
-    ui = AnsweringUI(picks=[GitChoice("pick:b", "commit")])  # type: ignore[list-item]
+    ui = AnsweringUI(picks=[GitChoice(MergeAction.pick("b"), "commit")])  # type: ignore[list-item]
     result = await MergeWorkflow(session, ui).run()
     assert result is not None and result.git_commit == head(project)
     assert git(project, "rev-parse", "HEAD^").strip() == before
@@ -109,7 +110,7 @@ async def test_export_as_branch_lands_nothing_and_keeps_the_fork(session: ChatSe
     assert coordinator is not None
     project = coordinator.parent_path
     before = (head(project), porcelain(project))
-    ui = AnsweringUI(picks=[GitChoice("pick:a", "export")])  # type: ignore[list-item]
+    ui = AnsweringUI(picks=[GitChoice(MergeAction.pick("a"), "export")])  # type: ignore[list-item]
     assert await MergeWorkflow(session, ui).run() is None
     assert (head(project), porcelain(project)) == before and not (project / "a.txt").exists()
     assert session.fork_active

@@ -24,6 +24,7 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Static, Tree
 
+from branching_core import MergeAction
 from branching_core.fork.types import MergeStrategy
 from branching_core.review.resolver import resolve
 from branching_core.review.types import ResolveOutcome
@@ -116,7 +117,7 @@ async def test_number_key_picks_branch_and_the_pick_merges(fork_run: ForkRun) ->
         assert app.screen is picker and picker.armed == "b" and app.results == []
         await pilot.press("2")  # the same digit again: merge
         await pilot.pause()
-    assert app.results == ["pick:b"]
+    assert app.results == [MergeAction.pick("b")]
     # The result is exactly what the coordinator takes: b's files land in the parent.
     result = await fork_run.coordinator.merge_or_select(app.results[0])
     assert result.winner_label == "b"
@@ -161,7 +162,7 @@ async def test_arrows_move_highlight_and_enter_picks(fork_run: ForkRun) -> None:
         await pilot.press("left")
         await pilot.press("enter")
         await pilot.pause()
-    assert app.results == ["pick:b"]
+    assert app.results == [MergeAction.pick("b")]
 
 
 async def test_escape_returns_none_and_nothing_merges(fork_run: ForkRun) -> None:
@@ -188,7 +189,7 @@ async def test_preselect_and_subtitle_for_override(fork_run: ForkRun) -> None:
         assert isinstance(app.screen, MergePickerModal) and app.results == []
         await pilot.press("enter")
         await pilot.pause()
-    assert app.results == ["pick:c"]
+    assert app.results == [MergeAction.pick("c")]
 
 
 async def test_o_opens_difftool_on_highlighted_branch_whole_tree(
@@ -278,7 +279,7 @@ async def test_d_opens_explorer_and_selecting_paths_shows_their_diffs(fork_run: 
         assert isinstance(app.screen, MergePickerModal)
         await pilot.press("1", "enter")
         await pilot.pause()
-    assert app.results == ["pick:a"]
+    assert app.results == [MergeAction.pick("a")]
 
 
 def _leaf_labels(tree: Tree[str]) -> dict[str, str]:
@@ -437,7 +438,7 @@ async def test_override_opens_picker_preselected_on_judges_pick(fork_run: ForkRu
         assert subtitle == f"Judge picked b ({outcome.confidence:.2f}): b [bolder] change"
         await pilot.press("left", "enter")
         await pilot.pause()
-    assert app.results == ["override", "pick:a"]
+    assert app.results == ["override", MergeAction.pick("a")]
 
 
 @pytest.mark.parametrize(("key", "expected"), [("enter", "accept"), ("o", "override")])
@@ -575,5 +576,5 @@ async def test_empty_report_says_so_everywhere() -> None:
         )
         await pilot.press("o", "escape", "2", "enter")
         await pilot.pause()
-    assert app.results == ["pick:y"]
+    assert app.results == [MergeAction.pick("y")]
     assert app.notices == ["no directory known for branch x", "no path selected"]

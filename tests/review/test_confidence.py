@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import (
@@ -30,7 +31,7 @@ __all__ = ["project", "ws"]
 THRESHOLD = 0.8
 
 
-def conf(judge: float = 0.9, **kw: object) -> float:
+def conf(judge: float = 0.9, **kw: Any) -> float:
     return compute_confidence(ConfidenceSignals(**kw), judge)
 
 

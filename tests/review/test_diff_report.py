@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -41,7 +42,7 @@ async def test_agreement_labels_and_score(ws: Workspace, project: Path) -> None:
             ],
         },
     )
-    report = build_diff_report(coord.fork_id, list(coord.branches.values()))
+    report = build_diff_report(cast(str, coord.fork_id), list(coord.branches.values()))
     assert isinstance(report, BranchDiffReport) and report.fork_id == coord.fork_id
     assert [p.path for p in report.paths] == ["README.txt", "a_only.txt", "src/app.py"]
     assert {p.path: p.agreement for p in report.paths} == {
@@ -192,7 +193,7 @@ async def test_paths_filter(ws: Workspace, project: Path) -> None:
         },
     )
     runtimes = list(coord.branches.values())
-    report = build_diff_report(coord.fork_id, runtimes, ["src", "README.txt"])
+    report = build_diff_report(cast(str, coord.fork_id), runtimes, ["src", "README.txt"])
     assert {p.path: p.agreement for p in report.paths} == {
         "README.txt": "unanimous_no_change",  # asked for, touched by none: still shown
         "src/app.py": "unique",
@@ -204,9 +205,9 @@ async def test_paths_filter(ws: Workspace, project: Path) -> None:
     assert report.summary.total_paths_touched == 2
     assert report.summary.unanimous_no_change_paths == 1
     with pytest.raises(ValueError, match="must be relative"):
-        build_diff_report(coord.fork_id, runtimes, ["../etc/passwd"])
+        build_diff_report(cast(str, coord.fork_id), runtimes, ["../etc/passwd"])
     with pytest.raises(ValueError, match="must be relative"):
-        build_diff_report(coord.fork_id, runtimes, ["/etc/passwd"])
+        build_diff_report(cast(str, coord.fork_id), runtimes, ["/etc/passwd"])
     await coord.abort_fork()
 
 
@@ -234,5 +235,5 @@ async def test_merged_branches_are_skipped(ws: Workspace, project: Path) -> None
     )
     runtimes = list(coord.branches.values())
     await coord.merge_or_select("pick:a")
-    report = build_diff_report(coord.fork_id, runtimes, parent_path=project)
+    report = build_diff_report(cast(str, coord.fork_id), runtimes, parent_path=project)
     assert report.paths == [] and report.labels == {}

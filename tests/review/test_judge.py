@@ -123,6 +123,7 @@ async def test_strong_evidence_is_auto_eligible(ws: Workspace, project: Path) ->
         coord, MergeStrategy(kind="auto_with_fallback"), judges=[judge.model], test_command=PYTEST
     )
     assert outcome.winner_label == "two"
+    assert outcome.winner_branch_id is not None
     assert outcome.test_results[outcome.winner_branch_id].passed == 1
     assert outcome.signals is not None and outcome.signals.convergence == 1.0
     assert outcome.signals.test_pass_ratio == 1.0 and outcome.signals.health == 1.0
