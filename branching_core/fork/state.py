@@ -79,6 +79,9 @@ class ForkState:
         self.handle: ForkHandle | None = None
         self.branches: dict[str, BranchRuntime] = {}
         self.resolved = False
+        self.settling = False
+        """Inside :meth:`settle` until its event: the fork refuses new work (``resolved``)
+        but is not over for those who wait for its end (``is_resolved``)."""
         self.resolution: Resolution | None = None
         self.recorded_resolution: str | None = None
         """The manifest's resolution text when this version cannot read it (kept as is)."""
@@ -98,8 +101,9 @@ class ForkState:
 
     @property
     def is_resolved(self) -> bool:
-        """True when no live branch state is owned: never forked, settled."""
-        return self.handle is None or self.resolved
+        """True when no live branch state is owned: never forked, settled (every end-of-fork
+        step done: a front door that waits for this, then exits, cuts none of them short)."""
+        return self.handle is None or (self.resolved and not self.settling)
 
     @property
     def resolution_text(self) -> str | None:
@@ -176,14 +180,18 @@ class ForkState:
 
         Called with :attr:`lock` held, after the branches were landed or discarded."""
         handle = self.require_handle()
-        self.resolved = True
-        self.resolution = resolution
-        self.recorded_resolution = None
-        self.resolved_at = time.time()
-        self.post_checkpoint = post_checkpoint
-        await self._save()
-        self._prune()
-        await self._release_networks()
+        self.settling = True
+        try:
+            self.resolved = True
+            self.resolution = resolution
+            self.recorded_resolution = None
+            self.resolved_at = time.time()
+            self.post_checkpoint = post_checkpoint
+            await self._save()
+            self._prune()
+            await self._release_networks()
+        finally:
+            self.settling = False
         self._publish(
             ev.ForkResolved(
                 fork_id=handle.fork_id,

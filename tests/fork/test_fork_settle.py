@@ -149,3 +149,28 @@ async def test_a_recovered_fork_settles_like_any_other(
     assert LiveForkCoordinator.recover(ws, first.agent) == []
     for rt in first.branches.values():  # the first process's tasks ended before the restart
         assert rt.task is not None and rt.task.done()
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+async def test_a_fork_is_over_only_once_every_end_step_ran(ws: Workspace, ending: str) -> None:
+    """``is_resolved`` (the app's ``fork_active``) turns true only after the settle's last
+    step and its ``ForkResolved`` event (the mirror's removal hangs off it). It used to
+    turn true at the settle's start: a front door that waited for it and then exited cut
+    the manifest's save, the network release and the mirror's removal short (seen as a
+    mirror left behind by ``test_the_diff_tool_gets_the_forks_mirror_never_the_live_tree``
+    under load)."""
+    import asyncio
+
+    coord = await _fork(ws)
+    events: list[ev.ForkEvent] = []
+    coord.add_listener(events.append)
+    ending_task = asyncio.ensure_future(_action(coord, ending))
+    seen_over_early = False
+    while not ending_task.done():
+        if coord.is_resolved and not any(isinstance(e, ev.ForkResolved) for e in events):
+            seen_over_early = True
+        await asyncio.sleep(0)
+    await ending_task
+    await coord.flush()
+    assert not seen_over_early, "the fork read as over before its end steps ran"
+    assert coord.is_resolved
