@@ -28,13 +28,18 @@ Rows (p50 of ``--rounds`` samples, milliseconds of wall time):
 * ``commit_1000_modified``: the same with 1,000 modified files (a workspace of its own),
   and ``commit_per_file``, derived from the two commit rows: (p50 of 1,000 - p50 of 100)
   / 900, ms per changed file on each side (issue 29's target: <= 0.25 ms for forkdeck).
+* ``merge_100_modified``: a fork's ``merge_or_select("pick:...")`` of a branch that
+  modified 98 files and created 2 (``benchmarks/fork.py``'s merge, a 1,000-file
+  workspace), against the same commit floor for 100 files: what a merge adds to the
+  commit (the report, the checkpoint anchors, the fork's settled state) shows as the
+  ratio. Issue 29's target is <= 50 ms p50 for forkdeck's side.
 * ``ray_task`` (with ``--ray``): one forkdeck candidate on a local one-node Ray cluster
   (``RayRunner``) against a bare Ray task that does the same work (in a temporary
   directory it makes and removes). The candidate's workspace is its own and unchanged
   between rounds, so this is the per-task cost; shipping a changed workspace is paid
   once per change (``benchmarks/cluster.py`` measures it).
 
-    python benchmarks/floors.py [--rounds 40] [--ray] [--json] [--only commit]
+    python benchmarks/floors.py [--rounds 40] [--ray] [--json] [--only commit|merge]
                                 [--caller-mb 230]
 
 ``--json`` prints one object ``{name: {"forkdeck_ms": p50, "floor_ms": p50, "ratio": r}}``
@@ -44,6 +49,7 @@ and nothing else on stdout.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import ctypes
 import json
@@ -134,6 +140,51 @@ def commit_floor(target: Path, round_no: int, files: int = 100) -> float:
     os.unlink(stage / "intent")
     os.rmdir(stage)
     return (time.perf_counter() - start) * 1e3
+
+
+class _MergeRow:
+    """``merge_100_modified``: one fork merge per call, on one event loop (only
+    ``merge_or_select`` is timed; the fork, its run and the branch's writes are not)."""
+
+    def __init__(self, base: Path) -> None:
+        from pydantic_ai import Agent
+        from pydantic_ai.models.function import FunctionModel
+
+        sys.path.insert(0, str(REPO / "benchmarks"))
+        from fork import make_tree, two_writes
+
+        root = base / "merge-ws"
+        root.mkdir()
+        make_tree(root, 1000)
+        self.ws = Workspace(root)
+        self.agent = Agent(FunctionModel(two_writes))
+        self.existing = sorted(p.relative_to(root) for p in root.glob("d*/f*.txt"))[:98]
+        self.loop = asyncio.new_event_loop()
+
+    def __call__(self, round_no: int) -> float:
+        return self.loop.run_until_complete(self._merge(round_no))
+
+    async def _merge(self, round_no: int) -> float:
+        from branching_core.agent import LocalCommandRunner
+        from branching_core.fork import BranchSpec
+        from branching_core.live import ForkCoordinator
+
+        coord = ForkCoordinator(self.agent, workspace=self.ws,
+                                command_runner=LocalCommandRunner())
+        await coord.fork([BranchSpec("m", f"merge{round_no + 1}")], parent_history=[])
+        await coord.wait(timeout=60)
+        branch_dir = coord.get_branch("m").path
+        for rel in self.existing:
+            (branch_dir / rel).write_text(f"round {round_no}\n")
+        start = time.perf_counter()
+        result = await coord.merge_or_select("pick:m")
+        elapsed = (time.perf_counter() - start) * 1e3
+        assert len(result.applied_paths) == 100 and not result.conflicts, result
+        await coord.flush()  # the background record: not the next round's cost
+        return elapsed
+
+    def close(self) -> None:
+        self.loop.close()
 
 
 def _tree(root: Path, files: int) -> Path:
@@ -228,6 +279,12 @@ def measure(
             lambda r: commit_floor(big_floor, r, BIG_COMMIT),
         ),
     }
+    merge_floor = base / "floor-merge" / "files"
+    merge_floor.mkdir(parents=True)
+    merge_row: _MergeRow | None = None
+    if not only or only in "merge_100_modified":
+        merge_row = _MergeRow(base)
+        cases["merge_100_modified"] = (merge_row, lambda r: commit_floor(merge_floor, r))
     if only:
         cases = {name: case for name, case in cases.items() if only in name}
     cluster = None
@@ -246,6 +303,8 @@ def measure(
         if caller_mb > 0:
             samples.update(_big_caller(caller_mb, rounds, ws, ws_dir, only))
     finally:
+        if merge_row is not None:
+            merge_row.close()
         if cluster is not None:
             import ray
 

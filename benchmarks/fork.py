@@ -16,6 +16,13 @@ Each figure is measured on the automatic backend (overlay here) and on ``backend
 
 ``--only modified`` runs just the modified-files merges and their event-loop stalls
 (issue 12 item 10), on both backends, with the machine's load average.
+
+``--only peer`` is the side-by-side with pydantic-deep (issue 29): the merge of a branch
+that modified 98 files and created 2 in a ``--peer-files`` workspace (10,000 by default),
+forkdeck's ``merge_or_select("pick:...")`` against pydantic-deep's, rounds alternating in
+one process, each with its own copy of the tree. pydantic-deep is a benchmark-only
+dependency, not in any extra: ``pip install pydantic-deep`` (0.3.50 was measured); without
+it its column says so and forkdeck's side still runs.
 """
 
 from __future__ import annotations
@@ -274,13 +281,23 @@ async def main() -> None:
     parser.add_argument("--big-mb", type=int, default=100, help="size of the one big file")
     parser.add_argument(
         "--only",
-        choices=["all", "modified"],
+        choices=["all", "modified", "peer"],
         default="all",
-        help="'modified': only the modified-files merges and their loop stalls",
+        help="'modified': only the modified-files merges and their loop stalls; "
+        "'peer': the merge beside pydantic-deep's",
     )
+    parser.add_argument(
+        "--peer-files", type=int, default=10000, help="workspace size for --only peer"
+    )
+
     args = parser.parse_args()
     if args.only == "modified":
         await main_modified(args)
+        return
+    if args.only == "peer":
+        from peer_merge import main_peer  # benchmarks/peer_merge.py
+
+        await main_peer(args.peer_files, args.reps)
         return
     tmp = Path(tempfile.mkdtemp(prefix="forkbench-"))
     os.environ.setdefault("FORKDECK_STORE", str(tmp / "_stores"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,9 @@ from branching_core.fork.types import (
     FlushReport,
     MergeResult,
 )
+from branching_core.gitops.refs import LandedCommits
 from branching_core.workspace.apply import changed_since
+from branching_core.workspace.changes import BranchChanges, Op, summarize
 from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
 
@@ -52,6 +55,37 @@ def _configured_git(root: Path) -> GitLanding | None:
     except Exception:  # unreadable settings: the reader reports them elsewhere
         return None
     return GitLanding(commit=True) if on else None
+
+
+def _directories_in_view(branch_dir: Path, changes: BranchChanges) -> set[str]:
+    """The created or modified paths that are directories, looked up in the branch's view."""
+    return {
+        p
+        for p in (*changes.created, *changes.modified)
+        if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
+    }
+
+
+def _directories(ops: list[Op]) -> set[str]:
+    """The paths ``ops`` make or change that are directories (``mkdir``, ``chmod``, and a
+    tree put with every directory inside it; a symlink is never one), read from the ops
+    and their sources: the branch's view is unmounted while it is committed."""
+    found: set[str] = set()
+
+    def walk(source: str, rel: str) -> None:
+        with os.scandir(source) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    found.add(f"{rel}/{entry.name}")
+                    walk(entry.path, f"{rel}/{entry.name}")
+
+    for op in ops:
+        if op.kind in ("mkdir", "chmod"):
+            found.add(op.path)
+        elif op.kind == "put" and op.tree and op.source:
+            found.add(op.path)
+            walk(op.source, op.path)
+    return found
 
 
 class ForkMerger:
@@ -180,43 +214,47 @@ class ForkMerger:
                 if rt is not winner:
                     await self.discard(rt)
                     discarded.append(rt.branch_id)
-            kept = await asyncio.to_thread(
-                keep_branch_commits,
-                winner.ws_branch,
-                fc.parent_path,
-                handle.fork_id,
-                winner.label,
-            )
-            report = await self._apply(winner)
-            git_outcome = GitOutcome(kept=kept)
-            await asyncio.to_thread(
-                after_landing,
-                git,
-                git_outcome,
-                fc.parent_path,
-                [*report.applied_paths, *report.deleted_paths],
-                in_workspace=fc.parent_node is fc.workspace,
-                steer=winner.spec.steer,
-                trailers=trailers_for(
-                    handle.fork_id, winner.label, winner.spec.model or fc.default_model
-                ),
-            )
-            history = winner.partial_history or list(winner.seed_history)
-            history_json = dumps_history(history)
-            post_id = await asyncio.to_thread(
-                fc.checkpoints.save,
-                handle.fork_id,
-                "post-fork",
-                history_json,
-                parent_workspace_branch_id=self.parent_ws_id,
-            )
-            winner.resolution = "merged"
-            winner.ws_branch = None
-            await self.state.settle(
-                Resolution("pick", winner.branch_id),
-                discarded=discarded,
-                post_checkpoint=post_id,
-            )
+            # The landing's file work runs in as few worker-thread hops as it can (each
+            # hop waits for the event loop and the GIL on a busy machine): keeping the
+            # winner's git commits, the commit, and (without git) nothing else.
+            kept, report, touched, held = await self._apply(winner)
+            # copying the pre-merge files and recording the merged ones waits until the
+            # fork is settled (or the settling failed), so it does not compete with the
+            # merge for the GIL; it is tracked now, so the retention prune waits for it
+            settled = asyncio.Event()
+            self.record_post_fork(handle.fork_id, fc.parent_path, touched, held, settled)
+            try:
+                git_outcome = GitOutcome(kept=kept)
+                landing = (
+                    git,
+                    git_outcome,
+                    fc.parent_path,
+                    [*report.applied_paths, *report.deleted_paths],
+                )
+                landing_options: dict[str, Any] = {
+                    "in_workspace": fc.parent_node is fc.workspace,
+                    "steer": winner.spec.steer,
+                    "trailers": trailers_for(
+                        handle.fork_id, winner.label, winner.spec.model or fc.default_model
+                    ),
+                }
+                if git is None:  # notes only, no file work: no thread hop
+                    after_landing(*landing, **landing_options)
+                else:
+                    await asyncio.to_thread(after_landing, *landing, **landing_options)
+                history = winner.partial_history or list(winner.seed_history)
+                post_id = await asyncio.to_thread(
+                    self._save_post_fork, handle.fork_id, history
+                )
+                winner.resolution = "merged"
+                winner.ws_branch = None
+                await self.state.settle(
+                    Resolution("pick", winner.branch_id),
+                    discarded=discarded,
+                    post_checkpoint=post_id,
+                )
+            finally:
+                settled.set()
             return MergeResult(
                 fork_id=handle.fork_id,
                 action=str(merge),
@@ -261,81 +299,131 @@ class ForkMerger:
                 conflicts,
             )
 
-    async def _apply(self, rt: BranchRuntime) -> FlushReport:
-        """Commit ``rt``'s workspace branch into the parent; fall back to per-path on conflict."""
+    def _save_post_fork(self, fork_id: str, history: list[Any]) -> str:
+        """The ``post-fork`` anchor's history (its files are recorded after the settle)."""
+        return self.fc.checkpoints.save(
+            fork_id,
+            "post-fork",
+            dumps_history(history),
+            parent_workspace_branch_id=self.parent_ws_id,
+        )
+
+    async def _apply(
+        self, rt: BranchRuntime
+    ) -> tuple[LandedCommits, FlushReport, list[str], HeldFiles]:
+        """Commit ``rt``'s workspace branch into the parent (per path on a conflict), in
+        one worker thread, after fetching the winner's own git commits
+        (``keep_branch_commits``). Returns them, the report, the touched paths and
+        the pre-merge files held for ``record_post_fork``, which the caller starts.
+
+        Everything that touches files (listing the changes, holding the pre-merge files,
+        the commit, the per-path fallback) runs in that one thread, and the copies of
+        the replaced files are made after the commit (see CheckpointStore.hold_files): the
+        event loop (a TUI) never waits on the size of the branch or of its files."""
+        fork_id = self.state.require_handle().fork_id
+        parent_dir = self.fc.parent_path
+        branch = rt.ws_branch
+
+        def work() -> tuple[LandedCommits, FlushReport, list[str], HeldFiles]:
+            kept = keep_branch_commits(branch, parent_dir, fork_id, rt.label)
+            return (kept, *self._apply_blocking(branch, fork_id, parent_dir))
+
         # One lock per parent path for every landing (forks of one parent, sub-agents):
         # the stale check and the commit of two landings never interleave.
         async with landing_lock(self.fc.parent_node):
-            return await self._apply_locked(rt)
-
-    async def _apply_locked(self, rt: BranchRuntime) -> FlushReport:
-        # Everything that touches files (listing the changes, holding the pre-merge files,
-        # the commit, the per-path fallback) runs in one worker thread, and the copies of
-        # the replaced files are made after the commit (see CheckpointStore.hold_files): the
-        # event loop (a TUI) never waits on the size of the branch or of its files.
-        fork_id = self.state.require_handle().fork_id
-        parent_dir = self.fc.parent_path
-        report, touched, held = await asyncio.to_thread(
-            self._apply_blocking, rt.ws_branch, fork_id, parent_dir
-        )
-        self.record_post_fork(fork_id, parent_dir, touched, held)
-        return report
+            return await asyncio.to_thread(work)
 
     def _apply_blocking(
         self, branch: Any, fork_id: str, parent_dir: Path
     ) -> tuple[FlushReport, list[str], HeldFiles]:
-        branch_dir = Path(branch.path)
-        changes = branch.changes()
-        touched = changes.all_paths
-        is_dir = {
-            p
-            for p in (*changes.created, *changes.modified)
-            if (branch_dir / p).is_dir() and not (branch_dir / p).is_symlink()
-        }
-        held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, touched)
-        try:
-            report = self._commit_or_apply(branch, branch_dir, parent_dir, changes, is_dir)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                held.finish()  # what the parent held before is still worth keeping
-            raise
-        return report, touched, held
+        """Land ``branch``: its commit, or path by path when it is stale or conflicts.
 
-    def _commit_or_apply(
+        For a commit, what it changes (the report, the pre-merge files to hold) is learnt
+        from the commit's own collection of the frozen branch (``Branch.commit``'s
+        ``on_ready``), not from listing the branch once more before it: one walk of the
+        branch's changes and no ``lstat`` per path through its view."""
+        branch_dir = Path(branch.path)
+        if branch.is_stale:
+            changes = branch.changes()
+            is_dir = _directories_in_view(branch_dir, changes)
+            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            try:
+                report = self._land_stale(branch, branch_dir, parent_dir, changes, is_dir)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    held.finish()  # what the parent held before is still worth keeping
+                raise
+            return report, changes.all_paths, held
+        ready: list[tuple[BranchChanges, set[str], HeldFiles]] = []
+
+        def on_ready(ops: list[Op], parent_root: Path) -> None:
+            changes = summarize(ops, parent_root)
+            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            ready.append((changes, _directories(ops), held))
+
+        report = FlushReport()
+        try:
+            branch.commit(on_ready=on_ready)
+        except ConflictError as exc:
+            if exc.stale:  # a sibling committed first: nothing applied
+                report.errors.append(FlushError("*", str(exc)))
+                held = ready[0][2] if ready else self.fc.checkpoints.hold_files(
+                    fork_id, "fork", parent_dir, []
+                )
+                return report, ready[0][0].all_paths if ready else [], held
+            # refused by the conflict rule before the commit point: the branch is open
+            changes = branch.changes()
+            is_dir = _directories_in_view(branch_dir, changes)
+            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            try:
+                report.conflicts = sorted(exc.paths)
+                self._land_paths(branch, branch_dir, changes, set(exc.paths), report)
+                if branch.is_open:
+                    branch.abort()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    held.finish()
+                raise
+            report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
+            return report, changes.all_paths, held
+        except BaseException:
+            if ready:
+                with contextlib.suppress(Exception):
+                    ready[0][2].finish()  # what the parent held before is still worth keeping
+            raise
+        changes, is_dir, held = ready[0]
+        report.applied_paths = sorted(
+            p for p in {*changes.created, *changes.modified} if p not in is_dir
+        )
+        report.deleted_paths = list(changes.deleted)
+        report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
+        return report, changes.all_paths, held
+
+    def _land_stale(
         self, branch: Any, branch_dir: Path, parent_dir: Path, changes: Any, is_dir: set[str]
     ) -> FlushReport:
+        """Another fork of the same parent committed first (the workspace's first-winner
+        rule would abort this branch on commit): apply path by path instead, with the same
+        conflict rule, so the winner's work is never thrown away."""
         report = FlushReport()
-        if branch.is_stale:
-            # Another fork of the same parent committed first (the workspace's first-winner
-            # rule would abort this branch on commit): apply path by path instead, with the
-            # same conflict rule, so the winner's work is never thrown away.
-            conflicts = changed_since(changes, parent_dir, branch.created_ns)
-            report.conflicts = conflicts
-            self._land_paths(branch, branch_dir, changes, set(conflicts), report)
-            branch.abort()
-        else:
-            try:
-                branch.commit()
-                report.applied_paths = sorted(
-                    p for p in {*changes.created, *changes.modified} if p not in is_dir
-                )
-                report.deleted_paths = list(changes.deleted)
-            except ConflictError as exc:
-                if exc.stale:
-                    report.errors.append(FlushError("*", str(exc)))
-                else:
-                    report.conflicts = sorted(exc.paths)
-                    self._land_paths(branch, branch_dir, changes, set(exc.paths), report)
-                    if branch.is_open:
-                        branch.abort()
+        conflicts = changed_since(changes, parent_dir, branch.created_ns)
+        report.conflicts = conflicts
+        self._land_paths(branch, branch_dir, changes, set(conflicts), report)
+        branch.abort()
         report.applied_changes = len(report.applied_paths) + len(report.deleted_paths)
         return report
 
     def record_post_fork(
-        self, fork_id: str, parent_dir: Path, touched: list[str], held: HeldFiles
+        self,
+        fork_id: str,
+        parent_dir: Path,
+        touched: list[str],
+        held: HeldFiles,
+        start: asyncio.Event | None = None,
     ) -> None:
         """Finish the pre-merge record (copy the held files) and record the merged files for
-        ``post-fork:<id>``, in a worker thread (``flush()`` waits for both)."""
+        ``post-fork:<id>``, in a worker thread (``flush()`` waits for both), once ``start``
+        is set (at once without it)."""
         record = self.fc.checkpoints.record_files
 
         def work() -> None:
@@ -344,7 +432,12 @@ class ForkMerger:
             finally:
                 record(fork_id, "post-fork", parent_dir, touched)
 
-        self.recorder.track(asyncio.get_running_loop().create_task(asyncio.to_thread(work)))
+        async def when_started() -> None:
+            if start is not None:
+                await start.wait()
+            await asyncio.to_thread(work)
+
+        self.recorder.track(asyncio.get_running_loop().create_task(when_started()))
 
     def _land_paths(
         self, branch: Any, branch_dir: Path, changes: Any, conflicts: set[str], report: FlushReport

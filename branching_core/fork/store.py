@@ -8,8 +8,9 @@ Layout::
     checkpoints/...            see checkpoints.py
 
 Every file is written atomically (temporary file + ``os.replace``), so a process killed at
-any moment leaves the previous or the new version, never a torn one. Fork creation and
-resolution is also fsync'ed; creation and the frequent per-step updates are not (a killed
+any moment leaves the previous or the new version, never a torn one. Fork resolution is
+also fsync'ed, in the background right after the merge (``ForkRecorder.save_settled``;
+``flush()`` waits for it); creation and the frequent per-step updates are not (a killed
 process loses nothing the kernel already has; a power cut loses at most recent steps, never
 consistency).
 """
@@ -22,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from branching_core.atomicio import atomic_write
+from branching_core.atomicio import atomic_write, fsync_directory
 from branching_core.errors import WorkspaceError
 from branching_core.state_dir import ensure_gitignore, escape_target
 
@@ -69,6 +70,20 @@ class ForkStore:
         path = self._inside(self.manifest_path(manifest["fork_id"]))
         _atomic_write(path, payload, durable=durable)
         ensure_gitignore(self.root)  # forks/ never shows up in the user's git status
+
+    def sync_manifest(self, fork_id: str) -> None:
+        """fsync the manifest as it is now and its directory (the durable half of
+        ``write_manifest(durable=True)``, for a manifest already written)."""
+        path = self.manifest_path(fork_id)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:  # removed meanwhile (retention): nothing left to make durable
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_directory(path.parent)
 
     def write_history(
         self, fork_id: str, name: str, payload: bytes, *, durable: bool = False

@@ -431,8 +431,19 @@ class Branch(BranchNode):
             )
             return summary
 
-    def commit(self, *, keep_privileges: bool = False) -> None:
+    def commit(
+        self,
+        *,
+        keep_privileges: bool = False,
+        on_ready: Callable[[list[Op], Path], None] | None = None,
+    ) -> None:
         """Publish this branch's changes into its parent, atomically; then close it.
+
+        ``on_ready(ops, parent_root)``, when given, is called with the ops about to be
+        published once the landing rule has passed them, before the commit point: a
+        caller that needs to know (or hold) what the commit changes learns it from the
+        commit's own collection instead of listing the branch again. An exception from
+        it stops the commit like a refusal: nothing applied, the branch left open.
 
         The one landing rule applies (``workspace.guard``): a change holding a device, a
         FIFO or a socket, or a path reached through a symlink, is refused as a whole with
@@ -471,6 +482,8 @@ class Branch(BranchNode):
                 backend.freeze(self._layout)
                 try:
                     ops = self._checked(self._collect(parent), parent.root, keep_privileges)
+                    if on_ready is not None:
+                        on_ready(ops, parent.root)
                     journal = Journal.prepare(
                         store.journal_dir,
                         store.new_branch_id(),
