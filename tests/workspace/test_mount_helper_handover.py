@@ -298,7 +298,7 @@ def test_a_small_discarded_tree_is_removed_without_a_child_process(tmp_path: Pat
     (small / "work" / "work").mkdir(parents=True)
     (small / "upper" / "d" / "f.txt").write_text("x")
     os.symlink("/nonexistent", small / "upper" / "link")
-    os.mknod(small / "upper" / ".pydantic-deep", 0o20600, 0)
+    os.mkfifo(small / "upper" / "fifo")
     big = tmp_path / "big"
     big.mkdir()
     for i in range(treescan.SMALL_TREE + 5):
