@@ -98,10 +98,7 @@ class BranchNode:
         the process exits and swept away after a crash.
         """
         validate_branch_name(name)
-        if on_success not in ("commit", None):
-            raise BranchError(f"on_success must be 'commit' or None, not {on_success!r}")
-        if on_error not in ("abort", None):
-            raise BranchError(f"on_error must be 'abort' or None, not {on_error!r}")
+        _check_policies(on_success, on_error)
         with self._children_lock:
             self._check_can_branch()
             if any(child.name == name for child in self._children):
@@ -130,10 +127,7 @@ class BranchNode:
             validate_branch_name(name)
         if len(set(names)) != len(names):
             raise InvalidBranchNameError(f"branch names must be unique: {names}")
-        if on_success not in ("commit", None):
-            raise BranchError(f"on_success must be 'commit' or None, not {on_success!r}")
-        if on_error not in ("abort", None):
-            raise BranchError(f"on_error must be 'abort' or None, not {on_error!r}")
+        _check_policies(on_success, on_error)
         with self._children_lock:
             self._check_can_branch()
             taken = {child.name for child in self._children} & set(names)
@@ -183,6 +177,15 @@ class BranchNode:
         with self._children_lock:
             if child in self._children:
                 self._children.remove(child)
+
+
+def _check_policies(on_success: object, on_error: object) -> None:
+    """What ``branch`` and ``branch_many`` accept for what happens at the ``with``
+    block's end."""
+    if on_success not in ("commit", None):
+        raise BranchError(f"on_success must be 'commit' or None, not {on_success!r}")
+    if on_error not in ("abort", None):
+        raise BranchError(f"on_error must be 'abort' or None, not {on_error!r}")
 
 
 def _meta_of(
@@ -610,6 +613,7 @@ class Branch(BranchNode):
                 # a generation file exists only once a child committed into the branch
                 # (a reopened durable branch may have one from its earlier life)
                 if branch._had_children or branch.durable:
+                    crash_point("dropping-generation")
                     tree.store.drop_generation(branch.node_id)
                 branch.parent._forget_child(branch)
                 tree.unregister(branch)

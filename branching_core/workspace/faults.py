@@ -2,7 +2,8 @@
 
 Set ``FORKDECK_CRASH_AT`` to a step name (``staged``, ``journaled``, ``op:<i>``,
 ``applied``, ``finishing``, ``undo:<i>``; for batches ``branch_many:made``,
-``discard:unmounted``, ``discard:moved:<i>``) and, optionally, ``FORKDECK_CRASH_WITH``.
+``discard:unmounted``, ``discard:moved:<i>``; ``dropping-generation`` once a closing
+branch that had children committed into it is thrown away) and, optionally, ``FORKDECK_CRASH_WITH``.
 """
 
 from __future__ import annotations

@@ -133,8 +133,9 @@ def has_xattr(path: Path, name: str) -> bool:
     return True
 
 
-def strip_overlay_xattrs(path: Path) -> None:
-    """Drop overlayfs bookkeeping so a committed file is an ordinary file again."""
+def strip_overlay_xattrs(path: str | Path) -> None:
+    """Drop overlayfs bookkeeping so a committed file is an ordinary file again (a str
+    too: a commit's landed paths are joined as strings, see ``journal._strip_landed``)."""
     try:
         names = os.listxattr(path, follow_symlinks=False)
     except OSError:
@@ -152,6 +153,17 @@ def lstat_or_none(path: Path) -> os.stat_result | None:
         return None
     except NotADirectoryError:
         return None
+
+
+def nearest_existing(path: Path) -> Path | None:
+    """``path`` or its closest ancestor that exists (None when not even ``/`` does):
+    which filesystem a path not made yet, or no longer there, would be on."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            return None
+        probe = probe.parent
+    return probe
 
 
 def same_device(a: Path, b: Path) -> bool:

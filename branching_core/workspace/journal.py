@@ -33,7 +33,6 @@ from branching_core.workspace import reaper
 from branching_core.workspace.changes import Op, ordered
 from branching_core.workspace.faults import crash_point
 from branching_core.workspace.fsutil import (
-    OVERLAY_XATTR_PREFIXES,
     PROJECT_STATE_DIR,
     lstat_or_none,
     read_json,
@@ -525,14 +524,7 @@ def _strip_landed(path: str) -> None:
     if stat.S_ISDIR(st.st_mode):
         _strip_tree(Path(path))
     elif not stat.S_ISLNK(st.st_mode):
-        try:
-            names = os.listxattr(path, follow_symlinks=False)
-        except OSError:
-            return
-        for name in names:
-            if name.startswith(OVERLAY_XATTR_PREFIXES):
-                with contextlib.suppress(OSError):
-                    os.removexattr(path, name, follow_symlinks=False)
+        strip_overlay_xattrs(path)
 
 
 def _strip_tree(path: Path) -> None:

@@ -5,7 +5,8 @@ inside one another, so an ancestor's upper layer may not sit inside the workspac
 on the same filesystem, so a commit can rename instead of copy. ``default_store_root``
 picks it deterministically from the workspace path, so recovery always finds it::
 
-    sessions/<sid>.lock      held (flock) by the live process that owns session <sid>
+    sessions/<sid>.lock      held (flock) by the live process that owns session <sid>,
+                             which writes its pid there (see ``session_lock``)
     commit.lock              serialises commits and recovery across processes
     gen/<parent>             how many commits have gone into <parent> ("root" or a branch id)
     journal/<commit>.json    intent journal of a commit in progress
@@ -36,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.atomicio import atomic_write, is_atomic_temp
-from branching_core.workspace.fsutil import is_json_list, read_json, rmtree, write_json_atomic
+from branching_core.workspace.fsutil import (
+    is_json_list,
+    nearest_existing,
+    read_json,
+    rmtree,
+    write_json_atomic,
+)
+from branching_core.workspace.session_lock import claim, held_by_live_owner
 
 ROOT_ID = "root"
 STORE_ENV = "FORKDECK_STORE"
@@ -84,11 +92,9 @@ def _prefer_existing(base: Path, key: str, legacy: str) -> Path:
 
 
 def _usable_on_device(base: Path, device: int) -> bool:
-    probe = base
-    while not probe.exists():
-        if probe.parent == probe:
-            return False
-        probe = probe.parent
+    probe = nearest_existing(base)
+    if probe is None:
+        return False
     try:
         return os.stat(probe).st_dev == device and os.access(probe, os.W_OK | os.X_OK)
     except OSError:
@@ -158,6 +164,7 @@ class Store:
             self.root / "sessions" / f"{sid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644
         )
         fcntl.flock(fd, fcntl.LOCK_EX)
+        claim(fd)  # who holds it: a child forked from this process shares the flock
         return Session(sid=sid, fd=fd, pid=os.getpid())
 
     def new_branch_id(self) -> str:
@@ -169,7 +176,8 @@ class Store:
         return own is not None and own.sid == sid and own.pid == os.getpid()
 
     def session_alive(self, sid: str) -> bool:
-        """True while the process owning ``sid`` holds its lock."""
+        """True while the process owning ``sid`` holds its lock (not only a child it
+        forked and that has not exec'd yet: see ``session_lock``)."""
         own = _SESSIONS.get(self.root)
         if own is not None and own.sid == sid and own.pid == os.getpid():
             return True
@@ -179,12 +187,9 @@ class Store:
         except FileNotFoundError:
             return False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
+            return held_by_live_owner(fd)
         finally:
             os.close(fd)
-        return False
 
     def forget_dead_sessions(self) -> None:
         for lock in (self.root / "sessions").glob("*.lock"):
@@ -303,6 +308,21 @@ class Store:
         for entry in spare.iterdir():
             if not self.session_alive(entry.name.split("-", 1)[0]):
                 rmtree(entry)
+
+    def sweep_generations(self) -> None:
+        """Drop the generation files of branches that are gone: a process killed between
+        throwing a branch away and forgetting its generation (``Branch._dispose_many``)
+        left ``gen/<branch>`` for good. Only commit-lock holders write them, and the
+        caller holds that lock."""
+        directory = self.root / "gen"
+        if not directory.exists():
+            return
+        for entry in directory.iterdir():
+            name = entry.name
+            if name == ROOT_ID or name.startswith(".") or self.branch_dir(name).exists():
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                entry.unlink()
 
     def sweep_temp_files(self) -> None:
         """Drop half-written journal and generation files (a writer died before its

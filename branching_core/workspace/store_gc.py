@@ -20,7 +20,8 @@ import os
 import time
 from pathlib import Path
 
-from branching_core.workspace.fsutil import rmtree
+from branching_core.workspace.fsutil import nearest_existing, rmtree
+from branching_core.workspace.session_lock import held_by_live_owner
 
 log = logging.getLogger(__name__)
 SWEEP_INTERVAL_S = 3600.0
@@ -41,14 +42,11 @@ def _held(lock: Path) -> bool:
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return held_by_live_owner(fd)
     except OSError:
         return True  # cannot tell: treat as in use
     finally:
         os.close(fd)
-    return False
 
 
 def _in_use(store: Path) -> bool:
@@ -103,11 +101,9 @@ def sweep_orphan_stores(
 def _gone_for_sure(workspace: Path, store: Path) -> bool:
     """A missing workspace on another filesystem may only be unmounted (a removable
     drive): only a directory missing from the store's own filesystem counts as gone."""
-    probe = workspace
-    while not probe.exists():
-        if probe.parent == probe:
-            return False
-        probe = probe.parent
+    probe = nearest_existing(workspace)
+    if probe is None:
+        return False
     try:
         return os.stat(probe).st_dev == os.stat(store).st_dev
     except OSError:

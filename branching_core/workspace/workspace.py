@@ -237,6 +237,7 @@ class Workspace(BranchNode):
                 if meta is not None and meta.get("durable"):
                     continue
                 store.remove_branch_dir(branch_id)
+            store.sweep_generations()
             for probe in store.root.glob(".probe-*"):
                 pid = probe.name.rsplit("-", 1)[-1]
                 if not Path(f"/proc/{pid}").exists():

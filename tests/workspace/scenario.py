@@ -43,6 +43,28 @@ def many_edits(view: Path, files: int) -> None:
         (view / f"d{i % 8}" / f"n{i}.txt").write_text(f"new {i}\n")
 
 
+def fork_lock_holder() -> int:
+    """Fork a child that shares this process's open files, the store session's flock
+    included, and sleeps with them: what a ``find`` or ``rm`` child is between its
+    ``fork`` and its ``exec``, here for as long as a test needs (it kills the child).
+    Returns once the child has let go of stdout and stderr (the test reads them to EOF)."""
+    import time
+
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: stdio to /dev/null, everything else kept
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.write(ready_w, b"1")
+        time.sleep(120)
+        os._exit(0)
+    os.close(ready_w)
+    os.read(ready_r, 1)
+    os.close(ready_r)
+    return pid
+
+
 def main() -> None:
     mode, path, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     ws = Workspace(path, backend=backend)
@@ -52,6 +74,13 @@ def main() -> None:
         print(json.dumps({"ops": len(branch.changes().all_paths)}), flush=True)
         branch.commit()
         print("committed", flush=True)
+    elif mode == "commit-forked":
+        # killed at a step of the commit (FORKDECK_CRASH_AT) while a forked child still
+        # shares the session's lock (tests/workspace/test_state_dir_kills.py)
+        branch = ws.branch("crashy")
+        agent_edits(branch.path)
+        print(json.dumps({"holder": fork_lock_holder()}), flush=True)
+        branch.commit()
     elif mode == "interrupted":
         # with ws.branch(...) committing many edits; the parent sends SIGINT at a random
         # instant after "ready" (see tests/workspace/interrupt_trial.py)
@@ -63,6 +92,14 @@ def main() -> None:
             print("ready", flush=True)
             started = time.perf_counter()
         print(json.dumps({"commit_s": time.perf_counter() - started}), flush=True)
+    elif mode == "nested-abort":
+        # a branch that a child committed into (so it has a generation) is aborted;
+        # FORKDECK_CRASH_AT=dropping-generation kills the process half way
+        outer = ws.branch("outer")
+        with outer.branch("inner") as inner:
+            (inner.path / "inner.txt").write_text("inner\n")
+        outer.abort()
+        print("aborted", flush=True)
     elif mode == "leave-open":
         plain = ws.branch("plain")
         (plain.path / "plain.txt").write_text("plain")

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from branching_core import CommitError, Workspace
-from branching_core.workspace.faults import reset_injected_faults
 from tests.support.unprivileged import (
     assert_scenario_ok,
     chown_tree,
@@ -26,6 +25,7 @@ from tests.support.unprivileged import (
     requires_unprivileged,
     run_as_nobody,
 )
+from tests.workspace.faultinject import commit_under_fault, inject_fault
 from tests.workspace.scenario import agent_edits
 from tests.workspace.test_crash_safety import CRASH_POINTS, _seed
 from tests.workspace.treeutil import snapshot
@@ -58,17 +58,7 @@ def test_fault_during_commit_is_all_or_nothing(
     _seed(ws_dir)
     before, after = _expected(ws_dir, fs_root)
     ws = Workspace(ws_dir, backend=backend)
-    monkeypatch.setenv("FORKDECK_CRASH_AT", step)
-    monkeypatch.setenv("FORKDECK_CRASH_WITH", fault)
-    reset_injected_faults()
-
-    raised: BaseException | None = None
-    try:
-        with ws.branch("faulty") as branch:
-            agent_edits(branch.path)
-    except (KeyboardInterrupt, CommitError) as exc:
-        raised = exc
-    monkeypatch.delenv("FORKDECK_CRASH_AT")
+    branch, raised = commit_under_fault(ws, monkeypatch, step, fault, agent_edits)
     state = snapshot(ws_dir)
 
     if fault == "interrupt":
@@ -100,9 +90,7 @@ def test_a_commit_left_pending_keeps_its_sources_until_the_replay(
     _seed(ws_dir)
     before, _ = _expected(ws_dir, fs_root)
     ws = Workspace(ws_dir, backend=backend)
-    monkeypatch.setenv("FORKDECK_CRASH_WITH", "eio")
-    reset_injected_faults()
-    monkeypatch.setenv("FORKDECK_CRASH_AT", "op:3")
+    inject_fault(monkeypatch, "op:3", "eio")
     with ws.branch("stuck") as branch:
         agent_edits(branch.path)
         # the rollback's first undo fails as well: neither direction can finish here
@@ -305,9 +293,7 @@ def test_pattern_runner_cleanup_leaves_the_parent_whole(
 
     ws = Workspace(ws_dir, backend=backend)
     before = snapshot(ws_dir)
-    monkeypatch.setenv("FORKDECK_CRASH_AT", "op:3")
-    monkeypatch.setenv("FORKDECK_CRASH_WITH", fault)
-    reset_injected_faults()
+    inject_fault(monkeypatch, "op:3", fault)
     with pytest.raises(KeyboardInterrupt if fault == "interrupt" else CommitError):
         BestOfN([writer("w"), writer("l")])(ws)
     monkeypatch.delenv("FORKDECK_CRASH_AT")

@@ -20,8 +20,8 @@ import pytest
 
 from branching_core import CommitError, Workspace
 from branching_core.workspace import reaper
-from branching_core.workspace.faults import reset_injected_faults
 from branching_core.workspace.journal import REAP_FROM_OPS
+from tests.workspace.faultinject import commit_under_fault
 from tests.workspace.treeutil import Snapshot, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,16 +116,7 @@ def test_fault_during_the_fast_first_pass(
     _seed(ws_dir)
     before, after = _expected(ws_dir)
     ws = Workspace(ws_dir, backend=backend)
-    monkeypatch.setenv("FORKDECK_CRASH_AT", step)
-    monkeypatch.setenv("FORKDECK_CRASH_WITH", fault)
-    reset_injected_faults()
-    raised: BaseException | None = None
-    try:
-        with ws.branch("faulty") as branch:
-            _edit(branch.path)
-    except (KeyboardInterrupt, CommitError) as exc:
-        raised = exc
-    monkeypatch.delenv("FORKDECK_CRASH_AT")
+    _branch, raised = commit_under_fault(ws, monkeypatch, step, fault, _edit)
     if fault == "interrupt":
         assert isinstance(raised, KeyboardInterrupt)
         assert snapshot(ws_dir) == after

@@ -10,6 +10,7 @@ random trials kill real commits at random instants.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from branching_core import Workspace
+from branching_core.workspace.store import Store
 from tests.workspace.scenario import agent_edits
 from tests.workspace.treeutil import snapshot
 
@@ -38,12 +40,14 @@ def _seed(root: Path) -> None:
     (root / "gone" / "x.txt").write_text("x\n")
 
 
-def _child(ws_dir: Path, backend: str, crash_at: str | None = None) -> subprocess.Popen[str]:
+def _child(
+    ws_dir: Path, backend: str, crash_at: str | None = None, mode: str = "commit"
+) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if crash_at is not None:
         env["FORKDECK_CRASH_AT"] = crash_at
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.workspace.scenario", "commit", str(ws_dir), backend],
+        [sys.executable, "-m", "tests.workspace.scenario", mode, str(ws_dir), backend],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
@@ -76,6 +80,58 @@ def test_a_kill_in_the_state_dir_windows_leaves_no_state_dir(
     _out, err = child.communicate(timeout=60)
     assert child.returncode == -signal.SIGKILL, f"step {crash_at} not reached: {err}"
     _recovered_cleanly(ws_dir, backend, before, after)
+
+
+@pytest.mark.parametrize("crash_at", ["staged", "journaled", "finishing"])
+def test_a_kill_while_a_forked_child_shares_the_session_lock_leaves_no_branch(
+    fs_root: Path, backend: str, crash_at: str
+) -> None:
+    """The leftover of the random trials (1 run in 70 on a loaded machine): a commit
+    killed while the ``find`` it had just forked (the copy backend lists the branch as
+    the commit starts) had not exec'd yet. The child shared the session's flock for a
+    few more milliseconds and recovery, taking the dead session for alive, kept its
+    branch directory. Here the child holds the lock for as long as recovery runs."""
+    ws_dir = fs_root / "ws"
+    _seed(ws_dir)
+    before, after = _expected(fs_root, ws_dir)
+    child = _child(ws_dir, backend, crash_at, mode="commit-forked")
+    assert child.stdout is not None
+    holder = json.loads(child.stdout.readline())["holder"]
+    holder_fd = os.pidfd_open(holder)
+    try:
+        _out, err = child.communicate(timeout=60)
+        assert child.returncode == -signal.SIGKILL, f"step {crash_at} not reached: {err}"
+        assert _shares_a_session_lock(holder, ws_dir), "the forked child let go of the lock"
+        _recovered_cleanly(ws_dir, backend, before, after)
+    finally:
+        signal.pidfd_send_signal(holder_fd, signal.SIGKILL)
+        os.close(holder_fd)
+
+
+def test_a_kill_between_disposal_and_forgetting_the_generation_leaves_no_generation(
+    fs_root: Path, backend: str
+) -> None:
+    """A sibling leftover: a branch a child had committed into has a generation file,
+    dropped right after its directory is thrown away; a kill in between left
+    ``gen/<branch>`` in the store for good (recovery only swept directories)."""
+    ws_dir = fs_root / "ws"
+    _seed(ws_dir)
+    before = snapshot(ws_dir)
+    child = _child(ws_dir, backend, "dropping-generation", mode="nested-abort")
+    _out, err = child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL, f"step not reached: {err}"
+    ws = Workspace(ws_dir, backend=backend)
+    assert snapshot(ws_dir) == before
+    assert ws.tree.store.branch_ids() == []
+    assert sorted(p.name for p in (ws.tree.store.root / "gen").iterdir()) == []
+
+
+def _shares_a_session_lock(pid: int, ws_dir: Path) -> bool:
+    sessions = Store(ws_dir.resolve()).root / "sessions"  # (opening a Workspace recovers)
+    fds = Path(f"/proc/{pid}/fd")
+    return any(
+        Path(os.readlink(fd)).parent == sessions for fd in fds.iterdir() if fd.is_symlink()
+    )
 
 
 def test_sigkills_at_random_instants_leave_the_workspace_before_or_after(
