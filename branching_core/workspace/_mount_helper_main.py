@@ -13,22 +13,13 @@ JSON lines over the socket it receives as fd 0:
      "spare": "..." or null, "spare_mounted": false}],
      "make_spares": [{"root": ..., "dirs": [...], "whiteouts": [...], "mount": null or
                       {"lower": [...], "redirect": false}}]}
-    {"op": "umount_many", "targets": [...], "make_spares": [...] (optional, as above)}
-    {"op": "spares", "make_spares": [...]}                      (never answered)
+    {"op": "umount_many", "targets": [...]}
     {"op": "ping"}
 
 ``create_many`` and ``umount_many`` exist so a fork of N pays one round trip to this
 process (and one wake-up of it) for the whole batch instead of one per branch: the
 store directories, whiteouts and small files of every branch are made here, right
 before its mount, while the caller waits on the socket with its GIL released.
-
-``umount_many`` with ``make_spares`` is "unmount these views and hand over the next
-ones": the caller (a Ray task's abort) waits only for the unmount; the next views are
-mounted after the reply, and the next branch takes one with a ``rename`` of its own,
-sending nothing here (see ``backends/overlay.py``). One round trip per branch instead
-of two, and the mount is off the caller's path. ``spares`` is the same ask on its own,
-never answered (replies stay in order): a batch that took every branch from spares asks
-for the next ones while it runs without waiting for this process to be scheduled.
 
 Why a separate process: a private mount namespace entered by the caller would only be
 seen by the calling thread (unshare(CLONE_NEWNS) is per thread once threads exist) and
@@ -103,7 +94,6 @@ if TYPE_CHECKING:
 
     class _UmountMany(TypedDict):
         targets: list[str]
-        make_spares: NotRequired[list[_Spare] | None]
 
 
 
@@ -291,7 +281,7 @@ def _create_many(req: _CreateMany) -> None:
     """Prepare and mount every branch of a batch; all or none. On failure the mounts
     made are undone and the error names the branch; the caller removes the directories
     (it knows which store directories are its own). The spares asked for are queued,
-    to be made once the reply is sent (none after a failed batch)."""
+    to be made once the reply is sent."""
     done: list[_Mount] = []
     try:
         for one in req["branches"]:
@@ -317,10 +307,7 @@ def _create_many(req: _CreateMany) -> None:
 
 def _umount_many(req: _UmountMany) -> None:
     """Unmount every target (lazily, like ``umount``); a failure does not stop the rest.
-    Raises naming the targets that are still mounted, so the caller keeps those.
-    The spares asked for are queued, made after the reply whatever it is: a spare that
-    cannot be made is absent, never this request's error."""
-    _QUEUED.extend(req.get("make_spares") or [])
+    Raises naming the targets that are still mounted, so the caller keeps those."""
     failed: list[str] = []
     errors: list[OSError] = []
     for target in req["targets"]:
@@ -331,10 +318,6 @@ def _umount_many(req: _UmountMany) -> None:
             errors.append(exc)
     if errors:
         raise _Partial(errors[0].errno, f"{errors[0].strerror}", failed)
-
-
-# requests never answered: the caller does not wait for them
-_UNANSWERED = frozenset({"spares"})
 
 
 class _Partial(OSError):
@@ -361,8 +344,6 @@ def _handle(req: Any) -> None:
         _create_many(req)
     elif op == "umount_many":
         _umount_many(req)
-    elif op == "spares":
-        _QUEUED.extend(req["make_spares"])
     elif op == "ping":
         _QUEUED.clear()  # nothing is made after this is answered
     else:
@@ -399,8 +380,6 @@ def main() -> int:
                 reply = {"ok": False, "error": str(exc), "errno": exc.errno}
                 if isinstance(exc, _Partial):
                     reply["failed"] = exc.failed
-            if req["op"] in _UNANSWERED:
-                continue
             out.write((json.dumps(reply) + "\n").encode())
         # idle (or between requests): the spares queued so far, paused while one waits
         if _QUEUED:

@@ -14,7 +14,6 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 from branching_core.errors import MountError
 from branching_core.workspace.fsutil import is_json_list
@@ -81,7 +80,6 @@ class MountHelper:
         self._sock = parent_sock
         self._reader = parent_sock.makefile("rb")
         self._lock = threading.Lock()
-        self._deferred: list[Spare] = []  # spares to ask for with the next request
         self.owner_pid = os.getpid()
         # requests sent so far (each is one round trip): batches must not pay one per branch
         self.round_trips = 0
@@ -112,8 +110,6 @@ class MountHelper:
         """Send one request and return the helper's reply (one round trip)."""
         with self._lock:
             self.round_trips += 1
-            if self._deferred and payload["op"] in ("create_many", "umount_many"):
-                payload = self._with_deferred(payload)
             try:
                 self._sock.sendall((json.dumps(payload) + "\n").encode())
                 reply = self._read_reply()
@@ -173,7 +169,17 @@ class MountHelper:
             {
                 "op": "create_many",
                 "redirect": redirect,
-                "make_spares": [_spare_request(one) for one in make_spares or []],
+                "make_spares": [
+                    {
+                        "root": str(one.root),
+                        "dirs": one.dirs,
+                        "whiteouts": one.whiteouts,
+                        "mount": None
+                        if one.lower is None
+                        else {"lower": [str(p) for p in one.lower], "redirect": one.redirect},
+                    }
+                    for one in make_spares or []
+                ],
                 "branches": [
                     {
                         "dirs": [str(p) for p in one.dirs],
@@ -191,48 +197,9 @@ class MountHelper:
             }
         )
 
-    def defer_spares(self, spares: list[Spare]) -> None:
-        """Ask for spares with the next ``create_many`` or ``umount_many`` instead of a
-        request of their own (made once that request is answered). A caller that took
-        every branch from a mounted-ahead spare makes no request at all; the abort that
-        follows is "unmount this view and make the next one" in one round trip, and the
-        helper mounts the next view after replying, while the caller moves on. ``sync``
-        drops the ones not sent yet (a pool entry is a hint, never a promise)."""
-        with self._lock:
-            self._deferred += spares
-
-    def send_spares(self, spares: list[Spare]) -> None:
-        """Ask for spares now without waiting: the helper never answers this request
-        (replies stay in order), so the caller pays one ``send``, no wake-up of it."""
-        if not spares:
-            return
-        payload = {"op": "spares", "make_spares": [_spare_request(one) for one in spares]}
-        with self._lock:
-            try:
-                self._sock.sendall((json.dumps(payload) + "\n").encode())
-            except OSError as exc:
-                raise MountError(f"the mount helper is unreachable: {exc}") from exc
-
-    def _with_deferred(self, payload: dict[str, object]) -> dict[str, object]:
-        """``payload`` carrying the deferred spares too (called under the lock), except
-        those a branch of it names as its spare: that branch takes it or is made the
-        ordinary way, and a spare queued after that would be nobody's."""
-        deferred, self._deferred = self._deferred, []
-        named = {str(one.get("spare")) for one in _dicts(payload.get("branches"))}
-        made = _dicts(payload.get("make_spares"))
-        extra = [_spare_request(one) for one in deferred if str(one.root) not in named]
-        return {**payload, "make_spares": [*made, *extra]}
-
-    def is_mounted(self, target: Path) -> bool:
-        """Is ``target`` a mount point in the helper's namespace (its view mounted)?"""
-        return os.path.ismount(self.view_path(target))
-
     def umount_many(self, targets: list[Path]) -> None:
         """Unmount several targets in one round trip. Every target is tried; raises
-        ``UmountError`` listing those still mounted when any fails. Spares deferred
-        (``defer_spares``) go with it: the helper makes them after replying, so a
-        failure making one is never this call's error (the branch that would have
-        taken it is made the ordinary way, and reports its own error)."""
+        ``UmountError`` listing those still mounted when any fails."""
         if not targets:
             return
         try:
@@ -256,8 +223,6 @@ class MountHelper:
     def sync(self) -> None:
         """Return once every earlier request is done; spares not made yet are dropped,
         so none is made after this returns (``SparePool.close`` then discards the rest)."""
-        with self._lock:
-            self._deferred = []
         self._request({"op": "ping"})
 
     def view_path(self, target: Path) -> Path:
@@ -274,25 +239,6 @@ class MountHelper:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-
-
-def _dicts(value: object) -> list[dict[str, object]]:
-    """The JSON objects of a request's list field (``[]`` when absent)."""
-    if not isinstance(value, list):
-        return []
-    return [cast("dict[str, object]", one) for one in cast("list[object]", value)
-            if isinstance(one, dict)]
-
-
-def _spare_request(one: Spare) -> dict[str, object]:
-    return {
-        "root": str(one.root),
-        "dirs": one.dirs,
-        "whiteouts": one.whiteouts,
-        "mount": None
-        if one.lower is None
-        else {"lower": [str(p) for p in one.lower], "redirect": one.redirect},
-    }
 
 
 _shared: MountHelper | None = None  # the newest helper: new workspaces go to it

@@ -31,9 +31,4 @@ def test_create_write_abort_cycles_leak_nothing(ws_dir: Path, backend: str) -> N
     assert list((ws.tree.store.root / "trash").iterdir()) == []
     assert len(os.listdir("/proc/self/fd")) == fds_before
     if backend == "overlay":
-        # at most the one view mounted ahead for the next branch (not one per cycle)
-        spare = f"{ws.tree.store.root}/spare/"
-        mounts = _helper_mounts(ws.tree.store.root)
-        assert len(mounts) <= 1 and all(spare in line for line in mounts), mounts
-        ws.close()
         assert _helper_mounts(ws.tree.store.root) == []

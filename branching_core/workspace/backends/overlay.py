@@ -33,7 +33,6 @@ from branching_core.workspace.backends.base import (
     BranchLayout,
     ParentView,
     meta_text,
-    write_new_file,
 )
 from branching_core.workspace.backends.spares import pool_for
 from branching_core.workspace.changes import Op
@@ -164,39 +163,19 @@ class OverlayBackend(Backend):
                 )
             )
         helper = self.helper
-        # top-level branches (a batch of siblings, or one: a Ray task's) get, and leave
-        # for the next call, spares whose view is mounted already: every such branch has
-        # the same layers, the workspace
-        lower = parent.layers if self._is_top_level(parent) else None
+        # a batch of top-level siblings gets (and leaves for the next one) spares whose
+        # view is mounted already: every such batch has the same layers, the workspace
+        premount = len(prepared) > 1 and self._is_top_level(parent)
+        lower = parent.layers if premount else None
         with self._spares.lock:  # held through the request: see SparePool
-            spares, make = self._spares.take(
-                branch_ids[0], len(prepared), lower, redirect, helper.pid
-            )
+            spares, make = self._spares.take(branch_ids[0], len(prepared), lower, redirect)
             for one, (spare, mounted) in zip(prepared, spares, strict=True):
                 one.spare, one.spare_mounted = spare, mounted
-            taken: list[PreparedMount] = []
             try:
-                # when every branch has a mounted spare ready, each is taken here by one
-                # rename (the mount moves with the directory): no request, no wake-up of
-                # the helper on this path. Else the helper takes them in its request.
-                if all(_spare_ready(helper, one) for one in prepared):
-                    taken = [one for one in prepared if _rename_spare(one)]
-                for one in taken:
-                    for path, text in one.files.items():
-                        write_new_file(path, text)
-                rest = [one for one in prepared if one not in taken]
-                if rest:
-                    helper.create_many(rest, redirect=redirect, make_spares=make)
-                elif len(prepared) > 1:  # made while this batch runs (no reply waited)
-                    helper.send_spares(make)
-                else:  # one branch (a Ray task's): asked for with its abort, made after
-                    helper.defer_spares(make)  # it, not while the branch's work runs
+                helper.create_many(prepared, redirect=redirect, make_spares=make)
             except BaseException:
-                if taken:  # the helper unmounted what it had mounted itself
-                    with contextlib.suppress(MountError):
-                        helper.umount_many([one.target for one in taken])
                 for layout in layouts:
-                    rmtree(layout.store_dir)
+                    rmtree(layout.store_dir)  # the helper unmounted what it had mounted
                 self._spares.put_back(spares, lower, redirect)
                 raise
         for layout in layouts:
@@ -363,7 +342,7 @@ class OverlayBackend(Backend):
         mounted = [layout for layout in layouts if layout.mounted]
         still_mounted: set[Path] = set()
         if mounted:
-            try:  # (carries the spares deferred by a create that needed no request)
+            try:
                 self.helper.umount_many([layout.store_dir / "view" for layout in mounted])
             except UmountError as exc:
                 still_mounted = set(exc.failed)
@@ -389,31 +368,6 @@ class OverlayBackend(Backend):
         )
         self._mount(layout, parent)
         return layout
-
-
-def _spare_ready(helper: MountHelper, one: PreparedMount) -> bool:
-    """Is ``one``'s spare there with its view mounted in ``helper``'s namespace? A spare
-    not made yet is left to the helper (it drops it from its queue, or takes it if it
-    was made since); one that is whole but not mounted there (made by another helper)
-    is discarded and not named (the helper then makes the branch the ordinary way)."""
-    spare = one.spare
-    if spare is None or not one.spare_mounted or not os.path.lexists(spare):
-        return False
-    if helper.is_mounted(spare / "view"):
-        return True
-    one.spare = None
-    discard_dirs([(spare, spare.parent.parent / "trash" / spare.name)])
-    return False
-
-
-def _rename_spare(one: PreparedMount) -> bool:
-    """Take ``one``'s (ready) spare: its directory becomes the branch's store directory."""
-    assert one.spare is not None
-    try:
-        os.rename(one.spare, one.dirs[0])
-    except OSError:
-        return False
-    return True
 
 
 def _is_redirect_format(store_dir: Path) -> bool:
