@@ -37,6 +37,7 @@ from branching_core.fork.types import (
 )
 from branching_core.gitops.refs import LandedCommits
 from branching_core.workspace.apply import changed_since
+from branching_core.workspace.branch import Branch
 from branching_core.workspace.changes import BranchChanges, Op, summarize
 from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
@@ -361,9 +362,20 @@ class ForkMerger:
             held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
             ready.append((changes, _directories(ops), held))
 
+        def commit() -> None:
+            if isinstance(branch, Branch):
+                branch.commit(on_ready=on_ready)
+                return
+            # a branch elsewhere (a Ray actor's RemoteForkBranch) lands a delta, not
+            # ops: what it changes is listed before its commit, as before
+            changes = branch.changes()
+            held = self.fc.checkpoints.hold_files(fork_id, "fork", parent_dir, changes.all_paths)
+            ready.append((changes, _directories_in_view(branch_dir, changes), held))
+            branch.commit()
+
         report = FlushReport()
         try:
-            branch.commit(on_ready=on_ready)
+            commit()
         except ConflictError as exc:
             if exc.stale:  # a sibling committed first: nothing applied
                 report.errors.append(FlushError("*", str(exc)))
