@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
@@ -299,6 +300,8 @@ class Branch(BranchNode):
         self._state: WorkspaceBranchState = "open"
         self._lock = threading.RLock()
         self._close_hooks: list[Callable[[], None]] = []
+        # paths a writer replaced while they still were the parent's (see note_replacing)
+        self._replaced_parent_paths: set[str] = set()
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
@@ -506,11 +509,34 @@ class Branch(BranchNode):
                     raise
                 self._publish(journal, parent)
 
+    def note_replacing(self, rel: str) -> None:
+        """Say that a writer is about to replace ``rel`` (relative to the branch root) by
+        temp file + rename, as the agent's ``write_file``/``edit_file`` do.
+
+        Overlay keeps no record of what the parent held: a file renamed over one of the
+        parent's looks exactly like a file the branch created, so a parent deletion of
+        it meanwhile would be no conflict and the commit would bring it back. Called
+        before the rename, this remembers that the path existed.
+        """
+        with self._lock:
+            if self._state != "open" or rel in self._replaced_parent_paths:
+                return
+            if self.tree.backend.unchanged_from_parent(self._layout, rel):
+                self._replaced_parent_paths.add(rel)
+
     def _collect(self, parent: ParentView) -> list[Op]:
         """The backend's ops, less internal paths (``paths.is_internal_path``): those are
         never changes, whatever a backend saw (a new tree holding a ``.git`` is split,
         ``changes.without_internal``)."""
-        return without_internal(self.tree.backend.collect(self._layout, parent))
+        ops = without_internal(self.tree.backend.collect(self._layout, parent))
+        if not self._replaced_parent_paths:
+            return ops
+        return [
+            replace(op, existed=True)
+            if op.kind == "put" and not op.tree and op.path in self._replaced_parent_paths
+            else op
+            for op in ops
+        ]
 
     def _checked(self, ops: list[Op], parent_root: Path, keep_privileges: bool) -> list[Op]:
         """The landing rule (paths, links, special files, privileges, conflicts), refused

@@ -321,6 +321,18 @@ class OverlayBackend(Backend):
                     )
                 )
 
+    def unchanged_from_parent(self, layout: BranchLayout, rel: str) -> bool:
+        # Not in the upper layer (nor hidden by a whiteout there): the view shows the
+        # lower file, the parent's. A rename over it would leave an upper file with no
+        # origin xattr, which ``collect`` takes for a file the branch created.
+        upper = layout.store_dir / "upper"
+        node = upper
+        for part in rel.split("/"):
+            node = node / part
+            if os.path.lexists(node):
+                return False
+        return True
+
     def freeze(self, layout: BranchLayout) -> None:
         if layout.mounted:
             self.helper.umount(layout.store_dir / "view")
