@@ -1,3 +1,4 @@
+# pyright: strict
 """Pre-started native executors: a sandboxed command skips ``posix_spawn`` and ``exec``.
 
 Starting the executor (``posix_spawn``, ``exec`` of a static binary, reaching ``main``)

@@ -855,9 +855,11 @@ static void init_main(struct request *rq)
 __attribute__((noreturn))
 static void keeper_watch(pid_t init, const struct request *rq)
 {
-    close(result_fd);
+    /* The command's fds first, the result pipe last: its EOF then tells the caller
+     * that no copy of a passed fd is held here either. */
     for (size_t k = 0; k < rq->nkeep; k++)
         close(atoi(rq->keep[k]));
+    close(result_fd);
     int pidfd = (int)syscall(NR_pidfd_open, init, 0);
     if (pidfd < 0) /* cannot watch the lifeline: never leave a sandbox unwatched */
         kill(init, SIGKILL);
