@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,42 @@ def test_a_passed_fd_reads_closed_at_every_return_while_the_pool_refills(
             assert eof, f"attempt {attempt}: the passed fd was still open somewhere"
         finally:
             os.close(r)
+
+
+OWNER = r"""
+import sys, time
+from branching_core.sandbox import native_pool, run_command
+run_command(["true"], sys.argv[1])
+while len(native_pool.pool().idle_pids()) < native_pool.Pool.SIZE:
+    time.sleep(0.01)
+spawner = native_pool.pool().spawner
+assert spawner is not None
+print(spawner.pid, *native_pool.pool().idle_pids(), flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_owner_leaves_no_spawner_and_no_executor(ws: Path, built: Path) -> None:
+    """The spawner, like the executors it made, ends at its owner's death (SIGKILL)."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(ws)], cwd=REPO,
+                             stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert owner.stdout is not None
+        pids = [int(p) for p in owner.stdout.readline().split()]
+        assert len(pids) == 1 + native_pool.Pool.SIZE and all(_alive(p) for p in pids)
+    finally:
+        owner.kill()
+        owner.wait(30)
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [p for p in pids if _alive(p)] == []
