@@ -118,8 +118,16 @@ def keeper(
         setup_failure(result_w, "namespace", f"forking the sandbox init failed: {exc}")
     if init_pid == 0:
         init_main(plan, result_w, lifeline_r, child_main)
-    for fd in (0, 1, 2, *fd_map):  # the command's fds first, the result pipe last: its
-        with contextlib.suppress(OSError):  # EOF says no copy of a passed fd is held here
+    # Nothing of the caller's stays here, ``close_fds`` or not (the keeper runs no target
+    # code): every fd but the streams' write ends goes first (passed fds and, without
+    # ``close_fds``, every fd the caller had), then the streams, the result pipe last.
+    # The caller has its answer only once the streams are at EOF (and, with passed fds,
+    # the result pipe), so by then no copy of any fd of its own is held here either. A
+    # keeper that closed only the target's fds kept a close_fds=False caller's others
+    # until its exit, which an early end (the init's end record) no longer waits for.
+    close_all_but({result_w, lifeline_r})
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
             os.close(fd)
     os.close(result_w)
     pidfd = os.pidfd_open(init_pid)
