@@ -45,7 +45,10 @@ and any other caller (and ``FORKDECK_ONE_FORK=0``) through a keeper::
   used instead of PR_SET_PDEATHSIG on the keeper because PDEATHSIG fires when the
   *thread* that forked exits, and callers fork from short-lived worker threads. The
   init has PR_SET_PDEATHSIG=SIGKILL towards the single-threaded keeper, which re-raises
-  the init's fatal signal or exits with its code.
+  the init's fatal signal or exits with its code. Right after forking the init the
+  keeper closes every fd of the caller's it holds (passed, inherited without
+  ``close_fds``), then the streams' write ends, then the result pipe: once the streams
+  are at EOF (and, with passed fds, the result pipe) it holds nothing of the caller's.
 * Either way the SIGKILL of the init ends its whole pid namespace, and the init (pid 1)
   reaps every orphan. The Python init freezes the heap it inherited (``gc.freeze``).
 * Records on the result pipe (``_records``): ``S`` a setup failure (then exit 125),
