@@ -137,6 +137,7 @@ class Spawner:
     def __init__(self, binary: str, pid: int, sock: int, attrs: caller_attrs.Attributes) -> None:
         self.binary, self.pid, self.sock, self.attrs = binary, pid, sock, attrs
         self.broken = False  # it ended or failed a request: a caller starts another
+        self.made = 0  # executors it made (none before breaking: not a spawner at all)
 
     @classmethod
     def start(cls, path: str) -> Spawner | None:
@@ -193,6 +194,7 @@ class Spawner:
                 os.close(fd)
             self.broken = True
             return None
+        self.made += 1
         return Idle(self.binary, int(text), fds[0], self.attrs)
 
     def end(self) -> None:
@@ -281,6 +283,10 @@ class Pool:
         if (spawner is not None and not spawner.broken and spawner.binary == path
                 and spawner.attrs == now) or self.unstartable == (path, now):
             return
+        if (spawner is not None and spawner.broken and not spawner.made
+                and spawner.binary == path and spawner.attrs == now):
+            self.unstartable = (path, now)  # e.g. an older build without --spawner: the
+            return                          # commands start their own, as with no pool
         if not self.starting.acquire(blocking=False):
             return  # another caller starts one (this command starts its own executor)
         try:
