@@ -13,7 +13,12 @@ Rows (p50 of ``--rounds`` samples, milliseconds of wall time):
   (what any isolated run must at least pay).
 * ``timeout_callable``: one candidate with ``timeout=`` (killable, so run in a child)
   against the in-process candidate plus a plain ``fork`` + ``_exit`` + ``waitpid``.
-* ``sandbox_start``: ``run_command(["true"], ws)`` against spawning ``/bin/true``.
+* ``sandbox_start``: ``run_command(["/bin/true"], ws)`` against spawning ``/bin/true`` (the
+  same command on both sides: a bare ``true`` would add a PATH search to one side only).
+* ``sandbox_start_230mb`` and ``isolated_callable_230mb``: the same two rows measured
+  afterwards with a caller of about 230 MB (``--caller-mb``: a ballast of touched memory
+  held while they run), where every ``fork`` copies that much page table. Issue 29's
+  target for both sizes: ``sandbox_start`` at most 1.5 ms over its floor.
 * ``commit_100_modified``: ``Branch.commit()`` of a branch that modified 100 files,
   against the journal's minimum for the same guarantee (all-or-nothing under SIGKILL and
   Ctrl-C; forkdeck's journal is the commit point and is the one thing fsynced): with 100
@@ -35,6 +40,7 @@ Rows (p50 of ``--rounds`` samples, milliseconds of wall time):
   once per change (``benchmarks/cluster.py`` measures it).
 
     python benchmarks/floors.py [--rounds 40] [--ray] [--json] [--only commit|merge]
+                                [--caller-mb 230]
 
 ``--json`` prints one object ``{name: {"forkdeck_ms": p50, "floor_ms": p50, "ratio": r}}``
 and nothing else on stdout.
@@ -188,8 +194,58 @@ def _tree(root: Path, files: int) -> Path:
     return root
 
 
+Case = tuple[Callable[[int], float], Callable[[int], float]]
+
+
+def _alternate(cases: dict[str, Case], rounds: int) -> dict[str, tuple[list[float], list[float]]]:
+    """Each case's samples, forkdeck side and floor side, warmed once and then in
+    ``rounds`` rounds that alternate which side goes first (so neither always runs on a
+    warm cache, and load from other work hits both alike)."""
+    samples: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in cases}
+    for fd_fn, floor_fn in cases.values():  # warm both sides once
+        fd_fn(-1)
+        floor_fn(-1)
+    for r in range(rounds):
+        for name, (fd_fn, floor_fn) in cases.items():
+            if r % 2:
+                samples[name][1].append(floor_fn(r))
+                samples[name][0].append(fd_fn(r))
+            else:
+                samples[name][0].append(fd_fn(r))
+                samples[name][1].append(floor_fn(r))
+    return samples
+
+
+def _big_caller(mb: int, rounds: int, ws: Workspace, ws_dir: Path,
+                only: str | None) -> dict[str, tuple[list[float], list[float]]]:
+    """The sandbox rows again with this process grown by ``mb`` MB of touched memory (a
+    caller holding a large model or data set): what a ``fork`` of it costs shows here."""
+    cases: dict[str, Case] = {
+        "sandbox_start_230mb": (
+            lambda r: _ms(lambda: run_command(["/bin/true"], ws_dir)),
+            lambda r: _ms(lambda: subprocess.run(["/bin/true"], check=True)),
+        ),
+        "isolated_callable_230mb": (
+            lambda r: _ms(lambda: candidate(ws, isolate_processes=True)),
+            lambda r: _ms(lambda: candidate(ws)) + _ms(lambda: fork_floor(True)),
+        ),
+    }
+    if mb != 230:  # the rows say the size they ran at
+        cases = {name.replace("230mb", f"{mb}mb"): case for name, case in cases.items()}
+    if only:
+        cases = {name: case for name, case in cases.items() if only in name}
+    if not cases:
+        return {}
+    ballast = bytearray(mb << 20)
+    ballast[::4096] = b"\1" * len(range(0, len(ballast), 4096))  # every page resident
+    try:
+        return _alternate(cases, rounds)
+    finally:
+        del ballast
+
+
 def measure(
-    rounds: int, base: Path, with_ray: bool, only: str | None = None
+    rounds: int, base: Path, with_ray: bool, only: str | None = None, caller_mb: int = 230,
 ) -> dict[str, dict[str, float]]:
     ws_dir = _tree(base / "ws", 100)
     ws = Workspace(ws_dir)
@@ -201,7 +257,7 @@ def measure(
     big_floor = base / "floor-1000" / "files"
     big_floor.mkdir(parents=True)
 
-    cases: dict[str, tuple[Callable[[int], float], Callable[[int], float]]] = {
+    cases: dict[str, Case] = {
         "isolated_callable": (
             lambda r: _ms(lambda: candidate(ws, isolate_processes=True)),
             lambda r: _ms(lambda: candidate(ws)) + _ms(lambda: fork_floor(True)),
@@ -211,7 +267,7 @@ def measure(
             lambda r: _ms(lambda: candidate(ws)) + _ms(lambda: fork_floor(False)),
         ),
         "sandbox_start": (
-            lambda r: _ms(lambda: run_command(["true"], ws_dir)),
+            lambda r: _ms(lambda: run_command(["/bin/true"], ws_dir)),
             lambda r: _ms(lambda: subprocess.run(["/bin/true"], check=True)),
         ),
         "commit_100_modified": (
@@ -242,20 +298,10 @@ def measure(
             (ray_dir / "files" / f"f{i}.txt").write_text(f"original {i}\n")
         cluster, ray_cases = _ray_cases(Workspace(ray_dir))
         cases.update(ray_cases)
-    samples: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in cases}
     try:
-        for fd_fn, floor_fn in cases.values():  # warm both sides once
-            fd_fn(-1)
-            floor_fn(-1)
-        for r in range(rounds):
-            for name, (fd_fn, floor_fn) in cases.items():
-                # alternate which side goes first, so neither always runs on a warm cache
-                if r % 2:
-                    samples[name][1].append(floor_fn(r))
-                    samples[name][0].append(fd_fn(r))
-                else:
-                    samples[name][0].append(fd_fn(r))
-                    samples[name][1].append(floor_fn(r))
+        samples = _alternate(cases, rounds)
+        if caller_mb > 0:
+            samples.update(_big_caller(caller_mb, rounds, ws, ws_dir, only))
     finally:
         if merge_row is not None:
             merge_row.close()
@@ -287,8 +333,7 @@ def _slope(small: dict[str, float], big: dict[str, float]) -> dict[str, float]:
             "ratio": round(fd / floor, 2) if floor > 0 else float("inf")}
 
 
-def _ray_cases(ws: Workspace) -> tuple[Any, dict[str, tuple[Callable[[int], float],
-                                                          Callable[[int], float]]]]:
+def _ray_cases(ws: Workspace) -> tuple[Any, dict[str, Case]]:
     import ray
     from ray.cluster_utils import Cluster
 
@@ -319,20 +364,22 @@ def main() -> None:
     ap.add_argument("--ray", action="store_true", help="also measure a candidate on Ray")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     ap.add_argument("--only", help="only the rows whose name contains this (e.g. commit)")
+    ap.add_argument("--caller-mb", type=int, default=230,
+                    help="the big caller's extra memory for the *_230mb rows (0: skip them)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="forkdeck-floors-") as tmp:
         if args.json:
             with contextlib.redirect_stdout(sys.stderr):
-                result = measure(args.rounds, Path(tmp), args.ray, args.only)
+                result = measure(args.rounds, Path(tmp), args.ray, args.only, args.caller_mb)
             print(json.dumps(result))
             return
-        result = measure(args.rounds, Path(tmp), args.ray, args.only)
+        result = measure(args.rounds, Path(tmp), args.ray, args.only, args.caller_mb)
     load = os.getloadavg()
     print(f"p50 of {args.rounds} rounds, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"{'hot path':<22} {'forkdeck ms':>12} {'floor ms':>10} {'ratio':>7}")
+    print(f"{'hot path':<24} {'forkdeck ms':>12} {'floor ms':>10} {'ratio':>7} {'over floor':>11}")
     for name, row in result.items():
-        print(f"{name:<22} {row['forkdeck_ms']:>12.3f} {row['floor_ms']:>10.3f} "
-              f"{row['ratio']:>6.2f}x")
+        print(f"{name:<24} {row['forkdeck_ms']:>12.3f} {row['floor_ms']:>10.3f} "
+              f"{row['ratio']:>6.2f}x {row['forkdeck_ms'] - row['floor_ms']:>+8.2f} ms")
 
 
 if __name__ == "__main__":

@@ -236,7 +236,8 @@ class SandboxHandle:
                  ) -> None:
         from branching_core.sandbox import BranchContext
 
-        self._ctx = BranchContext(fn, path, limits=limits)
+        # ``run`` follows soon and drains in its own thread (no drain thread per candidate)
+        self._ctx = BranchContext(fn, path, limits=limits, _drain_in_wait=True)
 
     def run(self, timeout: float | None) -> Any:
         try:

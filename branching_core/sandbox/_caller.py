@@ -1,7 +1,10 @@
+# pyright: strict
 """The caller's end of the sandbox protocol (``_spawn``'s docstring): ``SpawnedProcess``
-drains the branch's pipes in one thread, reaps the keeper through a pidfd and reads the
-result record; ``SpawnedProcessView`` is what every sandboxed branch exposes about its
-process. ``PARENT_FDS`` are closed in every fork child (an at-fork handler)."""
+drains the branch's pipes (in a thread, or in the thread that waits), reaps the keeper
+(or the init forked straight into its namespace) through a pidfd, kills through the
+lifeline or that pidfd, and reads the result record; ``SpawnedProcessView`` is what every
+sandboxed branch exposes about its process. ``PARENT_FDS`` are closed in every fork
+child (an at-fork handler)."""
 
 from __future__ import annotations
 
@@ -20,14 +23,14 @@ from branching_core.errors import (
     InvalidStateError,
 )
 from branching_core.sandbox import native
-from branching_core.sandbox._records import (
-    is_exit_record,
-)
+from branching_core.sandbox._records import is_exit_record, might_end, split_end
 from branching_core.sandbox.capture import DEFAULT_MAX_OUTPUT, BoundedCapture, LineSplitter
 
 if TYPE_CHECKING:  # (cgroups only for annotations)
     from branching_core.sandbox.cgroups import BranchCgroups
 
+
+_EXIT_RECORD_SIZE = 1 + 8 + 4  # TAG_EXIT, one part: the raw wait status ("<i")
 
 # Parent-side fds of live branches: no child of ours (or of anyone's os.fork) needs
 # them, and a stray copy would hold a pipe open or keep a lifeline alive.
@@ -73,37 +76,45 @@ class SpawnedProcess:
     info: ExitInfo = field(default_factory=ExitInfo)
     done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-    _inline: bool = False  # drain_here is draining in some caller's thread
+    _inline: bool = False  # ``wait`` drains in some caller's thread (``_drain_here``)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     output_errors: list[BaseException] = field(default_factory=list[BaseException])
+    direct: bool = False  # ``pid`` is the init itself (one fork: ``_forker``), no keeper
+    passed_fds: bool = False  # fds passed to the command uncaptured (``spawn(pass_fds=)``)
 
     def __post_init__(self) -> None:
         self.stdout = BoundedCapture(self.max_output)
         self.stderr = BoundedCapture(self.max_output)
 
-    def start_drain(self, resume: bool = False) -> None:
-        """Drain in a thread of its own (``resume``: go on from ``drain_here``)."""
-        if not resume:
-            self.prepare_drain()
-        self._thread = threading.Thread(
-            target=self._drain, name=f"forkdeck-sandbox-{self.pid}", daemon=True
-        )
-        self._thread.start()
+    def start_drain(self) -> None:
+        """Drain in a thread of its own, from the start."""
+        self.prepare_drain()
+        self._hand_to_thread()
 
     def kill_tree(self) -> None:
-        """Close the lifeline: the keeper SIGKILLs the pid-namespace init."""
+        """Close the lifeline: the keeper SIGKILLs the pid-namespace init (with no
+        keeper, the init is SIGKILLed here). Either way its whole pid namespace dies."""
         with self._lock:
             fd, self.lifeline_w = self.lifeline_w, None
+            if self.direct:
+                self._signal(signal.SIGKILL)
         if fd is not None:
             PARENT_FDS.discard(fd)
             os.close(fd)
 
     def hard_kill(self) -> None:
         """Kill the keeper itself (its init follows through PDEATHSIG) and the cgroups."""
-        if not self.done.is_set():
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        with self._lock:
+            self._signal(signal.SIGKILL)
         self.cgroups.kill()
+
+    def _signal(self, sig: int) -> None:
+        """Signal the keeper (or the init) through its pidfd, while it is open (under
+        ``_lock``: ``_end`` closes it under the same lock, so a number reused by some
+        other file, or another sandbox's pidfd, is never signalled)."""
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):  # ESRCH once it has been reaped
+                signal.pidfd_send_signal(self.pidfd, sig)
 
     def terminate(self, timeout: float) -> bool:
         """Kill the whole tree and wait for cleanup; escalate if the keeper lingers.
@@ -113,8 +124,7 @@ class SpawnedProcess:
         if self.done.is_set():
             return False
         self.kill_tree()
-        if self._thread is None and not self._inline:  # nothing drains: a thread does now
-            self.start_drain(resume=True)
+        self._hand_to_thread()  # nothing drains yet: a thread does now
         if not self.done.wait(timeout):
             self.hard_kill()
             self.done.wait(timeout)
@@ -151,7 +161,7 @@ class SpawnedProcess:
             sel.register(fd, selectors.EVENT_READ)
         sel.register(self.pidfd, selectors.EVENT_READ)  # readable once the keeper ended
         self._exited = self._early = False
-        self._status = 0
+        self._status = self._end_code = 0
 
     def _finish_stream(self, fd: int) -> None:
         self._sel.unregister(fd)
@@ -191,13 +201,40 @@ class SpawnedProcess:
                     self._finish_stream(fd)
 
     def _command_over(self) -> bool:
-        # A command's init reports its end only once every other process of its pid
-        # namespace is dead and reaped, and its pipes close as it exits: with every
-        # stream at EOF and a whole exit record, nothing of the command runs. Its
-        # own exit (the teardown of the sandbox's mounts) is then not waited for,
-        # unless branch cgroups must be removed (busy until it is gone).
-        return (set(self._sel.get_map()) == {self.pidfd} and not self.cgroups.paths
+        # A command's init writes its exit record only once every other process of its
+        # pid namespace is dead and reaped, and then only exits: with the command's
+        # streams at EOF and the record whole, nothing of the command runs. The init's
+        # own exit (closing the result pipe, the teardown of the sandbox's mounts) is
+        # then not waited for, unless branch cgroups must be removed (busy until it is
+        # gone). (A whole exit record is 13 bytes: a long record is never parsed here.)
+        return (len(self._record) == _EXIT_RECORD_SIZE and not self.cgroups.paths
+                and set(self._sel.get_map()) <= self._may_stay_open()
                 and is_exit_record(self._record))
+
+    def _may_stay_open(self) -> set[int]:
+        # A keeper holds copies of the fds passed to the command (no stream of ours
+        # shows their EOF) until it closes them, just before its copy of the result
+        # pipe: with such fds the result pipe's EOF is waited for, so that none of them
+        # is still open anywhere in the branch when the caller gets its answer.
+        if self.passed_fds and not self.direct:
+            return {self.pidfd}
+        return {self.pidfd, self.result_r}
+
+    def _init_ended(self) -> bool:
+        # The init's end record (``_child.end_branch``): every other process of its pid
+        # namespace is dead and reaped and it holds only the result pipe, so with every
+        # other stream at EOF and the record whole, nothing of the branch runs but an
+        # init about to exit. Not waited for (its heap unmapped, its mounts torn down),
+        # unless branch cgroups must be removed (busy until it is gone).
+        if self.cgroups.paths or not might_end(self._record):
+            return False
+        if not {self.pidfd} <= set(self._sel.get_map()) <= self._may_stay_open():
+            return False
+        code = split_end(bytes(self._record))[1]
+        if code is None:
+            return False
+        self._end_code = code
+        return True
 
     def _drain(self) -> None:
         """The drain thread's body."""
@@ -209,12 +246,16 @@ class SpawnedProcess:
     def wait(self, timeout: float | None) -> bool:
         """Wait until the branch has ended (whether it did within ``timeout``): drains
         here when nothing drains yet (``spawn(drain=False)``), which kills the tree at
-        ``timeout``; else waits for the drain thread (the caller kills on False)."""
-        if self._thread is None and not self.done.is_set():
-            return self.drain_here(timeout)
+        ``timeout``; else waits for whoever drains (the caller kills on False)."""
+        with self._lock:  # one drainer: a concurrent wait or terminate waits for this one
+            mine = self._thread is None and not self._inline and not self.done.is_set()
+            if mine:
+                self._inline = True
+        if mine:
+            return self._drain_here(timeout)
         return self.done.wait(timeout)
 
-    def drain_here(self, timeout: float | None) -> bool:
+    def _drain_here(self, timeout: float | None) -> bool:
         """Drain in the calling thread until the branch has ended: a synchronous caller
         then needs no drain thread and no wake-up from one (``spawn(drain=False)``).
 
@@ -222,16 +263,28 @@ class SpawnedProcess:
         then after 5 s the keeper and the cgroups) and False is returned once it has
         ended. Interrupted (^C), the tree is killed and a thread finishes the draining.
         """
-        self._inline = True
         try:
             return self._drain_until(None if timeout is None else time.monotonic() + timeout)
         except BaseException:
             self.kill_tree()
+            with self._lock:
+                self._inline = False
             if not self.done.is_set():
-                self.start_drain(resume=True)
+                self._hand_to_thread()
             raise
         finally:
             self._inline = False
+
+    def _hand_to_thread(self) -> None:
+        """A drain thread goes on from where the draining stands, unless something
+        drains already (decided under ``_lock``, as ``wait`` decides)."""
+        with self._lock:
+            if self._thread is not None or self._inline or self.done.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._drain, name=f"forkdeck-sandbox-{self.pid}", daemon=True
+            )
+        self._thread.start()
 
     def _drain_until(self, deadline: float | None) -> bool:
         """Drain to the end; at ``deadline`` kill the tree. Whether it ended in time."""
@@ -259,10 +312,20 @@ class SpawnedProcess:
                     sel.unregister(fd)
                     self._exited = True
                     self._status = os.waitpid(self.pid, 0)[1]
-                elif not self._read_some(fd) and self._command_over():
-                    sel.unregister(self.pidfd)
-                    self._status = 0  # what the keeper exits with after an exit record
-                    self._exited = self._early = True
+                    continue
+                self._read_some(fd)
+                if self._exited:  # the pidfd came first in this batch: only read the rest
+                    continue
+                if self._command_over():
+                    status = 0  # what the keeper exits with after an exit record
+                elif self._init_ended():
+                    status = self._end_code << 8  # what the init (and keeper) exit with
+                else:
+                    continue
+                sel.unregister(self.pidfd)
+                self._status = status
+                self._exited = self._early = True
+                break
         self._drain_rest()
         self._end()
         return in_time
@@ -277,13 +340,14 @@ class SpawnedProcess:
             info.signal = os.WTERMSIG(status)
         else:
             info.exit_code = os.waitstatus_to_exitcode(status)
-        info.record = bytes(self._record)
+        info.record = split_end(bytes(self._record))[0]  # (the end record is ours)
         info.oom_killed = self.cgroups.oom_killed()
         self.kill_tree()
         self.cgroups.remove()
-        PARENT_FDS.discard(self.pidfd)
-        os.close(self.pidfd)
-        self.pidfd = -1
+        with self._lock:
+            PARENT_FDS.discard(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = -1
         if self._early:  # the keeper follows its init within a moment: reaped aside
             _reaper.add(self.pid)
         self.done.set()
@@ -343,7 +407,8 @@ class SpawnedProcessView:
 
     @property
     def pid(self) -> int:
-        """The keeper's pid (killing it kills the whole sandbox)."""
+        """The keeper's pid, or the init's when it was forked straight into its pid
+        namespace (killing either kills the whole sandbox)."""
         return self._b.pid
 
     @property

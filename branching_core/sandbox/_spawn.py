@@ -1,3 +1,4 @@
+# pyright: strict
 """Process machinery shared by the callable and the command form: ``spawn`` and the
 protocol it starts, described here once.
 
@@ -7,6 +8,7 @@ module of its own, and this docstring is where the protocol they share is writte
 
 * ``_records.py``  the record format (tags, length-prefixed parts) on the result pipe
 * ``_child.py``    the keeper and the pid-namespace init (between fork and the target)
+* ``_forker.py``   the caller's forking thread (the one-fork shape below)
 * ``_caller.py``   ``SpawnedProcess`` (pipes, pidfd, result), ``SpawnedProcessView``
 * ``_spawn.py``    ``spawn``: the fork order and which end closes which fd
 
@@ -15,23 +17,56 @@ executor (``native.py``, ``native/forkdeck_sandbox.c``) is the same keeper and i
 commands, in C: it speaks this protocol, and ``spawn`` starts it instead of forking
 when it is given a command.
 
-Shape of a running branch::
+Shape of a running branch, one of two. A caller that can make pid namespaces itself
+(root in its own user namespace, no user namespace to make or join) forks once::
+
+    caller (its forking thread) ──fork──> init (pid 1 of a new pid ns)
+                                           └─ target / spawned command
+
+and any other caller (and ``FORKDECK_ONE_FORK=0``) through a keeper::
 
     caller ──fork──> keeper (outer pid ns) ──fork──> init (pid 1 of a new pid ns)
                                                       └─ target / spawned command
 
+* One fork (``_forker``): one long-lived thread of the caller ``unshare``s
+  ``CLONE_NEWPID`` (for its next child only), forks, and ``setns``es back; the child is
+  the init from birth and does the keeper's setup itself (its own session, the fds,
+  the cgroups, the other namespaces). It sets ``PR_SET_PDEATHSIG=SIGKILL``, which fires
+  when the *thread* that forked it exits: the forking thread lives as long as the
+  caller, so that is when the caller dies (even by SIGKILL). It then reads the lifeline
+  once: at EOF the caller died, or aborted, before the signal was armed, and it exits.
+  Abort and timeout SIGKILL the init through its pidfd. The caller reaps the init
+  itself: its exit status is the branch's.
 * The keeper joins the branch cgroups, enters/unshares the namespaces, forks the
   init, then only waits. It watches a *lifeline* pipe whose write end only the
   caller holds: when the caller closes it (abort, timeout) or dies (even by
   SIGKILL), the keeper SIGKILLs the init, and the kernel kills everything in the
   pid namespace, ``setsid``/double-forked/``nohup`` children included. A pipe is
   used instead of PR_SET_PDEATHSIG on the keeper because PDEATHSIG fires when the
-  *thread* that forked exits, and callers fork from short-lived worker threads.
-* The init has PR_SET_PDEATHSIG=SIGKILL towards the single-threaded keeper.
+  *thread* that forked exits, and callers fork from short-lived worker threads. The
+  init has PR_SET_PDEATHSIG=SIGKILL towards the single-threaded keeper, which re-raises
+  the init's fatal signal or exits with its code. Right after forking the init the
+  keeper closes every fd of the caller's it holds (passed, inherited without
+  ``close_fds``), then the streams' write ends, then the result pipe: once the streams
+  are at EOF (and, with passed fds, the result pipe) it holds nothing of the caller's.
+* Either way the SIGKILL of the init ends its whole pid namespace, and the init (pid 1)
+  reaps every orphan. The Python init freezes the heap it inherited (``gc.freeze``).
+* Records on the result pipe (``_records``): ``S`` a setup failure (then exit 125),
+  ``R`` a callable's result, ``X`` a command's wait status (written once every other
+  process of the pid namespace is dead and reaped); after ``R`` or ``X`` the Python
+  init may add ``E`` and its exit code: it runs one thread, has closed every fd but the
+  result pipe, and has killed and reaped every other process of its pid namespace, so
+  nothing of the branch runs but an init about to exit. With ``E`` (or ``X``) whole
+  and every other stream at EOF the caller has its answer and does not wait for that
+  exit (unmapping the inherited heap, tearing down the mounts): the init, or the
+  keeper, is reaped by a reaper thread. Not with branch cgroups (they can be removed
+  only once empty).
 * The caller drains stdout, stderr, the result pipe and any extra fds in one
-  background thread per branch (no deadlock at any output volume), reaps the keeper
-  through a pidfd and removes the branch cgroups. Captured streams keep only their
-  head and tail (``capture.BoundedCapture``): output volume never grows the caller.
+  background thread per branch, or in the thread that waits (``spawn(drain=False)``:
+  one drainer, decided under a lock), with no deadlock at any output volume, reaps the
+  keeper (or the init) through a pidfd and removes the branch cgroups. Captured streams
+  keep only their head and tail (``capture.BoundedCapture``): output volume never grows
+  the caller.
 
 Between fork and the target only ``os``, ``select``, ``signal`` and the ctypes
 syscalls run: the caller may be multi-threaded, so no lock may be touched.
@@ -44,21 +79,21 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from branching_core.errors import (
     NamespaceError,
     ProcessForkError,
     ResourceLimitError,
 )
-from branching_core.sandbox import native
+from branching_core.sandbox import _forker, native, steps
 from branching_core.sandbox._caller import (
     PARENT_FDS,
     ExitInfo,
     SpawnedProcess,
     SpawnedProcessView,
 )
-from branching_core.sandbox._child import ChildMain, keeper
+from branching_core.sandbox._child import ChildMain, direct_init, keeper
 from branching_core.sandbox._records import (
     TAG_EXIT,
     TAG_RESULT,
@@ -140,13 +175,20 @@ def spawn(
                 raise ProcessForkError(f"starting the sandbox failed: {exc.strerror}") from exc
             raise
     if pid is None:
+        steps.prepare_steps(plan.steps)  # what the init performs: converted here, not in each child
+    direct = False
+    if pid is None and _one_fork(plan):
+        pid = _fork_init(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,
+                         child_ends, parent_ends)
+        direct = pid is not None
+    if pid is None:
         pid = _fork_keeper(plan, cgroups, child_main, close_fds, fd_map, res_w, life_r,
                            child_ends, parent_ends)
     pidfd = _started(pid, plan, child_ends)
     branch = SpawnedProcess(
         pid=pid, pidfd=pidfd, lifeline_w=life_w, cgroups=cgroups, on_output=on_output,
         capture_fds=capture, stdout_r=out_r, stderr_r=err_r, result_r=res_r,
-        max_output=max_output,
+        max_output=max_output, direct=direct, passed_fds=bool(pass_fds),
     )
     if drain:
         branch.start_drain()
@@ -172,6 +214,39 @@ def _fork_keeper(
         finally:
             os._exit(127)
     return pid
+
+
+def _one_fork(plan: SandboxPlan) -> bool:
+    """Whether the init can be forked straight into its pid namespace (``_forker``): a
+    privileged caller whose sandbox makes no user namespace and joins none."""
+    return (not plan.new_userns and plan.userns_fd is None and _forker.wanted()
+            and _forker.forker().unusable is None)
+
+
+def _fork_init(
+    plan: SandboxPlan, cgroups: BranchCgroups, child_main: ChildMain, close_fds: bool,
+    fd_map: dict[int, int], res_w: int, life_r: int,
+    child_ends: list[int], parent_ends: list[int],
+) -> int | None:
+    """The one-fork path: the forking thread forks the init itself; its pid, or None
+    when this process cannot (nothing started: the caller forks a keeper)."""
+    netns = native.take_netns(plan)  # made ahead, lo up: the init joins it
+
+    def body() -> NoReturn:  # pragma: no cover - runs in the child
+        direct_init(plan, cgroups.procs_files, fd_map, res_w, life_r, close_fds,
+                    child_main, netns)
+
+    try:
+        return _forker.forker().fork(body)
+    except OSError as exc:
+        _close_ends(child_ends + parent_ends)
+        raise ProcessForkError(f"fork() failed: {exc.strerror}") from exc
+    except BaseException:
+        _close_ends(child_ends + parent_ends)
+        raise
+    finally:
+        if netns is not None:  # the init has its copy (or never ran): used once
+            os.close(netns)
 
 
 def _close_ends(fds: list[int]) -> None:

@@ -102,6 +102,26 @@ _syscall = _libc.syscall
 _syscall.restype = ctypes.c_long
 
 
+_inotify_init1 = _libc.inotify_init1
+_inotify_init1.argtypes = [ctypes.c_int]
+_inotify_add_watch = _libc.inotify_add_watch
+_inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+_statfs = _libc.statfs
+_statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+
+# inotify(7).
+IN_MODIFY = 0x2
+IN_ATTRIB = 0x4
+IN_MOVED_FROM = 0x40
+IN_MOVED_TO = 0x80
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+
+
 def _check(ret: int, what: str, path: bytes | str | None = None) -> int:
     if ret < 0:
         err = ctypes.get_errno()
@@ -180,6 +200,22 @@ def sethostname(name: bytes) -> None:
     _check(_sethostname(name, len(name)), "sethostname")
 
 
+def inotify_init() -> int:
+    """A non-blocking, close-on-exec inotify instance."""
+    return _check(_inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC), "inotify_init1")
+
+
+def inotify_add_watch(fd: int, path: str | bytes, mask: int) -> int:
+    return _check(_inotify_add_watch(fd, _b(path), mask), "inotify_add_watch", path)
+
+
+def filesystem_type(path: str | bytes) -> int:
+    """The ``f_type`` magic number of the filesystem holding ``path`` (statfs(2))."""
+    buf = ctypes.create_string_buffer(256)  # struct statfs: f_type is the first word
+    _check(_statfs(_b(path), buf), "statfs", path)
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
 def drop_all_capabilities() -> None:
     """Empty the bounding, ambient, effective, permitted and inheritable sets.
 
@@ -221,6 +257,9 @@ __all__ = [
     "PR_SET_DUMPABLE",
     "PR_SET_PDEATHSIG",
     "drop_all_capabilities",
+    "filesystem_type",
+    "inotify_add_watch",
+    "inotify_init",
     "mount",
     "mount_setattr",
     "move_mount_fd",

@@ -5,16 +5,16 @@ cgroup, credentials, and the calling thread's CPU affinity and nice value. A pre
 executor (``native_pool``) inherited them when it was started: a caller that lowered
 ``RLIMIT_NOFILE``, joined a cgroup capped at 12 pids, pinned itself to a CPU, reniced or
 dropped to an unprivileged uid since then would have its commands run with the old ones.
-The pool records this value for each executor it starts and hands one out only to a
-caller whose value is the same now; the thread that starts them takes the per-thread
-attributes of the last caller first (``adopt``), so a steady caller keeps a useful pool.
+The pool records this value for each executor it has made and hands one out only to a
+caller whose value is the same now; executors come from a spawner that a caller's own
+thread started (so with that thread's per-thread attributes), and a caller whose value
+differs starts a new one, so a steady caller keeps a useful pool.
 
 The umask and ``PATH`` are not here: the executor takes them at each use.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 from typing import NamedTuple
@@ -65,17 +65,4 @@ def current() -> Attributes:
     )
 
 
-def adopt(wanted: ThreadAttributes) -> bool:
-    """Give the calling thread ``wanted``'s affinity and nice value; whether it has them
-    now (raising a thread's priority needs ``CAP_SYS_NICE``)."""
-    mine = thread_attributes()
-    if mine.affinity != wanted.affinity:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, wanted.affinity)
-    if mine.nice != wanted.nice:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, 0, wanted.nice)
-    return thread_attributes() == wanted
-
-
-__all__ = ["Attributes", "ThreadAttributes", "adopt", "current", "thread_attributes"]
+__all__ = ["Attributes", "ThreadAttributes", "current", "thread_attributes"]

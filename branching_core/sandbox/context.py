@@ -80,7 +80,12 @@ class BranchContext(_spawn.SpawnedProcessView):
         mount_at: str | os.PathLike[str] | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
         expose_secrets: bool = False,
+        _drain_in_wait: bool = False,
     ) -> None:
+        # _drain_in_wait (the patterns' SandboxHandle): no drain thread, ``wait`` drains
+        # in its caller's thread; only for a caller that waits soon (its output waits in
+        # the pipes until then) and aborts the branch if it never does.
+        self._drain_in_wait = _drain_in_wait
         self.max_output = check_max_output(max_output)
         self.expose_secrets = expose_secrets
         self.target = target
@@ -117,7 +122,7 @@ class BranchContext(_spawn.SpawnedProcessView):
         try:
             self._branch = _spawn.spawn(
                 plan, cgroups, _callable_main(self.target), close_fds=self.close_fds,
-                max_output=self.max_output,
+                max_output=self.max_output, drain=not self._drain_in_wait,
             )
         except BaseException:
             plan.close_fds()
@@ -151,7 +156,8 @@ class BranchContext(_spawn.SpawnedProcessView):
         or how it died), ``NamespaceError``/``ResourceLimitError`` when the sandbox
         could not be set up, and ``TimeoutError`` after killing the whole tree.
         """
-        if not self._b.done.wait(timeout):
+        if not self._b.wait(timeout):
+            self._aborted = True  # (a draining wait has killed the tree already)
             self.abort()
             raise TimedOutError(f"branch {self.pid} did not finish within {timeout} s; killed")
         self._release_network()

@@ -31,11 +31,14 @@ import functools
 import glob
 import os
 import pwd
+import stat
 import sys
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from branching_core.sandbox.fswatch import DirWatch, Unwatchable
 
 _STORE_MARKER = "workspace"
 _STORE_BASE_NAME = ".forkdeck-stores"
@@ -68,7 +71,7 @@ def store_dirs(view: str, target: str) -> list[str]:
         found.append(explicit)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     found.append(os.path.join(cache, "forkdeck", "stores"))
-    for place in (view, target):
+    for place in (view, target) if target != view else (view,):
         found.append(os.path.join(os.path.dirname(place), _STORE_BASE_NAME))
         for ancestor in _ancestors(place):
             if os.path.basename(ancestor) == _STORE_BASE_NAME:
@@ -76,7 +79,7 @@ def store_dirs(view: str, target: str) -> list[str]:
             elif _is_store_root(ancestor):  # an explicit Workspace(store=...)
                 found.append(ancestor)
                 break
-    return [p for p in found if _is_dir(p)]
+    return [p for p in dict.fromkeys(found) if _is_dir(p)]  # (each place checked once)
 
 
 def _is_dir(path: str) -> bool:
@@ -188,9 +191,10 @@ def _compute_secret_masks(home: str, user_homes: tuple[str, ...]) -> tuple[Secre
 # ancestors keeps its lstat identity (device, inode, mode, mtime, ctime: creating,
 # removing or renaming an entry changes its directory's), and while the password
 # database gives the same homes (checked by its file's identity when it is files-only,
-# else by asking it again). Not cached: results resting on a symlink (a link elsewhere
-# could be retargeted unseen) or on a directory changed within ``_RACY_NS`` of the
-# computation (a timestamp tick could hide a second change).
+# else by asking it again); while an inotify watch on those directories (``fswatch``)
+# reports nothing, none of that can have changed. Not cached: results resting on a
+# symlink (a link elsewhere could be retargeted unseen) or on a directory changed within
+# ``_RACY_NS`` of the computation (a timestamp tick could hide a second change).
 _RACY_NS = 2_000_000_000
 _Sig = tuple[int, int, int, int, int] | None
 
@@ -232,20 +236,62 @@ class _CachedMasks:
     masks: SecretMasks
     deps: dict[str, _Sig]
     user_homes: tuple[str, ...] | None  # None: the database is watched through its file
+    watch: DirWatch | None = None  # the directories among ``deps`` (see ``_arm``)
 
     def still_valid(self) -> bool:
         if self.user_homes is not None and _user_homes() != self.user_homes:
             return False
+        if self.watch is not None:
+            if self.watch.quiet():
+                return True
+            self.watch.drain()  # then proven by lstat: a change after this is an event
         return all(_lsig(path) == sig for path, sig in self.deps.items())
+
+    def arm(self) -> bool:
+        """Watch each directory among ``deps`` and, for every other dependency, the
+        deepest directory above it that exists; whether nothing changed meanwhile. With
+        the watch quiet, no entry of those directories was created, removed, renamed,
+        written or changed in its attributes and nothing was mounted: every ``lstat``
+        would be the same, so ``still_valid`` needs two system calls, not one per path."""
+        dirs: set[str] = set()
+        for path, sig in self.deps.items():
+            if sig is None or not stat.S_ISDIR(sig[2]):
+                path = os.path.dirname(path)
+                while path != "/" and not _is_dir(path):
+                    path = os.path.dirname(path)
+            dirs.add(path)
+        try:
+            self.watch = DirWatch(sorted(dirs))
+        except Unwatchable:
+            self.watch = None
+        # what changed between the lstats and the watch is seen now, or never
+        return all(_lsig(path) == sig for path, sig in self.deps.items())
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = None
 
 
 _masks_lock = threading.Lock()
 _masks_cache: dict[tuple[object, ...], _CachedMasks] = {}
 
 
+def forget_cached_masks() -> None:
+    """Drop the cached masks and close their watch's fds (the next sandbox plans anew):
+    code counting this process's fds calls it, through ``native.drain_pool``."""
+    with _masks_lock:
+        for cached in _masks_cache.values():
+            cached.close()
+        _masks_cache.clear()
+
+
 def _reset_masks_in_child() -> None:
     global _masks_lock
     _masks_lock = threading.Lock()  # a parent thread may have held it at fork time
+    for cached in _masks_cache.values():  # its watches' events are the parent's to read
+        cached.close()
+    _masks_cache.clear()
 
 
 os.register_at_fork(after_in_child=_reset_masks_in_child)
@@ -260,7 +306,9 @@ def secret_masks() -> SecretMasks:
         cached = _masks_cache.get(key)
         if cached is not None and cached.still_valid():
             return cached.masks
-        _masks_cache.pop(key, None)
+        gone = _masks_cache.pop(key, None)
+        if gone is not None:
+            gone.close()
         started = time.time_ns()
         userdb = {place: _lsig(place) for place in USERDB_PLACES}  # before deciding on them
         files_only = _passwd_files_only(any(sig is not None for sig in userdb.values()))
@@ -286,8 +334,14 @@ def secret_masks() -> SecretMasks:
         recent = started - _RACY_NS
         if cacheable and all(sig is None or (sig[3] < recent and sig[4] < recent)
                              for sig in deps.values()):
+            for old in _masks_cache.values():
+                old.close()
             _masks_cache.clear()  # one environment at a time is the common case
-            _masks_cache[key] = _CachedMasks(masks, deps, None if files_only else user_homes)
+            fresh = _CachedMasks(masks, deps, None if files_only else user_homes)
+            if fresh.arm():
+                _masks_cache[key] = fresh
+            else:
+                fresh.close()
         return masks
 
 
@@ -301,13 +355,35 @@ def dirs_to_keep(covered: Iterable[str], secrets: SecretMasks) -> tuple[str, ...
     prefixes, ``sys.path`` and ``PATH`` directories and the home's tool installations
     inside ``covered``; outermost first. A directory that holds (or is inside) a
     credential store is never kept."""
+    return _dirs_to_keep(keep_candidates(), tuple(covered), secrets.credentials)
+
+
+def keep_candidates() -> tuple[str, ...]:
+    """The directories ``dirs_to_keep`` chooses from (this process's interpreter,
+    ``sys.path``, ``PATH`` and the home's tool installations), sorted; made again only
+    when one of those inputs changed."""
+    global _candidates
+    key = (tuple(sys.path), os.environ.get("PATH", ""), os.environ.get("HOME"), os.geteuid(),
+           sys.prefix, sys.base_prefix, sys.exec_prefix)
+    memo = _candidates
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    found = _keep_candidates()
+    _candidates = (key, found)
+    return found
+
+
+_candidates: tuple[tuple[object, ...], tuple[str, ...]] | None = None
+
+
+def _keep_candidates() -> tuple[str, ...]:
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix}
     candidates.update(p for p in sys.path if p and os.path.isabs(p))
     candidates.update(p for p in os.environ.get("PATH", "").split(os.pathsep)
                       if p and os.path.isabs(p))
     home = _home()
     candidates.update(os.path.join(home, d) for d in HOME_TOOL_DIRS)
-    return _dirs_to_keep(tuple(sorted(candidates)), tuple(covered), secrets.credentials)
+    return tuple(sorted(candidates))
 
 
 @functools.lru_cache(maxsize=16)
@@ -328,10 +404,11 @@ def _dirs_to_keep(candidates: tuple[str, ...], covered: tuple[str, ...],
     return outermost(keep)
 
 
-def outermost(paths: Iterable[str]) -> tuple[str, ...]:
+def outermost(paths: Iterable[str], real: Iterable[str] = ()) -> tuple[str, ...]:
     """Real, absolute, de-nested paths (a path inside another is dropped); ``/`` is
-    refused: hiding it would hide the whole host."""
-    real = sorted({os.path.realpath(p) for p in paths} - {"/"})
+    refused: hiding it would hide the whole host. ``real``: more paths that are real
+    already (an earlier ``outermost``'s result, so not resolved again)."""
+    real = sorted(({os.path.realpath(p) for p in paths} | set(real)) - {"/"})
     kept: list[str] = []
     for path in real:
         if not any(path.startswith(k.rstrip("/") + "/") for k in kept):
@@ -342,7 +419,9 @@ def outermost(paths: Iterable[str]) -> tuple[str, ...]:
 __all__ = [
     "SecretMasks",
     "dirs_to_keep",
+    "forget_cached_masks",
     "inside",
+    "keep_candidates",
     "outermost",
     "secret_masks",
     "store_dirs",

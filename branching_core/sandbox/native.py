@@ -1,3 +1,4 @@
+# pyright: strict
 """The caller's side of the native sandbox executor (``native/forkdeck_sandbox.c``).
 
 Sandboxed commands start through a small C program instead of two forks of the
@@ -43,9 +44,9 @@ from pathlib import Path
 
 from branching_core.errors import BranchingError, InvalidArgumentError, SystemCallError
 from branching_core.sandbox import _syscalls as sc
-from branching_core.sandbox import native_pool
+from branching_core.sandbox import masks, native_pool
 from branching_core.sandbox.namespaces import SandboxPlan, loopback_up, namespace_flags
-from branching_core.sandbox.steps import OPS, SandboxStep
+from branching_core.sandbox.steps import OPS, CompiledSteps, SandboxStep
 
 log = logging.getLogger(__name__)
 
@@ -123,16 +124,35 @@ _encoded: dict[int, tuple[tuple[SandboxStep, ...], bytes, str]] = {}
 
 def _encode_steps(steps: tuple[SandboxStep, ...]) -> tuple[bytes, str]:
     """The steps' encoding and its digest, cached by identity (``compile_steps``
-    shares its lists)."""
+    shares its lists, and the parts of a list that other views share)."""
     cached = _encoded.get(id(steps))
     if cached is not None and cached[0] is steps:
         return cached[1], cached[2]
-    data = _s(len(steps)) + b"".join(encode_step(step) for step in steps)
+    data = _s(len(steps)) + _encode_part(steps)
     digest = hashlib.sha256(data).hexdigest()
     if len(_encoded) >= 32:
         _encoded.clear()
     _encoded[id(steps)] = (steps, data, digest)  # holds the tuple: its id stays unique
     return data, digest
+
+
+_parts: dict[int, tuple[tuple[SandboxStep, ...], bytes]] = {}
+
+
+def _encode_part(steps: tuple[SandboxStep, ...]) -> bytes:
+    """The steps one after the other (no count), a shared part encoded once."""
+    if isinstance(steps, CompiledSteps):
+        return b"".join(_encode_part(part) if len(part) > 8
+                        else b"".join(encode_step(step) for step in part)  # a view's own
+                        for part in steps.parts)
+    cached = _parts.get(id(steps))
+    if cached is not None and cached[0] is steps:
+        return cached[1]
+    data = b"".join(encode_step(step) for step in steps)
+    if len(_parts) >= 64:
+        _parts.clear()
+    _parts[id(steps)] = (steps, data)
+    return data
 
 
 def encode_request(
@@ -404,6 +424,13 @@ class _Prebuild:
                 os.close(mntns)
 
 
+def take_netns(plan: SandboxPlan) -> int | None:
+    """A fresh network namespace made ahead (``lo`` up) for ``plan``'s sandbox to join,
+    or None (not poolable, or none ready: the sandbox makes its own). The caller closes
+    it once the sandbox's init has its copy."""
+    return _pool.take() if _pooled(plan) else None
+
+
 def _pooled(plan: SandboxPlan) -> bool:
     """Whether this sandbox can join a pre-made network namespace: a private network
     made by a root caller in its own user namespace (else the new user namespace must
@@ -508,10 +535,11 @@ _pool = _NetnsPool()
 
 
 def drain_pool() -> None:
-    """End and reap this process's idle executors and close its pre-made network
-    namespaces (before counting its children or its fds)."""
+    """End and reap this process's idle executors, close its pre-made network
+    namespaces and the secret masks' watch (before counting its children or its fds)."""
     native_pool.drain_executors()
     _pool.drain()
+    masks.forget_cached_masks()
 
 
 def _new_pool_in_child() -> None:
@@ -529,4 +557,4 @@ os.register_at_fork(after_in_child=_new_pool_in_child)
 
 
 __all__ = ["ENV_BINARY", "ENV_SWITCH", "NativeUnavailable", "binary", "drain_pool", "enabled",
-           "encode_request", "fell_back", "start"]
+           "encode_request", "fell_back", "start", "take_netns"]

@@ -1,3 +1,4 @@
+# pyright: strict
 """Pre-started native executors: a sandboxed command skips ``posix_spawn`` and ``exec``.
 
 Starting the executor (``posix_spawn``, ``exec`` of a static binary, reaching ``main``)
@@ -5,8 +6,18 @@ was ~1.4 ms of a sandboxed command's start on a busy 2-core machine. After the f
 sandboxed command, a background thread keeps ``SIZE`` executors already started and
 blocked reading a ``SOCK_SEQPACKET`` socket (``forkdeck-sandbox --wait``); a command
 then sends one of them its request and fds (``SCM_RIGHTS``) and it goes on exactly as a
-freshly spawned one. The thread makes the next one once a command has ended (made
+freshly spawned one. The thread has the next one made once a command has ended (made
 while a command starts, it would compete with that start for the CPU).
+
+The thread never forks or spawns anything itself: a *spawner* (``forkdeck-sandbox
+--spawner``, started by a caller's thread in ``take``, synchronously) makes them, cloned
+with ``CLONE_PARENT`` so that they are still this process's children. A fork or spawn
+by a thread of ours copies every fd of this process, close-on-exec ones included, into
+the child until its ``exec``: a refill spawned at a command's end held, for that moment,
+a copy of a fd the caller had passed to the command and closed on its return (the pipe
+did not read as closed: ``test_nothing_of_the_command_runs_once_it_has_returned``). The
+spawner holds none of the caller's fds, and a caller's own thread spawns only while it
+waits for that spawn, before its command has even started.
 
 Guarantees:
 
@@ -18,13 +29,13 @@ Guarantees:
 * ``drain()`` ends and reaps the idle ones: code that counts this process's children
   (leak checks) calls it first, as it calls ``workspace.reaper.drain``. They are
   children of ours, named ``forkdeck-sandbox --wait``.
-* A command runs with exactly the attributes its caller has when it asks: an executor
-  records the ones it was started with (``caller_attrs``: rlimits, cgroup, uids and
-  gids, and the starting thread's CPU affinity and nice value) and is handed only to a
-  caller that has the same ones now; the others are let go and the command is started
-  afresh, as with the pool off. The thread adopts the last caller's affinity and nice
-  value before starting the next ones (it starts none it cannot give them). The
-  owner's umask and ``PATH`` are taken at each use, and it waits in ``/``.
+* A command runs with exactly the attributes its caller has when it asks: executors
+  inherit the spawner's (``caller_attrs``: rlimits, cgroup, uids and gids, and the
+  starting thread's CPU affinity and nice value), which are those of the caller's
+  thread that started it; one is handed only to a caller that has the same ones now.
+  Otherwise the others are let go, the command is started afresh, as with the pool off,
+  and that caller's thread starts a new spawner (the old one ends). The owner's umask
+  and ``PATH`` are taken at each use, and it waits in ``/``.
 
 Each idle executor may carry a pre-built sandbox (``Prebuild``, sent by this thread
 right after starting it, for the last command's plan); ``take(binary, key)`` hands out
@@ -50,7 +61,7 @@ from branching_core.sandbox import caller_attrs
 
 ENV_POOL = "FORKDECK_NATIVE_POOL"
 
-_WAIT_FD = 3  # the socket's number in a waiting executor
+_WAIT_FD = 3  # the socket's number in a waiting executor (and in the spawner)
 MAX_PASSED = 250  # fds one request may pass (the kernel's SCM_RIGHTS limit is 253)
 
 
@@ -119,6 +130,83 @@ class Idle:
 _OURS: set[int] = set()
 
 
+class Spawner:
+    """``forkdeck-sandbox --spawner``: makes waiting executors on request (see the
+    module's docstring for why not this process). Started in a caller's thread only."""
+
+    def __init__(self, binary: str, pid: int, sock: int, attrs: caller_attrs.Attributes) -> None:
+        self.binary, self.pid, self.sock, self.attrs = binary, pid, sock, attrs
+        self.broken = False  # it ended or failed a request: a caller starts another
+        self.made = 0  # executors it made (none before breaking: not a spawner at all)
+
+    @classmethod
+    def start(cls, path: str) -> Spawner | None:
+        """``posix_spawn`` one in the calling thread (which waits for its ``exec``: no
+        copy of this process's fds outlives this call); None if it cannot be started.
+
+        Its attributes are read before the spawn: a change made meanwhile then makes the
+        record differ from the caller's (its executors are let go), never the other way."""
+        attrs = caller_attrs.current()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        mine = ours.detach()
+        _OURS.add(mine)
+        child = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, _WAIT_FD + 1)
+        _OURS.add(child)
+        theirs.close()
+        try:
+            pid = os.posix_spawn(
+                path, ["forkdeck-sandbox", "--spawner", str(_WAIT_FD)],
+                {"PATH": os.environ.get("PATH", os.defpath)},
+                file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
+                              (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2),
+                              (os.POSIX_SPAWN_DUP2, child, _WAIT_FD)],
+                setsigmask=(),
+            )
+        except OSError:
+            _OURS.discard(mine)
+            os.close(mine)
+            return None
+        finally:
+            _OURS.discard(child)
+            os.close(child)
+        return cls(path, pid, mine, attrs)
+
+    def spawn(self) -> Idle | None:
+        """One more waiting executor (a child of ours), or None (then ``broken``)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=self.sock)
+        try:
+            sock.send(b"F", socket.MSG_NOSIGNAL)
+            text, ancillary, _, _ = sock.recvmsg(32, socket.CMSG_SPACE(4),
+                                                 socket.MSG_CMSG_CLOEXEC)
+        except OSError:
+            self.broken = True
+            return None
+        finally:
+            sock.detach()
+        fds = [fd for level, kind, data in ancillary
+               if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+               for fd in array.array("i", data[:len(data) - len(data) % 4])]
+        for fd in fds:
+            _OURS.add(fd)
+        if len(fds) != 1 or not text.isdigit():
+            for fd in fds:
+                _OURS.discard(fd)
+                os.close(fd)
+            self.broken = True
+            return None
+        self.made += 1
+        return Idle(self.binary, int(text), fds[0], self.attrs)
+
+    def end(self) -> None:
+        """Let it go (EOF ends it) and reap it."""
+        fd, self.sock = self.sock, -1
+        if fd >= 0:
+            _OURS.discard(fd)
+            os.close(fd)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+
+
 class Prebuild(Protocol):
     """What the next executors pre-build (``native.py`` makes it from the last
     command's plan): ``prime`` sends an idle executor the pre-build message."""
@@ -145,7 +233,10 @@ class Pool:
         self.prebuild: Prebuild | None = None  # the last command's sandbox, built ahead
         self.prebuilt = 0  # executors sent a pre-build (tests)
         self.stale = 0  # executors let go because their caller's attributes changed (tests)
-        self.thread_attrs: caller_attrs.ThreadAttributes | None = None  # the last caller's
+        self.spawner: Spawner | None = None  # what makes them (started in ``take``)
+        self.retired: list[Spawner] = []  # spawners to end once the filler is not busy
+        self.unstartable: tuple[str, caller_attrs.Attributes] | None = None  # (failed)
+        self.starting = threading.Lock()  # one caller starts a spawner, the others go on
 
     def take(self, binary: Path, key: str | None = None) -> Idle | None:
         """An idle executor of ``binary`` that pre-built the sandbox ``key`` names, or
@@ -154,8 +245,8 @@ class Pool:
         path = str(binary)
         stale: list[Idle] = []
         now = caller_attrs.current()
+        self._ensure_spawner(path, now)
         with self.lock:
-            self.thread_attrs = now.thread
             if path != self.binary:
                 stale, self.ready, self.binary = self.ready, [], path
             changed = [i for i in self.ready if i.attrs != now]  # started as another caller
@@ -184,6 +275,41 @@ class Pool:
             dead.close()
         return idle
 
+    def _ensure_spawner(self, path: str, now: caller_attrs.Attributes) -> None:
+        """A spawner of ``path`` with the caller's attributes ``now``: started here, in
+        the caller's thread, when there is none (the first command, or the caller's
+        attributes changed); the one it replaces ends once the filler is not using it."""
+        spawner = self.spawner
+        if (spawner is not None and not spawner.broken and spawner.binary == path
+                and spawner.attrs == now) or self.unstartable == (path, now):
+            return
+        if (spawner is not None and spawner.broken and not spawner.made
+                and spawner.binary == path and spawner.attrs == now):
+            self.unstartable = (path, now)  # e.g. an older build without --spawner: the
+            return                          # commands start their own, as with no pool
+        if not self.starting.acquire(blocking=False):
+            return  # another caller starts one (this command starts its own executor)
+        try:
+            new = Spawner.start(path)
+            with self.lock:
+                old, self.spawner = self.spawner, new
+                if old is not None:
+                    self.retired.append(old)
+                # None: the command's own posix_spawn says why; not tried again as is
+                self.unstartable = (path, now) if new is None else None
+                ended = self._take_retired()
+        finally:
+            self.starting.release()
+        for one in ended:
+            one.end()
+
+    def _take_retired(self) -> list[Spawner]:
+        """The retired spawners nobody uses now (under ``lock``)."""
+        if self.busy:
+            return []
+        ended, self.retired = self.retired, []
+        return ended
+
     def remember(self, prebuild: Prebuild | None) -> None:
         """What executors pre-build from the next refill on (the last command's
         sandbox; those waiting that built nothing build it then too)."""
@@ -201,13 +327,20 @@ class Pool:
             return [idle.pid for idle in self.ready]
 
     def drain(self) -> None:
-        """End and reap every idle executor (the next command may start new ones)."""
+        """End and reap every idle executor and the spawner (the next command may start
+        new ones)."""
         with self.lock:
             self.wanted = 0
             self.lock.wait_for(lambda: not self.busy, timeout=30)
             idle, self.ready = self.ready, []
+            if self.spawner is not None:
+                self.retired.append(self.spawner)
+                self.spawner = None
+            ended = self._take_retired()
         for one in idle:
             one.discard()
+        for spawner in ended:
+            spawner.end()
 
     def _fill(self) -> None:
         while True:
@@ -256,19 +389,24 @@ class Pool:
                     idle.discard()
 
     def _fill_one(self) -> bool:
-        """Start one more if one is wanted; whether to go on."""
+        """Have one more made if one is wanted; whether to go on."""
         with self.lock:
             path = self.binary
-            if len(self.ready) >= self.wanted:
-                return False
-            self.busy = True
+            ended = self._take_retired()
+            spawner = self.spawner
+            if (len(self.ready) >= self.wanted or spawner is None or spawner.broken
+                    or spawner.binary != path):
+                spawner = None  # none to ask: the next take starts one
+            else:
+                self.busy = True
             prebuild = self.prebuild
-            wanted = self.thread_attrs
+        for one in ended:
+            one.end()
+        if spawner is None:
+            return False
         idle: Idle | None = None
         try:
-            if wanted is not None and not caller_attrs.adopt(wanted):
-                return False  # one started now would not serve that caller: start none
-            idle = _start(path)
+            idle = spawner.spawn()
             if idle is not None and prebuild is not None and prebuild.prime(idle):
                 idle.key = prebuild.key
                 self.prebuilt += 1
@@ -288,37 +426,6 @@ class Pool:
         if idle is not None:
             idle.discard()
         return kept
-
-
-def _start(path: str) -> Idle | None:
-    """posix_spawn one waiting executor; None if it cannot be started.
-
-    Its attributes are read before the spawn: a change made meanwhile then makes the
-    record differ from the caller's (the executor is let go), never the other way."""
-    attrs = caller_attrs.current()
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    mine = ours.detach()
-    _OURS.add(mine)
-    child = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, _WAIT_FD + 1)
-    _OURS.add(child)
-    theirs.close()
-    try:
-        pid = os.posix_spawn(
-            path, ["forkdeck-sandbox", "--wait", str(_WAIT_FD)],
-            {"PATH": os.environ.get("PATH", os.defpath)},
-            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0),
-                          (os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2),
-                          (os.POSIX_SPAWN_DUP2, child, _WAIT_FD)],
-            setsigmask=(),
-        )
-    except OSError:
-        _OURS.discard(mine)
-        os.close(mine)
-        return None
-    finally:
-        _OURS.discard(child)
-        os.close(child)
-    return Idle(path, pid, mine, attrs)
 
 
 _pool = Pool()

@@ -22,7 +22,8 @@ def test_floors_json_names_every_hot_path_with_its_floor() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     assert set(result) >= {"isolated_callable", "timeout_callable", "sandbox_start",
-                           "commit_100_modified", "commit_1000_modified", "commit_per_file"}
+                           "commit_100_modified", "commit_1000_modified", "commit_per_file",
+                           "sandbox_start_230mb", "isolated_callable_230mb"}
     for name, row in result.items():
         assert row["forkdeck_ms"] > 0 and row["floor_ms"] > 0, (name, row)
         assert row["ratio"] == round(row["forkdeck_ms"] / row["floor_ms"], 2), (name, row)

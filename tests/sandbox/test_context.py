@@ -217,17 +217,19 @@ def test_parent_sigkill_kills_sandbox(ws: Path, no_leftover: str, tmp_path: Path
         "    time.sleep(600)\n"
         f"ctx = BranchContext(t, {str(ws)!r})\n"
         "print('started', flush=True)\n"
-        "time.sleep(600)\n"
+        "ctx.wait(timeout=600)\n"  # (a sandbox that failed says why on stderr)
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=env,
-                            text=True)
+    errors = tmp_path / "stderr.txt"  # what went wrong in there, if the child never came
+    with errors.open("w") as err:
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                                stderr=err, env=env, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
         deadline = time.monotonic() + 20
         while not processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert processes_with(marker)
+        assert processes_with(marker), errors.read_text()
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -59,6 +59,20 @@
  * with the owner's umask), and watches as usual; the init checks that the directory it
  * stands in is the view DEV:INO, puts the fds in place and spawns the command. A setup
  * failure found while pre-building is reported with the request, as a fresh one would.
+ *
+ * Spawner (native_pool's source of waiting executors), started by its owner as
+ *
+ *     forkdeck-sandbox --spawner SOCKET_FD
+ *
+ * with /dev/null on 0-2: for each message on SOCKET_FD (a SOCK_SEQPACKET socket only its
+ * owner holds; EOF ends it) it makes one waiting executor and answers its pid (decimal)
+ * with the owner's end of that executor's socket (SCM_RIGHTS), or "E" and no fd. The
+ * executor is cloned with CLONE_PARENT (a child of the owner, who reaps it and whose
+ * umask it reads) and execs this program as "--wait 3". Why a process of its own: a
+ * thread of the owner that forks or spawns copies every fd of the owner, close-on-exec
+ * ones included, into the child until its exec; a fd the owner passed to a command and
+ * closes as that command returns would stay open for that moment whenever the pool
+ * refilled just then. This process holds none of the owner's fds.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -855,9 +869,11 @@ static void init_main(struct request *rq)
 __attribute__((noreturn))
 static void keeper_watch(pid_t init, const struct request *rq)
 {
-    close(result_fd);
+    /* The command's fds first, the result pipe last: its EOF then tells the caller
+     * that no copy of a passed fd is held here either. */
     for (size_t k = 0; k < rq->nkeep; k++)
         close(atoi(rq->keep[k]));
+    close(result_fd);
     int pidfd = (int)syscall(NR_pidfd_open, init, 0);
     if (pidfd < 0) /* cannot watch the lifeline: never leave a sandbox unwatched */
         kill(init, SIGKILL);
@@ -1314,10 +1330,95 @@ static void run_prebuilt(int sock, struct message *m)
     keeper_watch(prebuilt_init, &rq);
 }
 
+/* ---- spawner ---------------------------------------------------------------------- */
+
+/* In the spawner's child: become "forkdeck-sandbox --wait 3" with `sock` at fd 3 and the
+ * owner's file-size limit back in place (the spawner lifted its own). */
+__attribute__((noreturn))
+static void become_waiting(int exe, int sock)
+{
+    if (sock != 3) {
+        if (dup2(sock, 3) < 0) /* dup2: the new fd is not close-on-exec */
+            _exit(125);
+        close(sock);
+    } else if (fcntl(3, F_SETFD, 0) < 0) {
+        _exit(125);
+    }
+    if (user_fsize_saved)
+        setrlimit(RLIMIT_FSIZE, &user_fsize);
+    char *args[] = {"forkdeck-sandbox", "--wait", "3", NULL};
+    syscall(SYS_execveat, exe, "", args, environ, AT_EMPTY_PATH);
+    _exit(125);
+}
+
+/* The spawner's loop: one waiting executor per message, until EOF. */
+__attribute__((noreturn))
+static void spawner_main(int sock)
+{
+    setsid(); /* out of the caller's terminal job, as a waiting executor */
+    if (chdir("/") < 0)
+        _exit(125);
+    fcntl(sock, F_SETFD, FD_CLOEXEC);
+    int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (exe < 0)
+        _exit(125);
+    for (;;) {
+        char byte;
+        ssize_t n = recv(sock, &byte, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            _exit(0); /* the owner let us go, exited or died */
+        int pair[2] = {-1, -1};
+        pid_t pid = -1;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == 0) {
+            pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+            if (pid == 0) {
+                close(sock);
+                close(pair[0]);
+                become_waiting(exe, pair[1]);
+            }
+            close(pair[1]);
+        }
+        char text[32];
+        int len = pid > 0 ? snprintf(text, sizeof text, "%d", (int)pid)
+                          : snprintf(text, sizeof text, "E");
+        union {
+            struct cmsghdr align;
+            char buf[CMSG_SPACE(sizeof(int))];
+        } control;
+        memset(&control, 0, sizeof control);
+        struct iovec iov = {text, (size_t)len};
+        struct msghdr msg;
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        if (pid > 0) {
+            msg.msg_control = control.buf;
+            msg.msg_controllen = CMSG_SPACE(sizeof(int));
+            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(c), &pair[0], sizeof(int));
+        }
+        ssize_t sent;
+        do
+            sent = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        while (sent < 0 && errno == EINTR);
+        if (pair[0] >= 0)
+            close(pair[0]); /* the owner has its copy: only it may keep the executor waiting */
+        if (sent < 0)
+            _exit(0); /* the owner is gone (the executor sees EOF and ends) */
+    }
+}
+
 int main(int argc, char **argv)
 {
     int request_fd;
     lift_fsize();
+    if (argc == 3 && strcmp(argv[1], "--spawner") == 0)
+        spawner_main(atoi(argv[2]));
     if (argc == 3 && strcmp(argv[1], "--wait") == 0) {
         setsid(); /* out of the caller's terminal job: a ^C is the caller's to decide */
         if (chdir("/") < 0) /* a waiting executor pins no directory of its owner's */
