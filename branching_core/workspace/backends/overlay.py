@@ -168,7 +168,9 @@ class OverlayBackend(Backend):
         premount = len(prepared) > 1 and self._is_top_level(parent)
         lower = parent.layers if premount else None
         with self._spares.lock:  # held through the request: see SparePool
-            spares, make = self._spares.take(branch_ids[0], len(prepared), lower, redirect)
+            spares, make = self._spares.take(
+                branch_ids[0], len(prepared), lower, redirect, helper.pid
+            )
             for one, (spare, mounted) in zip(prepared, spares, strict=True):
                 one.spare, one.spare_mounted = spare, mounted
             try:

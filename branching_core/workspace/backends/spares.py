@@ -55,15 +55,30 @@ class SparePool:
         self._plain: list[Path] = []
         self._mounted: dict[MountKey, list[Path]] = {}
         self._pid = os.getpid()
+        self._maker: int | None = None  # the pid of the helper that makes these spares
 
     def take(
-        self, first_id: str, count: int, lower: list[Path] | None, redirect: bool
+        self,
+        first_id: str,
+        count: int,
+        lower: list[Path] | None,
+        redirect: bool,
+        helper_pid: int | None = None,
     ) -> tuple[list[tuple[Path | None, bool]], list[Spare]]:
         """Spares for ``count`` new branches, each (path or None, already mounted?), and
         the spares to make for the next batch (they join the pool at once). ``lower``:
-        spares mounted on these layers are wanted, and made; else plain ones."""
+        spares mounted on these layers are wanted, and made; else plain ones.
+        ``helper_pid``: the helper the request goes to. Spares another helper made (one
+        that was killed, and replaced) are discarded, never handed out: a mounted one's
+        view existed only in its maker's mount namespace, and died with it."""
         if self._pid != os.getpid():  # a forked child: those are the parent's
             self._plain, self._mounted, self._pid = [], {}, os.getpid()
+        if helper_pid is not None and helper_pid != self._maker:
+            stale = [*self._plain, *(p for pool in self._mounted.values() for p in pool)]
+            self._plain, self._mounted, self._maker = [], {}, helper_pid
+            if stale:
+                trash = self.store_root / "trash"
+                discard_dirs([(spare, trash / spare.name) for spare in stale])
         key: MountKey | None = (
             (tuple(str(p) for p in lower), redirect) if lower is not None else None
         )
