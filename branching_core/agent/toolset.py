@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,7 @@ class WorkspaceToolset(SearchTools, FunctionToolset[Any]):
         max_output_chars: int = 20_000,
         search_timeout: float = DEFAULT_SEARCH_TIMEOUT_S,
         id: str | None = None,
+        on_replace: Callable[[str], None] | None = None,
     ) -> None:
         root_path = Path(os.path.abspath(os.fspath(root)))
         if not root_path.is_dir():
@@ -102,6 +104,10 @@ class WorkspaceToolset(SearchTools, FunctionToolset[Any]):
         self.on_output = on_output
         self.max_output_chars = max_output_chars
         self.search_timeout = search_timeout
+        # Told the root-relative path of an existing file just before it is replaced by
+        # rename (``Branch.note_replacing``): an overlay branch cannot see afterwards that
+        # the path existed, and would call the rewrite a creation.
+        self.on_replace = on_replace
         # One call per tool (not a loop over a tuple) so each signature is checked on its own.
         self.add_function(self.read_file, takes_ctx=False)
         self.add_function(self.list_dir, takes_ctx=False)
@@ -175,6 +181,8 @@ class WorkspaceToolset(SearchTools, FunctionToolset[Any]):
             raise _fail(
                 f"cannot write {shown}: it is not a regular file ({_file_kind(st.st_mode)})"
             )
+        if st is not None and self.on_replace is not None:
+            self.on_replace(self._rel(target))
         try:
             if target.parent != target:
                 os.makedirs(target.parent, exist_ok=True)
@@ -365,6 +373,7 @@ def create_workspace_toolset(
     command_timeout: float = 60.0,
     on_output: OutputCallback | None = None,
     id: str | None = None,
+    on_replace: Callable[[str], None] | None = None,
 ) -> WorkspaceToolset:
     """Build the workspace toolset for one branch directory (see :class:`WorkspaceToolset`)."""
     return WorkspaceToolset(
@@ -373,6 +382,7 @@ def create_workspace_toolset(
         command_timeout=command_timeout,
         on_output=on_output,
         id=id,
+        on_replace=on_replace,
     )
 
 

@@ -89,7 +89,8 @@ class LocalBranchFiles:
         if self.networks is not None:
             runner = self.networks.runner(branch, runner)
         return create_workspace_toolset(branch.path, command_runner=runner,
-                                        command_timeout=command_timeout)
+                                        command_timeout=command_timeout,
+                                        on_replace=getattr(branch, "note_replacing", None))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Self
@@ -300,6 +301,8 @@ class Branch(BranchNode):
         self._state: WorkspaceBranchState = "open"
         self._lock = threading.RLock()
         self._close_hooks: list[Callable[[], None]] = []
+        # paths a writer replaced while they still were the parent's (see note_replacing)
+        self._replaced_parent_paths: set[str] = set()
 
     # -- creation -------------------------------------------------------------------------
     @classmethod
@@ -507,11 +510,36 @@ class Branch(BranchNode):
                     raise
                 self._publish(journal, parent)
 
+    def note_replacing(self, rel: str) -> None:
+        """Say that a writer is about to replace ``rel`` (relative to the branch root) by
+        temp file + rename, as the agent's ``write_file``/``edit_file`` do.
+
+        Overlay keeps no record of what the parent held: a file renamed over one of the
+        parent's looks exactly like a file the branch created. The parent's side answers
+        for forkdeck's own landings (``workspace.landed``), not for a hand deletion in a
+        directory changed since the fork; called before the rename, this says the path
+        existed, so that deletion is a conflict too (writers outside forkdeck cannot
+        call it: see ``changes._may_have_existed``).
+        """
+        with self._lock:
+            if self._state != "open" or rel in self._replaced_parent_paths:
+                return
+            if self.tree.backend.unchanged_from_parent(self._layout, rel):
+                self._replaced_parent_paths.add(rel)
+
     def _collect(self, parent: ParentView) -> list[Op]:
         """The backend's ops, less internal paths (``paths.is_internal_path``): those are
         never changes, whatever a backend saw (a new tree holding a ``.git`` is split,
-        ``changes.without_internal``)."""
-        return without_internal(self.tree.backend.collect(self._layout, parent))
+        ``changes.without_internal``); a put of a path ``note_replacing`` named existed."""
+        ops = without_internal(self.tree.backend.collect(self._layout, parent))
+        if not self._replaced_parent_paths:
+            return ops
+        return [
+            replace(op, existed=True)
+            if op.kind == "put" and not op.tree and op.path in self._replaced_parent_paths
+            else op
+            for op in ops
+        ]
 
     def _landings(self) -> LandingRecord:
         """The parent's record of its own landings since (``workspace.landed``): how the

@@ -194,8 +194,10 @@ def find_conflicts(
     below it, nothing was removed from a directory whose ctime is older than the fork,
     and for one changed since, ``landings`` (``workspace.landed``: what forkdeck's own
     landings into this parent removed) answers exactly when every change to it was one
-    of them (siblings adding files beside each other never conflict); a change nobody
-    recorded (a hand edit) may have removed it: a conflict. Known limit: file timestamps
+    of them (siblings adding files beside each other never conflict); after a change
+    nobody recorded (by hand, or by a program run in the parent) only a copied-up file
+    counts as perhaps there (a file the branch renamed over one the parent then deleted
+    by hand is not seen: see ``_may_have_existed``). Known limit: file timestamps
     come from the kernel's coarse clock (one tick, 4 ms at HZ=250), so a parent change
     within one tick after the branch was created can go unseen.
     """
@@ -218,7 +220,8 @@ def find_conflicts(
                 or (
                     op.existed is None
                     and _may_have_existed(
-                        op.path, parent_root / op.path, created_ns, root_names, landings
+                        op.path, parent_root / op.path, created_ns, root_names, landings,
+                        unrecorded=op.copied_up,
                     )
                 )
             ):
@@ -260,7 +263,9 @@ def lost_in_parent(
             or op.existed
             or (
                 op.existed is None
-                and _may_have_existed(op.path, target, created_ns, root_names, landings)
+                and _may_have_existed(
+                    op.path, target, created_ns, root_names, landings, unrecorded=op.copied_up
+                )
             )
         ):
             lost.append(op.path)
@@ -273,13 +278,20 @@ def _may_have_existed(
     created_ns: int,
     root_names: frozenset[str] | None,
     landings: RemovalRecord | None,
+    *,
+    unrecorded: bool,
 ) -> bool:
     """Was ``rel`` (missing from the parent now) perhaps in the parent at the fork?
 
     Exact at the top level (``root_names``). Below it: not if its directory has not lost
     or gained an entry since (ctime); else what the parent's record of its own landings
-    says, when it accounts for every change to that directory; else perhaps (a conflict:
-    never a silent resurrection of something a third party removed).
+    says, when it accounts for every change to that directory; else (a change made by
+    hand, or by any program outside forkdeck) ``unrecorded``: True for a file overlay
+    copied up (it may have been renamed: main's rule before the record), False for a
+    file with no trace of the parent (most likely one the branch created). Not True for
+    every such file: any program run in the parent (``__pycache__``, a build, an
+    editor's rename-on-save, ``git checkout``) changes its directories, and every file a
+    branch added there would then be a conflict, not landed by a pick.
     """
     if "/" not in rel and root_names is not None:
         return rel in root_names
@@ -292,7 +304,7 @@ def _may_have_existed(
         removed = landings.removed_since(rel, st.st_ctime_ns, created_ns)
         if removed is not None:
             return removed
-    return True
+    return unrecorded
 
 
 def _changed_in_tree(root: Path, created_ns: int) -> list[str]:

@@ -4,9 +4,13 @@ Editors, ``sed -i``, agent CLIs (Claude Code, Codex, aider) and every program ru
 sandbox save by temp file + rename. In an overlay branch the renamed upper file carries
 no ``overlay.origin`` xattr, so it looked exactly like a file the branch created
 (``existed=False``): a parent deletion of that file meanwhile was no conflict and the
-commit brought the deleted file back. Only forkdeck's own tools told the branch (the old
-``note_replacing``). The rule now judges from the parent's side (see
-``changes.find_conflicts`` and ``workspace.landed``), so every writer is covered.
+commit brought the deleted file back. Only forkdeck's own tools told the branch
+(``note_replacing``). The rule now also judges from the parent's side (see
+``changes.find_conflicts`` and ``workspace.landed``): whatever the parent's landings
+changed (a sibling's commit, a pick, combine) is judged exactly for every writer, and so
+is a change by hand on copy and reflink and at the top level. On overlay a removal by
+hand in a subdirectory also changed by hand stays unseen for an outside writer's rewrite
+(``OVERLAY_HAND_LIMIT``, tested as such below).
 
 Real overlay mounts, real ``sed`` and Python processes, real sandboxes; every backend.
 """
@@ -27,6 +31,12 @@ from branching_core.workspace.apply import changed_since
 from branching_core.workspace.land import branch_files, land_files
 from tests.workspace.treeutil import snapshot
 
+OVERLAY_HAND_LIMIT = (
+    "overlay: a file an outside writer renamed over the parent's looks new, and a removal "
+    "by hand in a directory changed by hand leaves no record; judging it a conflict would "
+    "refuse every file a branch adds beside an editor's save or a __pycache__ (the "
+    "documented trade-off in docs/workspaces.md; see test_overlay_cannot_see_a_hand_removal)"
+)
 TICK = 0.02  # ctimes come from the kernel's coarse clock (one tick, 4 ms at HZ=250)
 PY_REPLACE = (
     "import os, sys, tempfile\n"
@@ -55,8 +65,8 @@ def _rewrite(writer: str, branch_path: Path, rel: str) -> None:
     assert "rewritten" in (branch_path / rel).read_text()
 
 
-def _parent_changes(action: str, ws_dir: Path, rel: str) -> None:
-    target = ws_dir / rel
+def _parent_changes(action: str, root: Path, rel: str) -> None:
+    target = root / rel
     if action == "delete":
         target.unlink()
     elif action == "rename-away":
@@ -65,47 +75,68 @@ def _parent_changes(action: str, ws_dir: Path, rel: str) -> None:
         target.write_text("the parent's own edit\n")
 
 
+def _landed_change(ws: Workspace, action: str, rel: str) -> None:
+    """The parent's change made by one of forkdeck's landings: a sibling's commit."""
+    sibling = ws.branch("sibling", on_success=None)
+    _parent_changes(action, sibling.path, rel)
+    sibling.commit()
+
+
 @pytest.mark.parametrize("writer", ["sed", "python", "sandbox-sed", "sandbox-python"])
 @pytest.mark.parametrize("action", ["delete", "rename-away", "modify"])
+@pytest.mark.parametrize("how", ["landing", "hand"])
 def test_a_parent_change_to_a_file_an_outside_writer_rewrote_is_a_conflict(
-    ws_dir: Path, backend: str, writer: str, action: str
+    ws_dir: Path, backend: str, writer: str, action: str, how: str
 ) -> None:
+    if backend == "overlay" and how == "hand" and action != "modify":
+        pytest.skip(OVERLAY_HAND_LIMIT)
     ws = Workspace(ws_dir, backend=backend)
     branch = ws.branch("b")
     time.sleep(TICK)
     _rewrite(writer, branch.path, "sub/b.txt")
     assert branch.changes().modified == ["sub/b.txt"]
-    _parent_changes(action, ws_dir, "sub/b.txt")
+    if how == "hand":
+        _parent_changes(action, ws_dir, "sub/b.txt")
+    else:
+        _landed_change(ws, action, "sub/b.txt")
     expected = snapshot(ws_dir)
     changes = branch.changes()
     assert changed_since(changes, ws_dir, branch.created_ns) == ["sub/b.txt"]
+    if action != "modify":
+        assert changes.lost_in_parent == ["sub/b.txt"]
     with pytest.raises(ConflictError) as caught:
         branch.commit()
-    assert caught.value.paths == ["sub/b.txt"]
+    # after a sibling's landing the whole commit is refused as stale (a pick then lands
+    # path by path, and the paths above are its conflicts); by hand, the path is named
+    assert caught.value.paths == ([] if how == "landing" else ["sub/b.txt"])
     assert snapshot(ws_dir) == expected, "the refused commit changed the parent"
-    assert branch.is_open
-    branch.abort()
+    if branch.is_open:  # a stale branch is discarded by its refused commit
+        branch.abort()
     ws.close()
 
 
 def test_a_file_made_again_after_the_parent_deleted_it_is_a_conflict(
     ws_dir: Path, backend: str
 ) -> None:
-    """The parent deletes ``sub/b.txt`` first; the branch then writes one there. On the
-    copy backend the branch's copy still had it; on overlay its view lost it. Either way
-    the parent held it when the branch was made: a conflict, as at the top level."""
+    """A sibling's landing deletes ``sub/b.txt`` first; the branch then writes one there.
+    On the copy backend the branch's copy still had it; on overlay its view lost it.
+    Either way the parent held it when the branch was made: a conflict, as at the top
+    level."""
     ws = Workspace(ws_dir, backend=backend)
     branch = ws.branch("b")
     time.sleep(TICK)
-    (ws_dir / "sub" / "b.txt").unlink()
+    _landed_change(ws, "delete", "sub/b.txt")
     write = "import sys; open(sys.argv[1], 'w').write('again\\n')"
     subprocess.run([sys.executable, "-c", write, str(branch.path / "sub" / "b.txt")], check=True)
     expected = snapshot(ws_dir)
-    with pytest.raises(ConflictError) as caught:
+    changes = branch.changes()
+    assert changes.lost_in_parent == ["sub/b.txt"]
+    assert changed_since(changes, ws_dir, branch.created_ns) == ["sub/b.txt"]
+    with pytest.raises(ConflictError):
         branch.commit()
-    assert caught.value.paths == ["sub/b.txt"]
     assert snapshot(ws_dir) == expected
-    branch.abort()
+    if branch.is_open:  # a stale branch is discarded by its refused commit
+        branch.abort()
     ws.close()
 
 
@@ -187,13 +218,16 @@ def test_a_hard_link_forced_over_a_parent_file(ws_dir: Path, backend: str) -> No
     sub = branch.path / "sub"
     subprocess.run("echo linked > ../linked.txt && ln -f ../linked.txt b.txt", shell=True,
                    cwd=sub, check=True)
-    (ws_dir / "sub" / "b.txt").unlink()
-    with pytest.raises(ConflictError) as caught:
+    _landed_change(ws, "delete", "sub/b.txt")
+    changes = branch.changes()
+    assert changes.lost_in_parent == ["sub/b.txt"]
+    assert changed_since(changes, ws_dir, branch.created_ns) == ["sub/b.txt"]
+    with pytest.raises(ConflictError):
         branch.commit()
-    assert caught.value.paths == ["sub/b.txt"]
     assert not (ws_dir / "sub" / "b.txt").exists()
     assert not (ws_dir / "linked.txt").exists(), "a refused commit landed nothing"
-    branch.abort()
+    if branch.is_open:  # a stale branch is discarded by its refused commit
+        branch.abort()
     ws.close()
 
 
@@ -235,7 +269,10 @@ def test_a_hand_deletion_beside_a_recorded_landing_is_still_a_conflict(
 ) -> None:
     """A sibling's landing changed the directory too, but the record only vouches for the
     directory while every change since the fork is one of its landings: a deletion by hand
-    before or after it leaves the rewritten file a conflict."""
+    before or after it leaves the rewritten file a conflict (not on overlay, where the
+    rewrite looks new: ``OVERLAY_HAND_LIMIT``)."""
+    if backend == "overlay":
+        pytest.skip(OVERLAY_HAND_LIMIT)
     (ws_dir / "sub" / "c.txt").write_text("c\n")
     ws = Workspace(ws_dir, backend=backend)
     first = ws.branch("first", on_success=None)
@@ -275,4 +312,22 @@ def test_a_nested_parent_keeps_its_record_only_while_it_exists(ws_dir: Path, bac
         second.commit()  # stale: a sibling committed first
     outer.abort()
     assert not record.exists()
+    ws.close()
+
+
+def test_overlay_cannot_see_a_hand_removal_beside_a_hand_change(ws_dir: Path) -> None:
+    """The trade-off, stated as a test so a change to it is a decision: on overlay a file
+    an outside writer renamed over the parent's, then removed from the parent by hand in
+    a subdirectory changed by hand, lands again; a file of the branch's own beside an
+    ordinary hand change to that directory lands too (the case the trade-off is for)."""
+    ws = Workspace(ws_dir, backend="overlay")
+    branch = ws.branch("b")
+    time.sleep(TICK)
+    _rewrite("sed", branch.path, "sub/b.txt")
+    (branch.path / "sub" / "mine.txt").write_text("the branch's new file\n")
+    (ws_dir / "sub" / "b.txt").unlink()  # by hand
+    (ws_dir / "sub" / "__pycache__").mkdir()  # any program run in the parent
+    branch.commit()
+    assert "rewritten by sed" in (ws_dir / "sub" / "b.txt").read_text()
+    assert (ws_dir / "sub" / "mine.txt").read_text() == "the branch's new file\n"
     ws.close()

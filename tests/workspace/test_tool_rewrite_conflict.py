@@ -23,7 +23,7 @@ def test_a_tool_rewrite_of_a_file_the_parent_deleted_is_a_conflict(
 ) -> None:
     ws = Workspace(ws_dir, backend=backend)
     b = ws.branch("agent")
-    tools = WorkspaceToolset(b.path)
+    tools = WorkspaceToolset(b.path, on_replace=b.note_replacing)
     if tool == "write_file":
         out = tools.write_file("sub/b.txt", "the agent kept working on it\n")
         assert out.startswith("overwrote"), out
@@ -42,7 +42,7 @@ def test_a_tool_rewrite_of_a_file_the_parent_deleted_is_a_conflict(
 def test_a_tool_rewrite_is_reported_as_modified(ws_dir: Path, backend: str) -> None:
     ws = Workspace(ws_dir, backend=backend)
     b = ws.branch("agent")
-    WorkspaceToolset(b.path).write_file("sub/b.txt", "new\n")
+    WorkspaceToolset(b.path, on_replace=b.note_replacing).write_file("sub/b.txt", "new\n")
     changes = b.changes()
     assert changes.modified == ["sub/b.txt"] and changes.created == [], changes
     b.commit()

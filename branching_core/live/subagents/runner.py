@@ -245,6 +245,7 @@ class SubAgentRunner:
                 self.branch.path,
                 command_runner=self.settings.command_runner,
                 command_timeout=self.settings.command_timeout,
+                on_replace=getattr(self.branch, "note_replacing", None),
             )
             toolsets.append(workspace_toolset)
         toolsets.extend(definition.toolsets)

@@ -99,6 +99,15 @@ class Backend(abc.ABC):
     def collect(self, layout: BranchLayout, parent: ParentView) -> list[Op]:
         """The branch's changes relative to ``parent`` as commit operations."""
 
+    def unchanged_from_parent(self, layout: BranchLayout, rel: str) -> bool:
+        """Does the branch still show the parent's own ``rel``, untouched so far?
+
+        Asked just before a writer replaces ``rel`` by temp file + rename: a backend that
+        cannot otherwise tell a replaced file from a created one (overlay) answers True
+        so the branch can remember the path existed. Others answer False (they know).
+        """
+        return False
+
     def freeze(self, layout: BranchLayout) -> None:  # noqa: B027 - optional hook
         """Stop the view changing so its sources can be moved into the parent."""
 

@@ -309,10 +309,23 @@ class OverlayBackend(Backend):
                 # renamed, and a file without one is either new or one the branch's writer
                 # renamed over the parent's (editors, ``sed -i``, agent CLIs: temp file +
                 # rename leaves no trace in the upper layer). The conflict rule asks the
-                # parent's side instead (``changes.find_conflicts``, ``workspace.landed``).
+                # parent's side instead (``changes.find_conflicts``, ``workspace.landed``);
+                # our own tools say so beforehand (``Branch.note_replacing``).
                 ops.append(
                     Op("put", rel, source=entry.path, copied_up=copied_up, strip_xattrs=True)
                 )
+
+    def unchanged_from_parent(self, layout: BranchLayout, rel: str) -> bool:
+        # Not in the upper layer (nor hidden by a whiteout there): the view shows the
+        # lower file, the parent's. A rename over it would leave an upper file with no
+        # origin xattr, which ``collect`` takes for a file the branch created.
+        upper = layout.store_dir / "upper"
+        node = upper
+        for part in rel.split("/"):
+            node = node / part
+            if os.path.lexists(node):
+                return False
+        return True
 
     def freeze(self, layout: BranchLayout) -> None:
         if layout.mounted:
