@@ -250,15 +250,7 @@ def end_branch(result_w: int, code: int) -> NoReturn:
         try:
             os.closerange(0, result_w)
             os.closerange(result_w + 1, 1 << 20)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)  # reaches every member of the pid ns but us
-            while True:
-                try:
-                    os.waitpid(-1, 0)
-                except ChildProcessError:
-                    break
-                except InterruptedError:
-                    continue
+            sc.end_pid_namespace()
             write_end(result_w, code & 0xFF)  # what a wait would see of os._exit(code)
         except BaseException:  # (an exit without the record: the caller waits for it)
             pass

@@ -11,7 +11,7 @@ import os
 import signal
 import struct
 
-from branching_core.sandbox import _spawn
+from branching_core.sandbox import _spawn, _syscalls
 from branching_core.sandbox.namespaces import SandboxPlan
 
 
@@ -42,17 +42,7 @@ def command_main(argv: list[str], env: dict[str, str]) -> _spawn.ChildMain:
                     break
             # Then end the rest of the pid namespace (kill(-1) reaches only its members)
             # and reap it: the exit record promises nothing of the command still runs.
-            try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            while True:
-                try:
-                    os.waitpid(-1, 0)
-                except ChildProcessError:
-                    break
-                except InterruptedError:
-                    continue
+            _syscalls.end_pid_namespace()
         _spawn.write_record(result_fd, _spawn.TAG_EXIT, struct.pack("<i", status))
         return 0
 

@@ -40,6 +40,7 @@ from tests.cluster.helpers import (  # noqa: E402
     tree_state,
 )
 from tests.cluster.ray_cluster import OBJECT_STORE, two_node_cluster  # noqa: E402
+from tests.support.procs import alive  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 ray.cloudpickle.register_pickle_by_value(sys.modules["tests.cluster.helpers"])
@@ -69,22 +70,13 @@ def _pids(notes: Path) -> list[int]:
     return [int(p.name.split(".")[1]) for p in notes.iterdir()]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
-
-
 def _wait_dead(pids: list[int], within: float = 10.0) -> list[int]:
     end = time.monotonic() + within
     while time.monotonic() < end:
-        alive = [p for p in pids if _alive(p)]
-        if not alive:
+        if not any(alive(p) for p in pids):
             return []
         time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
+    return [p for p in pids if alive(p)]
 
 
 def _our_mounts(base: Path) -> list[str]:

@@ -23,6 +23,7 @@ import pytest
 from branching_core.sandbox import native_pool, run_command
 from tests.sandbox.conftest import native_binary_or_skip
 from tests.support.killed_child import REPO
+from tests.support.procs import alive
 
 
 @pytest.fixture
@@ -97,14 +98,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 def test_a_killed_owner_leaves_no_spawner_and_no_executor(ws: Path, built: Path) -> None:
     """The spawner, like the executors it made, ends at its owner's death (SIGKILL)."""
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(ws)], cwd=REPO,
@@ -113,11 +106,11 @@ def test_a_killed_owner_leaves_no_spawner_and_no_executor(ws: Path, built: Path)
     try:
         assert owner.stdout is not None
         pids = [int(p) for p in owner.stdout.readline().split()]
-        assert len(pids) == 1 + native_pool.Pool.SIZE and all(_alive(p) for p in pids)
+        assert len(pids) == 1 + native_pool.Pool.SIZE and all(alive(p) for p in pids)
     finally:
         owner.kill()
         owner.wait(30)
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert [p for p in pids if _alive(p)] == []
+    assert [p for p in pids if alive(p)] == []

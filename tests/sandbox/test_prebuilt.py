@@ -23,6 +23,7 @@ from branching_core.sandbox import ResourceLimits, native, native_pool, run_comm
 from branching_core.sandbox import host_sockets as host_sockets_mod
 from tests.sandbox.conftest import native_binary_or_skip
 from tests.support.killed_child import REPO
+from tests.support.procs import alive
 
 from .conftest import cgroup_limits_unavailable
 
@@ -249,28 +250,20 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 def test_a_killed_owner_leaves_no_pre_built_executor_or_init(ws: Path, built: Path) -> None:
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(ws)], cwd=REPO,
                              stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert owner.stdout is not None
         pids = [int(p) for p in owner.stdout.readline().split()]
-        assert len(pids) == 2 * native_pool.Pool.SIZE and all(_alive(p) for p in pids)
+        assert len(pids) == 2 * native_pool.Pool.SIZE and all(alive(p) for p in pids)
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait(30)
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert [p for p in pids if _alive(p)] == []
+    assert [p for p in pids if alive(p)] == []
 
 
 def test_drain_ends_pre_built_executors_and_their_inits(ws: Path, built: Path) -> None:
@@ -280,7 +273,7 @@ def test_drain_ends_pre_built_executors_and_their_inits(ws: Path, built: Path) -
     native.drain_pool()
     assert native_pool.pool().idle_pids() == []
     for pid in [*keepers, *inits]:
-        assert not _alive(pid)
+        assert not alive(pid)
 
 
 def test_switched_off_nothing_is_pre_built(ws: Path, built: Path,
