@@ -82,14 +82,22 @@ def _landed_change(ws: Workspace, action: str, rel: str) -> None:
     sibling.commit()
 
 
+# every backend, every parent change, made by a landing or by hand; not on overlay a
+# removal by hand (OVERLAY_HAND_LIMIT: test_overlay_cannot_see_a_hand_removal_...)
+CASES = [
+    (backend, how, action)
+    for backend in ("overlay", "reflink", "copy")
+    for how in ("landing", "hand")
+    for action in ("delete", "rename-away", "modify")
+    if not (backend == "overlay" and how == "hand" and action != "modify")
+]
+
+
 @pytest.mark.parametrize("writer", ["sed", "python", "sandbox-sed", "sandbox-python"])
-@pytest.mark.parametrize("action", ["delete", "rename-away", "modify"])
-@pytest.mark.parametrize("how", ["landing", "hand"])
+@pytest.mark.parametrize(("backend", "how", "action"), CASES, indirect=["backend"])
 def test_a_parent_change_to_a_file_an_outside_writer_rewrote_is_a_conflict(
     ws_dir: Path, backend: str, writer: str, action: str, how: str
 ) -> None:
-    if backend == "overlay" and how == "hand" and action != "modify":
-        pytest.skip(OVERLAY_HAND_LIMIT)
     ws = Workspace(ws_dir, backend=backend)
     branch = ws.branch("b")
     time.sleep(TICK)
@@ -263,6 +271,7 @@ def test_a_branch_deleting_a_file_the_parent_modified(ws_dir: Path, backend: str
     ws.close()
 
 
+@pytest.mark.parametrize("backend", ["reflink", "copy"], indirect=True)
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_hand_deletion_beside_a_recorded_landing_is_still_a_conflict(
     ws_dir: Path, backend: str, when: str
@@ -271,8 +280,6 @@ def test_a_hand_deletion_beside_a_recorded_landing_is_still_a_conflict(
     directory while every change since the fork is one of its landings: a deletion by hand
     before or after it leaves the rewritten file a conflict (not on overlay, where the
     rewrite looks new: ``OVERLAY_HAND_LIMIT``)."""
-    if backend == "overlay":
-        pytest.skip(OVERLAY_HAND_LIMIT)
     (ws_dir / "sub" / "c.txt").write_text("c\n")
     ws = Workspace(ws_dir, backend=backend)
     first = ws.branch("first", on_success=None)
