@@ -1248,6 +1248,33 @@ static void prebuild(int *sock, struct message *m)
     pending_sock = -1;
 }
 
+/* One message of `len` bytes with `nfds` (at most MAX_PASSED, maybe none) fds attached by
+ * SCM_RIGHTS; sendmsg's result (no retry: a caller that may be interrupted loops). */
+static ssize_t send_with_fds(int sock, const char *text, size_t len, const int *fds,
+                             size_t nfds)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * MAX_PASSED)];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {(void *)text, len};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (nfds > 0) {
+        msg.msg_control = control.buf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    return sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
 /* The request for the pre-built sandbox: join its cgroups (ours and the init's), hand
  * the init the command, then watch it as usual. */
 __attribute__((noreturn))
@@ -1301,24 +1328,7 @@ static void run_prebuilt(int sock, struct message *m)
     int len = snprintf(text, sizeof text, "%o %s\n%s", mask < 0 ? 022 : mask, view, targets);
     if (len < 0 || (size_t)len >= sizeof text)
         fail("namespace", "pre-built request too long");
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int) * MAX_PASSED)];
-    } control;
-    memset(&control, 0, sizeof control);
-    struct iovec iov = {text, (size_t)len};
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.buf;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)m->nfds);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)m->nfds);
-    memcpy(CMSG_DATA(c), want, sizeof(int) * (size_t)m->nfds);
-    if (sendmsg(init_sock, &msg, MSG_NOSIGNAL) < 0) {
+    if (send_with_fds(init_sock, text, (size_t)len, want, (size_t)m->nfds) < 0) {
         kill(prebuilt_init, SIGKILL);
         waitpid(prebuilt_init, NULL, 0);
         fail("namespace", "handing the command to the pre-built sandbox failed: %s",
@@ -1383,28 +1393,9 @@ static void spawner_main(int sock)
         char text[32];
         int len = pid > 0 ? snprintf(text, sizeof text, "%d", (int)pid)
                           : snprintf(text, sizeof text, "E");
-        union {
-            struct cmsghdr align;
-            char buf[CMSG_SPACE(sizeof(int))];
-        } control;
-        memset(&control, 0, sizeof control);
-        struct iovec iov = {text, (size_t)len};
-        struct msghdr msg;
-        memset(&msg, 0, sizeof msg);
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        if (pid > 0) {
-            msg.msg_control = control.buf;
-            msg.msg_controllen = CMSG_SPACE(sizeof(int));
-            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(c), &pair[0], sizeof(int));
-        }
         ssize_t sent;
         do
-            sent = sendmsg(sock, &msg, MSG_NOSIGNAL);
+            sent = send_with_fds(sock, text, (size_t)len, &pair[0], pid > 0 ? 1 : 0);
         while (sent < 0 && errno == EINTR);
         if (pair[0] >= 0)
             close(pair[0]); /* the owner has its copy: only it may keep the executor waiting */
