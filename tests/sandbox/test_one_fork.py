@@ -21,6 +21,7 @@ import pytest
 
 from branching_core.errors import ProcessBranchError
 from branching_core.sandbox import BranchContext, _forker
+from tests.support.procs import reads_eof_now
 
 from .conftest import processes_with, wait_until_gone
 
@@ -181,12 +182,9 @@ def test_no_fd_of_the_caller_is_held_once_wait_returns(ws: Path, shape: str) -> 
             with BranchContext(lambda path: 1, ws) as ctx:
                 assert ctx.wait(timeout=30) == 1
             os.close(w)
-            os.set_blocking(r, False)
-            try:
-                eof = os.read(r, 1) == b""
-            except BlockingIOError:
-                eof = False
-            assert eof, f"attempt {attempt}: a copy of the caller's pipe was still open"
+            assert reads_eof_now(r), (
+                f"attempt {attempt}: a copy of the caller's pipe was still open"
+            )
         finally:
             os.close(r)
 

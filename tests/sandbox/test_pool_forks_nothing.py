@@ -23,7 +23,7 @@ import pytest
 from branching_core.sandbox import native_pool, run_command
 from tests.sandbox.conftest import native_binary_or_skip
 from tests.support.killed_child import REPO
-from tests.support.procs import alive
+from tests.support.procs import alive, reads_eof_now
 
 
 @pytest.fixture
@@ -74,13 +74,8 @@ def test_a_passed_fd_reads_closed_at_every_return_while_the_pool_refills(
         try:
             result = run_command(["true"], ws, extra_fds={5: w})
             os.close(w)
-            os.set_blocking(r, False)
             assert result.exit_code == 0
-            try:
-                eof = os.read(r, 1) == b""
-            except BlockingIOError:
-                eof = False
-            assert eof, f"attempt {attempt}: the passed fd was still open somewhere"
+            assert reads_eof_now(r), f"attempt {attempt}: the passed fd was still open somewhere"
         finally:
             os.close(r)
 
