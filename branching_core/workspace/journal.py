@@ -223,7 +223,7 @@ class Journal:
         made: list[bool] = [False]  # the displaced directory exists (first pass only)
         # the parent's record of its landings (``landed``): the first pass only, which
         # sees the directories as they were before this commit; a retry or a replay is
-        # left unrecorded (judged conservatively)
+        # left unrecorded (judged as a change by hand)
         before = landed.dir_ctimes(root_str, landed.touched_dirs(self.ops)) if first else None
         for index, op in enumerate(self.ops):
             if first and op.kind == "put" and op.source is not None:

@@ -11,8 +11,9 @@ in a sandbox) leaves an upper file that looks exactly like a new one, so overlay
 says *whether* its entries changed since the fork; this record says *how*, when every such
 change was one of forkdeck's own landings (a sibling's commit, a combine, a sub-agent's
 paths, a Ray delta): exactly which paths they removed. A change nobody recorded (the user
-editing by hand, another program) leaves the answer unknown, and the rule stays
-conservative: a conflict, never a silent resurrection.
+editing by hand, another program) leaves the answer unknown (``None``); the rule then falls
+back on what the branch itself knows (a copied-up file may have been there, a file with no
+trace of the parent is taken for the branch's own: ``changes._may_have_existed`` says why).
 
 The record is one line per landing (JSON), appended by the journal's first pass under the
 commit lock (``Journal.apply``): for each directory whose entries or mode the landing
@@ -22,9 +23,10 @@ the last landing that touched it, whose "before" is the "after" of the one befor
 on back to a "before" no later than the fork. It costs two ``lstat`` per touched directory
 and one append per landing. It lives beside the parent's generation (``gen/<id>.landed``)
 and goes with it (``Store.drop_generation``, ``sweep_generations``); it is trimmed to its
-newer half past ``MAX_BYTES`` (a branch older than what is kept is judged conservatively).
-A crash, a replay or a failed append just leaves a landing unrecorded: conservative
-again, never wrong the other way.
+newer half past ``MAX_BYTES`` (a branch older than what is kept is judged as after a
+change by hand).
+A crash, a replay or a failed append just leaves a landing unrecorded: that directory is
+then judged as after a change by hand.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def append(
 ) -> None:
     """Record a landing that has just been applied to ``root`` (``before``: its
     :func:`dir_ctimes` taken just before its first op). Never raises: a landing left
-    unrecorded is only judged conservatively later."""
+    unrecorded is judged later as a change by hand."""
     with contextlib.suppress(Exception):
         after = dir_ctimes(root, before)
         line = json.dumps(
