@@ -38,7 +38,7 @@ from branching_core.fork.types import (
 from branching_core.gitops.refs import LandedCommits
 from branching_core.workspace.apply import changed_since
 from branching_core.workspace.branch import Branch
-from branching_core.workspace.changes import BranchChanges, Op, summarize
+from branching_core.workspace.changes import BranchChanges, Op, held_at_fork, summarize
 from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
 
@@ -474,7 +474,7 @@ class ForkMerger:
                 label=f"branch {branch.name} (path by path)",
                 # what the parent held at the fork: one deleted since is a conflict here
                 # too, not a file to create (as the sub-agents' per-path landing says)
-                existed={*changes.modified, *getattr(changes, "lost_in_parent", ())},
+                existed=held_at_fork(changes),
             )
         except ConflictError as exc:
             report.conflicts = sorted({*report.conflicts, *exc.paths})

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
-from branching_core.workspace.changes import Op, find_conflicts
+from branching_core.workspace.changes import Op, find_conflicts, held_at_fork
 
 
 def change_ops(
@@ -36,7 +36,7 @@ def change_ops(
     from the branches, a Ray snapshot's manifest) and ``deleted``."""
     ops: list[Op] = []
     if changes is not None:
-        was_there = {*changes.modified, *getattr(changes, "lost_in_parent", ())}
+        was_there = held_at_fork(changes)
         ops += [Op("put", rel, existed=rel in was_there) for rel in sorted(
             {*changes.created, *was_there})]
         ops += [Op("delete", rel) for rel in changes.deleted]

@@ -168,6 +168,15 @@ class RemovalRecord(Protocol):
     def removed_since(self, rel: str, dir_ctime_ns: int, since_ns: int) -> bool | None: ...
 
 
+def held_at_fork(changes: Any) -> set[str]:
+    """The paths a branch writes that its parent held when it was made: those it modified,
+    and those it writes that the parent has lost since (``lost_in_parent``). Landed path
+    by path, these are ``existed``: one the parent deleted meanwhile is a conflict, not a
+    file to create. ``changes``: a ``BranchChanges``, or any value with ``modified`` (a
+    remote branch's)."""
+    return {*changes.modified, *getattr(changes, "lost_in_parent", ())}
+
+
 def find_conflicts(
     ops: Iterable[Op],
     parent_root: Path,

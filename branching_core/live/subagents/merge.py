@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from branching_core.errors import ConflictError
+from branching_core.workspace.changes import held_at_fork
 from branching_core.workspace.land import branch_files, land_files
 from branching_core.workspace.landing import landing_lock
 
@@ -53,7 +54,7 @@ def _land_paths(branch: Any, changes: Any) -> None:
         since_ns=branch.created_ns,
         source_root=root,
         label=f"branch {branch.name} (path by path)",
-        existed={*changes.modified, *getattr(changes, "lost_in_parent", ())},
+        existed=held_at_fork(changes),
     )
 
 
