@@ -13,6 +13,7 @@ import os
 import stat
 import threading
 from pathlib import Path
+from typing import Any
 
 from forkdeck.chat.screen import ChatScreen
 from forkdeck.common.confirm import ConfirmModal
@@ -47,6 +48,15 @@ from tests.app.conftest import (
 from tests.app.fixtures_merge import recording_difftool
 from tests.support.typed import coordinator_of, view_of
 
+
+async def _choices_focused(pilot: Any, app: Any) -> None:
+    """The recovery dialog is the screen as soon as it is pushed, but its choices take the
+    focus only once it has mounted: a key pressed before that is lost (the "down" of a
+    blind pick, and "enter" then chooses the first row). A person sees the highlight first."""
+    await wait_for(
+        pilot, lambda: screen_as(app, RecoverForkModal).option_list.has_focus,
+        what="the dialog's choices to take the focus",
+    )
 
 async def test_fork_streams_branches_and_merge_keeps_the_winners_files_and_history(
     project: Path, gated: GatedModel
@@ -345,6 +355,7 @@ async def test_a_fork_left_open_by_a_crashed_session_is_offered_at_start(
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
         modal = screen_as(app, RecoverForkModal)
         assert modal.option_ids()[:3] == ["reopen-0", "merge-0-0", "merge-0-1"]
+        await _choices_focused(pilot, app)
         await pilot.press("down", "down", "enter")  # the third row: merge branch b
         await wait_for(pilot, lambda: (project / "b.txt").exists(), what="the merge")
         await wait_for(pilot, lambda: not app.session.fork_active)
@@ -537,6 +548,7 @@ async def test_reopen_a_crashed_fork_then_diff_continue_a_branch_and_merge(
         chat = chat_screen(app)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
         assert screen_as(app, RecoverForkModal).option_ids()[0] == "reopen-0"
+        await _choices_focused(pilot, app)
         await pilot.press("enter")
         await wait_for(pilot, lambda: chat.fork_area is not None, what="the reopened fork")
         await wait_for(pilot, lambda: "reopened" in chat.last_notice, what="the notice")
@@ -706,6 +718,7 @@ async def test_merging_a_recovered_branch_whose_change_conflicts_changes_nothing
         await ready(pilot)
         chat = chat_screen(app)
         await wait_for(pilot, lambda: isinstance(app.screen, RecoverForkModal), what="offer")
+        await _choices_focused(pilot, app)
         await pilot.press("down", "enter")  # merge a, blind, from the dialog
         await wait_for(pilot, lambda: "was not merged" in chat.last_notice, what="the error")
         assert "README.txt changed here since the fork" in chat.last_notice
