@@ -525,8 +525,8 @@ class _ProcessHandle:
 
 
 class SlowToStart:
-    """A candidate whose start takes 3 s after its process exists (a slow sandbox start
-    on a busy node): the driver's cancel arrives while it is starting."""
+    """A candidate whose start takes 8 s after its process exists (a slow sandbox start
+    on a busy node): the driver's cancel, 4 s in, arrives while it is starting."""
 
     def __init__(self, notes: str) -> None:
         self.notes = notes
@@ -534,7 +534,7 @@ class SlowToStart:
     def launch(self, branch: Any) -> _ProcessHandle:
         proc = subprocess.Popen(["sleep", "120"], cwd=branch.path, start_new_session=True)
         Path(self.notes, f"started.{proc.pid}.x").write_text("")
-        time.sleep(3.0)
+        time.sleep(8.0)
         return _ProcessHandle(proc)
 
     def __call__(self, path: Any) -> Any:  # launched, never called
@@ -546,14 +546,18 @@ def test_a_cancel_while_a_candidate_starts_kills_it_and_aborts_its_branch(
 ) -> None:
     """Ray's plain cancel is a KeyboardInterrupt raised at whatever line the task runs:
     landing between the candidate's start and the line that keeps its handle, it left
-    the candidate running on the node. The task defers it to the candidate's wait."""
+    the candidate running on the node. The task defers it to the candidate's wait.
+
+    A task that a busy node has not started by the cancel is dropped by Ray before it
+    runs and starts nothing (with a 1 s timeout that happened in CI), so the test asks
+    for at least one start inside the window, and every start killed."""
     ws = Workspace(make_tree(tmp_path / "ws"))
     before = tree_state(ws.path)
-    outcome = Speculate([SlowToStart(str(notes))] * 2, overall_timeout=1.0,
+    outcome = Speculate([SlowToStart(str(notes))] * 2, overall_timeout=4.0,
                         runner=RayRunner(kill_grace=20.0))(ws)
     assert [r.status for r in outcome.all_results] == ["timed_out", "timed_out"]
     assert not outcome.committed and tree_state(ws.path) == before
-    assert len(_pids(notes)) == 2
+    assert len(_pids(notes)) >= 1
     assert _wait_dead(_pids(notes), within=30.0) == []
     assert _await_no_branch_dirs(cluster["caches"]) == []
     ws.close()

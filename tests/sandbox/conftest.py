@@ -36,6 +36,28 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def sleeping_with(marker: str) -> list[int]:
+    """Host pids running exactly ``sleep <marker>``.
+
+    Counting every command line that holds the marker counts passers-by too: the
+    ``setsid`` that forks and exits, the ``sh -c "nohup sleep ..."`` before it exits, a
+    child between its fork and its exec. A wait for two of those can end on a passing
+    moment and the next count see one (this failed CI once); the settled sleeps do not.
+    """
+    found = []
+    wanted = b"sleep\0" + marker.encode() + b"\0"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if fh.read() == wanted:
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def wait_until_gone(marker: str, timeout: float = 5.0) -> list[int]:
     """Poll until no process carries ``marker``; returns what is left (empty = gone)."""
     deadline = time.monotonic() + timeout

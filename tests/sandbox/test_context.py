@@ -17,7 +17,7 @@ import pytest
 from branching_core.errors import ProcessBranchError, WorkspaceError
 from branching_core.sandbox import BranchContext, parse_view_path
 
-from .conftest import processes_with, start_view_helper, wait_until_gone
+from .conftest import processes_with, sleeping_with, start_view_helper, wait_until_gone
 
 
 class CustomBranchError(Exception):
@@ -169,9 +169,9 @@ def test_abort_kills_setsid_and_nohup_descendants(ws: Path, no_leftover: str) ->
 
     with BranchContext(target, ws) as ctx:
         deadline = time.monotonic() + 20
-        while len(processes_with(marker)) < 2 and time.monotonic() < deadline:
+        while len(sleeping_with(marker)) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert len(processes_with(marker)) >= 2
+        assert len(sleeping_with(marker)) == 2
         ctx.abort()
         assert not ctx.alive
         with pytest.raises(ProcessBranchError, match="aborted"):

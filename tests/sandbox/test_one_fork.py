@@ -23,7 +23,7 @@ from branching_core.errors import ProcessBranchError
 from branching_core.sandbox import BranchContext, _forker
 from tests.support.procs import reads_eof_now
 
-from .conftest import processes_with, wait_until_gone
+from .conftest import processes_with, sleeping_with, wait_until_gone
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,9 +102,9 @@ def test_abort_kills_the_whole_tree(ws: Path, shape: str, no_leftover: str) -> N
 
     with BranchContext(target, ws) as ctx:
         deadline = time.monotonic() + 20
-        while len(processes_with(marker)) < 2 and time.monotonic() < deadline:
+        while len(sleeping_with(marker)) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert len(processes_with(marker)) >= 2
+        assert len(sleeping_with(marker)) == 2
         ctx.abort()
         with pytest.raises(ProcessBranchError, match="aborted"):
             ctx.wait()
