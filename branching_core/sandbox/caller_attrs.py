@@ -50,9 +50,15 @@ def thread_attributes() -> ThreadAttributes:
 
 def current() -> Attributes:
     """This process's (and the calling thread's) attributes now (~20 µs)."""
-    try:
-        with open("/proc/self/cgroup", "rb") as fh:
-            cgroup = fh.read()
+    try:  # (os.open/os.read: no buffered file object, three system calls fewer)
+        fd = os.open("/proc/self/cgroup", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            cgroup = chunk = os.read(fd, 65536)
+            while chunk:
+                chunk = os.read(fd, 65536)
+                cgroup += chunk
+        finally:
+            os.close(fd)
     except OSError:
         cgroup = b""
     return Attributes(

@@ -155,6 +155,22 @@ def _encode_part(steps: tuple[SandboxStep, ...]) -> bytes:
     return data
 
 
+_env_cache: tuple[tuple[tuple[str, str], ...], bytes] | None = None
+
+
+def _encode_env(env: Mapping[str, str]) -> bytes:
+    """The environment's part of a request; the last one is kept (a caller's commands
+    mostly share its environment: ~40 entries encoded once, not per command)."""
+    global _env_cache
+    items = tuple(env.items())
+    cached = _env_cache
+    if cached is not None and cached[0] == items:
+        return cached[1]
+    data = _strings([f"{k}={v}" for k, v in items])
+    _env_cache = (items, data)
+    return data
+
+
 def encode_request(
     plan: SandboxPlan, *, lifeline: int, userns: int, mntns: int, cgroup_procs: list[str],
     keep: list[int], argv: list[str], env: Mapping[str, str], netns: int = -1,
@@ -172,7 +188,7 @@ def encode_request(
         _s(flags), _s(int(plan.new_userns)), _s(plan.uid), _s(plan.gid),
         _s(int(loopback)), _s(HOSTNAME),
         _strings(cgroup_procs), _strings([str(fd) for fd in keep]), _strings(argv),
-        _strings([f"{k}={v}" for k, v in env.items()]),
+        _encode_env(env),
         _encode_steps(plan.steps)[0] if steps else _s(0),
     ])
 
@@ -375,7 +391,16 @@ def plan_key(plan: SandboxPlan, view: tuple[int, int]) -> str:
              plan.network, HOSTNAME, _ns_identity(plan.userns_fd),
              _ns_identity(plan.mntns_fd), view, _hidden_identities(plan),
              plan.network_mode, _ns_identity(plan.netns_fd))  # none/private/host never mix
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:40]
+    key = _keys.get(parts)
+    if key is None:  # (the same parts, the same key: hashed once)
+        key = hashlib.sha256(repr(parts).encode()).hexdigest()[:40]
+        if len(_keys) >= 64:
+            _keys.clear()
+        _keys[parts] = key
+    return key
+
+
+_keys: dict[tuple[object, ...], str] = {}
 
 
 @dataclasses.dataclass
