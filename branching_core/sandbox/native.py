@@ -413,6 +413,10 @@ class _Prebuild:
 
     key: str
     plan: SandboxPlan
+    # The pre-build request, the same for every executor primed with this sandbox:
+    # encoded once (priming runs in the pool's thread while the caller's next command
+    # may be starting, and holds the interpreter's lock while it encodes).
+    request: bytes | None = dataclasses.field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.mntns = _ns_identity(self.plan.mntns_fd)
@@ -433,10 +437,12 @@ class _Prebuild:
                 os.close(mntns)
             return False
         try:
-            request = encode_request(
-                plan, lifeline=-1, userns=-1, mntns=5 if mntns is not None else -1,
-                cgroup_procs=[], keep=[], argv=["-"], env={},
-            )
+            request = self.request
+            if request is None:  # (mntns is there exactly when self.mntns is)
+                request = self.request = encode_request(
+                    plan, lifeline=-1, userns=-1, mntns=5 if mntns is not None else -1,
+                    cgroup_procs=[], keep=[], argv=["-"], env={},
+                )
             try:
                 fill_request(memfd, fill, request, "forkdeck-sandbox-prebuild")
             except OSError:  # too large for a pipe and for this caller's limit: not ahead
