@@ -1190,13 +1190,13 @@ static struct sched_attr_ owner_sched;
 static int in_background;
 static int group_nice = 99; /* our autogroup's nice value to put back (99: none) */
 
-static int may_raise_priority(void)
+static int has_capability(int cap)
 {
     struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
     if (syscall(SYS_capget, &head, data) < 0)
         return 0;
-    return (data[CAP_TO_INDEX(CAP_SYS_NICE)].effective & CAP_TO_MASK(CAP_SYS_NICE)) != 0;
+    return (data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap)) != 0;
 }
 
 static void go_background(void)
@@ -1205,7 +1205,7 @@ static void go_background(void)
     memset(&now, 0, sizeof now);
     if (syscall(SYS_sched_getattr, 0, &now, sizeof now, 0) < 0 ||
         (now.sched_policy != SCHED_OTHER && now.sched_policy != SCHED_BATCH) ||
-        !may_raise_priority())
+        !has_capability(CAP_SYS_NICE))
         return;
     now.size = sizeof now;
     now.sched_flags &= SCHED_FLAG_RESET_ON_FORK_;
@@ -1219,7 +1219,11 @@ static void go_background(void)
     in_background = 1;
     /* With autogroups (kernel.sched_autogroup_enabled) the kernel shares a CPU between
      * sessions first and the idle policy counts only inside ours (setsid made one for
-     * this executor): the session is made the nicest for as long, too. */
+     * this executor): the session is made the nicest for as long, too. Without
+     * CAP_SYS_RESOURCE the kernel allows one such change per 100 ms machine-wide, so
+     * putting it back could fail: then it is left as it is. */
+    if (!has_capability(CAP_SYS_RESOURCE))
+        return;
     char buf[128];
     int fd = openat(host_root, "proc/self/autogroup", O_RDWR | O_CLOEXEC);
     ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof buf - 1, 0);
