@@ -59,6 +59,8 @@
  * with the owner's umask), and watches as usual; the init checks that the directory it
  * stands in is the view DEV:INO, puts the fds in place and spawns the command. A setup
  * failure found while pre-building is reported with the request, as a fresh one would.
+ * The building runs at SCHED_IDLE, in the executor's autogroup set to nice 19, and goes
+ * back to the owner's scheduling at the keeper's first wake (go_background).
  *
  * Spawner (native_pool's source of waiting executors), started by its owner as
  *
@@ -1170,9 +1172,10 @@ static int init_sock = -1, host_root = -1;
 
 /* Pre-building runs in the background: the owner's next command, and anything else the
  * machine runs, goes first. Right after a command ends the owner has the next executor
- * pre-build its sandbox (~2.5 ms of mount work on a 2-core machine); a command started
- * meanwhile competed with it for a core (and measured 1.6 ms slower when they
- * overlapped). So the keeper builds at SCHED_IDLE, its init inherits that, and both go
+ * pre-build its sandbox (namespaces, a network namespace, ~70 mounts: 2-2.5 ms of wall
+ * time on a 2-core machine); a command started meanwhile competes with it (and measured
+ * about 1 ms slower when they overlapped, most of it the kernel's network namespace work,
+ * which no scheduling of ours reaches: docs/floors.md). So the keeper builds at SCHED_IDLE, its init inherits that, and both go
  * back to the scheduling they had (the owner's, which the command must inherit:
  * policy, nice value, reset-on-fork) at the first thing that wakes the keeper: the
  * init's report, the request, EOF or a mount change; a request never runs at the idle
