@@ -7,6 +7,7 @@ namespace existed before the command was asked for), never a wall-clock time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -305,6 +306,31 @@ def test_the_pre_built_command_gets_exactly_its_fds_and_environment(
         os.close(r)
         if w >= 0:
             os.close(w)
+
+
+def test_passed_fds_at_the_numbers_the_keeper_uses_reach_the_command(
+        ws: Path, built: Path) -> None:
+    """The keeper holds fds of its own (the owner's socket, its init's, the host's root,
+    the mount table's watch) at low numbers: a command's fd wanted at one of them must
+    move them aside, not land there (it was closed with the owner's socket: "handing the
+    command to the pre-built sandbox failed: Bad file descriptor")."""
+    _twice(ws)
+    _prebuilt()
+    pipes = {n: os.pipe() for n in range(3, 10)}  # (sh: single-digit fds)
+    try:
+        script = "; ".join(f"echo {n} >&{n}" for n in pipes)
+        ran = run_command(["sh", "-c", script], ws,
+                          extra_fds={n: w for n, (_, w) in pipes.items()})
+        assert ran.exit_code == 0, ran.stderr
+        for n, (r, w) in pipes.items():
+            os.close(w)
+            assert os.read(r, 100) == f"{n}\n".encode()
+        assert native.prebuilt_used > 0
+    finally:
+        for r, w in pipes.values():
+            for fd in (r, w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def test_an_overlay_branch_view_is_pre_built_in_its_helpers_namespace(

@@ -70,7 +70,9 @@
  * owner holds; EOF ends it) it makes one waiting executor and answers its pid (decimal)
  * with the owner's end of that executor's socket (SCM_RIGHTS), or "E" and no fd. The
  * executor is cloned with CLONE_PARENT (a child of the owner, who reaps it and whose
- * umask it reads) and execs this program as "--wait 3". Why a process of its own: a
+ * umask it reads) and goes on as "--wait" on its end of the socket: a fork of the
+ * spawner, not an exec of this program (which cost ~0.4 ms of CPU per command); its
+ * command line reads "--wait" like a started one's. Why a process of its own: a
  * thread of the owner that forks or spawns copies every fd of the owner, close-on-exec
  * ones included, into the child until its exec; a fd the owner passed to a command and
  * closes as that command returns would stay open for that moment whenever the pool
@@ -1463,13 +1465,16 @@ static void run_prebuilt(int sock, struct message *m)
     char *line = first_line(m);
     char *view = strchr(line, ' ');
     int want[MAX_PASSED];
-    int *privs[] = {&init_sock, &host_root};
+    /* Every fd of our own moves out of the way of the numbers wanted (the owner's socket
+     * and the mount table's watch too: a command's fd placed at their number was closed
+     * with the socket, or polled as the watch). */
+    int *privs[] = {&init_sock, &host_root, &sock, &mounts_fd};
     if (m->nfds < 2) {
         dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
         _exit(125);
     }
     char *targets = m->text;
-    place(m, want, privs, 2);
+    place(m, want, privs, sizeof privs / sizeof privs[0]);
     close(sock);
     result_fd = want[1];
     if (view != NULL)
@@ -1478,8 +1483,8 @@ static void run_prebuilt(int sock, struct message *m)
         fail("namespace", "the pre-built sandbox is not the requested one");
     struct request rq;
     parse_request(want[0], &rq);
-    int extra[] = {init_sock, host_root, want[0]};
-    keep_only(&rq, extra, 3);
+    int extra[] = {init_sock, host_root, want[0], mounts_fd}; /* (the watch polled below) */
+    keep_only(&rq, extra, 4);
     fcntl(result_fd, F_SETFD, FD_CLOEXEC);
     fcntl(rq.lifeline, F_SETFD, FD_CLOEXEC);
 
@@ -1523,28 +1528,36 @@ static void run_prebuilt(int sock, struct message *m)
     close(want[0]);
     close(init_sock);
     close(host_root);
+    if (mounts_fd >= 0)
+        close(mounts_fd);
     keeper_watch(prebuilt_init, &rq);
 }
 
 /* ---- spawner ---------------------------------------------------------------------- */
 
-/* In the spawner's child: become "forkdeck-sandbox --wait 3" with `sock` at fd 3 and the
- * owner's file-size limit back in place (the spawner lifted its own). */
+static void waiting_main(int sock);
+
+/* Our command line as the kernel shows it (/proc/PID/cmdline): a waiting executor made
+ * by the spawner is a fork of it, not an exec, and is seen as "--wait" all the same. */
+static char *arg_role;
+static size_t arg_role_len;
+
+/* In the spawner's child: become a waiting executor on `sock` (it held nothing else of
+ * the spawner's but `exe`, closed here). A fork, not an exec of this program: the
+ * spawner has the state a fresh start would have (lifted file-size limit with the
+ * owner's saved, /dev/null on 0-2, its own session, "/" as its directory, no handler, the
+ * environment it was started with), and an exec of this static binary cost ~0.4 ms of
+ * CPU per command. */
 __attribute__((noreturn))
 static void become_waiting(int exe, int sock)
 {
-    if (sock != 3) {
-        if (dup2(sock, 3) < 0) /* dup2: the new fd is not close-on-exec */
-            _exit(125);
-        close(sock);
-    } else if (fcntl(3, F_SETFD, 0) < 0) {
-        _exit(125);
+    close(exe);
+    if (arg_role != NULL && arg_role_len >= 6) {
+        memset(arg_role, 0, arg_role_len);
+        memcpy(arg_role, "--wait", 6);
     }
-    if (user_fsize_saved)
-        setrlimit(RLIMIT_FSIZE, &user_fsize);
-    char *args[] = {"forkdeck-sandbox", "--wait", "3", NULL};
-    syscall(SYS_execveat, exe, "", args, environ, AT_EMPTY_PATH);
-    _exit(125);
+    waiting_main(sock);
+    _exit(0);
 }
 
 /* The spawner's loop: one waiting executor per message, until EOF. */
@@ -1590,64 +1603,11 @@ static void spawner_main(int sock)
     }
 }
 
-int main(int argc, char **argv)
+/* A fresh executor's work once its request is in place: parse it, keep only the
+ * command's fds and our own, join the cgroups and namespaces, fork the init, watch it. */
+__attribute__((noreturn))
+static void run_request(int request_fd)
 {
-    int request_fd;
-    lift_fsize();
-    if (argc == 3 && strcmp(argv[1], "--spawner") == 0)
-        spawner_main(atoi(argv[2]));
-    if (argc == 3 && strcmp(argv[1], "--wait") == 0) {
-        setsid(); /* out of the caller's terminal job: a ^C is the caller's to decide */
-        if (chdir("/") < 0) /* a waiting executor pins no directory of its owner's */
-            return 125;
-        int sock = atoi(argv[2]);
-        struct message *m = &msg_buf;
-        for (;;) {
-            if (prebuilt_init > 0)
-                idle_prebuilt(sock);
-            if (!receive(sock, m)) { /* the owner let us go, exited or died */
-                if (prebuilt_init > 0) {
-                    kill(prebuilt_init, SIGKILL);
-                    waitpid(prebuilt_init, NULL, 0);
-                }
-                _exit(0);
-            }
-            if (*m->text == 'P' && prebuilt_init < 0) {
-                prebuild(&sock, m);
-                continue;
-            }
-            break;
-        }
-        if (prebuilt_init > 0)
-            run_prebuilt(sock, m);
-        close(sock);
-        if (*m->text == 'K' || *m->text == 'P') {
-            int want[MAX_PASSED];
-            first_line(m);
-            if (m->nfds >= 2) {
-                place(m, want, NULL, 0);
-                result_fd = want[1];
-            }
-            fail("namespace", "a pre-built request reached an executor with nothing built");
-        }
-        if (m->nfds < 2) {
-            dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
-            _exit(125);
-        }
-        int want[MAX_PASSED];
-        place(m, want, NULL, 0);
-        result_fd = want[1];
-        owner_umask();
-        request_fd = want[0];
-    } else if (argc == 3) {
-        result_fd = atoi(argv[2]);
-        request_fd = atoi(argv[1]);
-        setsid();
-    } else {
-        dprintf(2, "usage: forkdeck-sandbox REQUEST_FD RESULT_FD (started by forkdeck)\n");
-        return 125;
-    }
-
     struct request rq;
     parse_request(request_fd, &rq);
     close(request_fd);
@@ -1665,4 +1625,70 @@ int main(int argc, char **argv)
     if (init == 0)
         init_main(&rq);
     keeper_watch(init, &rq);
+}
+
+/* A waiting executor ("--wait"): the owner's messages on `sock` until its request. */
+__attribute__((noreturn))
+static void waiting_main(int sock)
+{
+    setsid(); /* out of the caller's terminal job: a ^C is the caller's to decide */
+    if (chdir("/") < 0) /* a waiting executor pins no directory of its owner's */
+        _exit(125);
+    struct message *m = &msg_buf;
+    for (;;) {
+        if (prebuilt_init > 0)
+            idle_prebuilt(sock);
+        if (!receive(sock, m)) { /* the owner let us go, exited or died */
+            if (prebuilt_init > 0) {
+                kill(prebuilt_init, SIGKILL);
+                waitpid(prebuilt_init, NULL, 0);
+            }
+            _exit(0);
+        }
+        if (*m->text == 'P' && prebuilt_init < 0) {
+            prebuild(&sock, m);
+            continue;
+        }
+        break;
+    }
+    if (prebuilt_init > 0)
+        run_prebuilt(sock, m);
+    close(sock);
+    if (*m->text == 'K' || *m->text == 'P') {
+        int want[MAX_PASSED];
+        first_line(m);
+        if (m->nfds >= 2) {
+            place(m, want, NULL, 0);
+            result_fd = want[1];
+        }
+        fail("namespace", "a pre-built request reached an executor with nothing built");
+    }
+    if (m->nfds < 2) {
+        dprintf(2, "forkdeck-sandbox: malformed pre-started request\n");
+        _exit(125);
+    }
+    int want[MAX_PASSED];
+    place(m, want, NULL, 0);
+    result_fd = want[1];
+    owner_umask();
+    run_request(want[0]);
+}
+
+int main(int argc, char **argv)
+{
+    lift_fsize();
+    if (argc == 3 && strcmp(argv[1], "--spawner") == 0) {
+        arg_role = argv[1];
+        arg_role_len = strlen(argv[1]);
+        spawner_main(atoi(argv[2]));
+    }
+    if (argc == 3 && strcmp(argv[1], "--wait") == 0)
+        waiting_main(atoi(argv[2]));
+    if (argc == 3) {
+        result_fd = atoi(argv[2]);
+        setsid();
+        run_request(atoi(argv[1]));
+    }
+    dprintf(2, "usage: forkdeck-sandbox REQUEST_FD RESULT_FD (started by forkdeck)\n");
+    return 125;
 }
