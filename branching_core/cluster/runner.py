@@ -135,7 +135,7 @@ class RemoteHandle:
         session.in_flight.acquire()
         self._slot = True
         runner = session.runner
-        self.ref = runner.remote_fn.options(**runner.task_options()).remote(
+        self.ref = runner.submitter().remote(
             session.shipped, branch.name, fn, mode, limits, session.timeout, session.evaluate_fn,
         )
 
@@ -410,6 +410,7 @@ class RayRunner:
         self.branch_resources = dict(branch_resources or {"CPU": 0})
         self.stats: Counter[str] = Counter()
         self._remote_fn: Any = None
+        self._submitter: tuple[tuple[str, int], Any] | None = None
         self._actor_cls: Any = None
         self._shipped: tuple[str, Snapshot, ShippedSnapshot] | None = None
         self._lock = threading.Lock()
@@ -451,6 +452,14 @@ class RayRunner:
         if self._remote_fn is None:
             self._remote_fn = self.ray.remote(max_retries=0)(run_candidate)
         return self._remote_fn
+
+    def submitter(self) -> Any:
+        """``remote_fn`` with this runner's task options, made once per set of options
+        (``.options()`` builds a new wrapper each call: ~0.05 ms of every submission)."""
+        key = (repr(sorted(self.resources.items())), id(self.scheduling_strategy))
+        if self._submitter is None or self._submitter[0] != key:
+            self._submitter = (key, self.remote_fn.options(**self.task_options()))
+        return self._submitter[1]
 
     def task_options(self, resources: dict[str, float] | None = None) -> dict[str, Any]:
         res = dict(self.resources if resources is None else resources)
