@@ -159,6 +159,8 @@ class CandidateScheduler:
                       slots=threading.Semaphore(self.max_parallel or len(batch)))
         self._precreate(parent, batch)
         self._prestart(batch, race)
+        if len(batch) == 1 and getattr(self.session, "waits_on_caller", False):
+            return self._run_here(batch[0], parent, stop, batch)
         threads = [
             threading.Thread(target=self._work, args=(att, parent, stop, batch), daemon=True,
                              name=f"{self.prefix}-{att.result.branch_index}")
@@ -176,6 +178,23 @@ class CandidateScheduler:
             self._stop(stop, batch, CANCELLED)
             for att in batch:
                 att.done.wait(1.0)
+            raise
+        return batch
+
+    def _run_here(self, att: Attempt, parent: Any, stop: _Batch,
+                  batch: list[Attempt]) -> list[Attempt]:
+        """One candidate of a session whose handles wait on the calling thread
+        (``waits_on_caller``: a remote task, whose ``run`` is a wait, interruptible, that
+        cancels the task on an interruption before raising it): no thread start and no
+        hand-over between threads per call. The outcome is the threaded path's: a
+        Ctrl-C here cancels the candidate, waits for it the same way, and propagates."""
+        try:
+            self._work(att, parent, stop, batch, here=True)
+        except BaseException:
+            self.interrupted = True
+            self._stop(stop, batch, CANCELLED)
+            att.result.status = CANCELLED
+            att.result.success = False
             raise
         return batch
 
@@ -357,7 +376,10 @@ class CandidateScheduler:
             limits.append(self.deadline - time.monotonic())
         return max(0.0, min(limits)) if limits else None
 
-    def _work(self, att: Attempt, parent: Any, batch: _Batch, siblings: list[Attempt]) -> None:
+    def _work(self, att: Attempt, parent: Any, batch: _Batch, siblings: list[Attempt],
+              *, here: bool = False) -> None:
+        """One candidate, on a thread of its own (or on the caller's, ``here``: then an
+        interruption, which only the calling thread receives, propagates)."""
         res = att.result
         have_slot = False
         try:
@@ -366,7 +388,7 @@ class CandidateScheduler:
                 if att.start_error is not None:
                     raise att.start_error
                 assert att.handle is not None
-                self._finish(att, att.handle, batch, siblings)
+                self._finish(att, att.handle, batch, siblings, here=here)
                 return
             while not batch.slots.acquire(timeout=0.05):
                 if batch.stopped is not None:
@@ -394,8 +416,11 @@ class CandidateScheduler:
                 if batch.stopped is not None:
                     att.killed_for = batch.stopped
                     handle.kill()
-            self._finish(att, handle, batch, siblings)
+            self._finish(att, handle, batch, siblings, here=here)
         except BaseException as exc:
+            if here and not isinstance(exc, Exception):
+                res.status, res.success = CANCELLED, False
+                raise
             if res.status in (RUNNING, "pending"):
                 res.status = att.killed_for or FAILED
                 res.exception = unwrap(exc)
@@ -413,7 +438,8 @@ class CandidateScheduler:
             self._emit(att)
             att.done.set()
 
-    def _finish(self, att: Attempt, handle: Handle, batch: _Batch, siblings: list[Attempt]) -> None:
+    def _finish(self, att: Attempt, handle: Handle, batch: _Batch, siblings: list[Attempt],
+                *, here: bool = False) -> None:
         res = att.result
         try:
             value = handle.run(self._budget(att))
@@ -422,6 +448,8 @@ class CandidateScheduler:
             res.exception = exc if res.status == TIMED_OUT else None
             return
         except BaseException as exc:
+            if here and not isinstance(exc, Exception):
+                raise  # the caller's Ctrl-C: the handle cancelled the candidate already
             res.status = att.killed_for or FAILED
             res.exception = None if att.killed_for else unwrap(exc)
             return

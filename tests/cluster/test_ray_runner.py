@@ -583,3 +583,47 @@ def test_a_killable_free_candidate_runs_on_the_tasks_own_thread(
     assert not (ws.path / "thread0.txt").exists()
     assert _open_branch_dirs(cluster["caches"]) == []
     ws.close()
+
+
+def slice_sleeper(path: Path, notes: str, seconds: float) -> bool:
+    _note(notes, "sleeper")
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.05)
+    (Path(path) / "slow.txt").write_text("slow\n")
+    return True
+
+
+def test_ctrl_c_while_a_single_candidate_runs_cancels_it_on_its_node(
+    cluster: dict[str, Any], tmp_path: Path, notes: Path,
+) -> None:
+    """A pattern's single remote candidate is waited for on the calling thread (no thread
+    start per call): a Ctrl-C there must still cancel the task on its node (the candidate
+    stops, its branch is aborted) and propagate, as it did with a waiter thread."""
+    ws = Workspace(make_tree(tmp_path / "ws"))
+    before = tree_state(ws.path)
+    main = threading.main_thread().ident
+    assert main is not None
+    stop = threading.Event()
+
+    def interrupt_once_it_runs() -> None:
+        while not stop.is_set():
+            if any(n.startswith("sleeper") for n in os.listdir(notes)):
+                signal.pthread_kill(main, signal.SIGINT)
+                return
+            time.sleep(0.02)
+
+    interrupter = threading.Thread(target=interrupt_once_it_runs, daemon=True)
+    # (in short sleeps: Ray's plain cancel is raised between bytecodes, not in a sleep)
+    interrupter.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            BestOfN([bind(slice_sleeper, str(notes), 120.0)],
+                    runner=RayRunner(kill_grace=20.0))(ws)
+    finally:
+        stop.set()
+        interrupter.join(5)
+    assert tree_state(ws.path) == before
+    # aborted on the node well before the candidate's 120 s: it was stopped, not left
+    assert _await_no_branch_dirs(cluster["caches"]) == []
+    ws.close()
