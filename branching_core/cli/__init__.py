@@ -103,14 +103,29 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     prog = prog or _prog_name()
     head = args_list[: args_list.index("--")] if "--" in args_list else args_list
     if "--json" not in head:  # (a --json of the command after -- is the command's)
-        return _main(args_list, None, prog)
+        try:
+            return _main(args_list, None, prog)
+        finally:
+            _leave_ray()
     # --json: stdout carries the one result object only. Libraries that print (Ray's
     # driver prints cluster errors such as "node marked dead" to sys.stdout from a thread)
     # are sent to stderr from the first instant, parsing and imports included: emit()
     # writes to the stdout saved here.
     json_out = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):
-        return _main(args_list, json_out, prog)
+        try:
+            return _main(args_list, json_out, prog)
+        finally:
+            _leave_ray()
+
+
+def _leave_ray() -> None:
+    """A ``--ray`` run's driver connection ends while stdout still goes to stderr: left
+    to interpreter exit, Ray's thread printed a late "node marked dead" after the JSON."""
+    if "branching_core.cluster" in sys.modules:  # (never imported for a local run)
+        from branching_core.cluster import disconnect_started_ray
+
+        disconnect_started_ray()
 
 
 def _main(args_list: list[str], json_out: TextIO | None, prog: str) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from branching_core.cluster._ray import EXTRA_HINT, RayUnavailableError
 from branching_core.cluster.delta import Delta
 from branching_core.cluster.fork_branch import BranchLost, RemoteForkBranch
-from branching_core.cluster.runner import CandidateLost, RayRunner
+from branching_core.cluster.runner import CandidateLost, RayRunner, disconnect_started_ray
 
 __all__ = [
     "EXTRA_HINT",
@@ -23,4 +23,5 @@ __all__ = [
     "RayRunner",
     "RayUnavailableError",
     "RemoteForkBranch",
+    "disconnect_started_ray",
 ]

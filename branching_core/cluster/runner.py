@@ -66,6 +66,22 @@ def _task_events(found: object) -> list[_TaskEvent]:
 
 LOCATE_WITHIN = 3.0
 
+_RAY_STARTED_HERE: list[Any] = []  # the Ray module, once a runner's connect() initialised it
+
+
+def disconnect_started_ray() -> None:
+    """End the Ray driver connection a ``RayRunner`` opened in this process, if any.
+
+    Ray's driver prints cluster events (a node "marked dead", a worker's error) to
+    ``sys.stdout`` from a thread of its own until ``ray.shutdown()``, which otherwise runs
+    at interpreter exit, after a front door that owns stdout (``--json``) has stopped
+    redirecting it. A connection the caller opened itself is left alone.
+    """
+    while _RAY_STARTED_HERE:
+        ray = _RAY_STARTED_HERE.pop()
+        if ray.is_initialized():
+            ray.shutdown()
+
 
 def _get_task() -> Any:
     """``ray.util.state.get_task`` (imported when needed: the state API is heavy). Typed
@@ -446,6 +462,7 @@ class RayRunner:
             return
         ray.init(address=self.address, runtime_env=self.runtime_env,
                  ignore_reinit_error=True, log_to_driver=False)
+        _RAY_STARTED_HERE.append(ray)
 
     @property
     def remote_fn(self) -> Any:
@@ -519,4 +536,4 @@ class RayRunner:
         return f"RayRunner(address={self.address!r})"
 
 
-__all__ = ["CandidateLost", "RayRunner", "RemoteBranch"]
+__all__ = ["CandidateLost", "RayRunner", "RemoteBranch", "disconnect_started_ray"]

@@ -452,6 +452,34 @@ def test_cli_best_of_n_with_ray_auto_runs_commands_on_the_nodes(
     assert (wsdir / "attempt.txt").read_text().strip() == "1"
 
 
+LEAVES_RAY = """\
+import sys
+from branching_core.cli import main
+rc = main(sys.argv[1:])
+import ray
+sys.stderr.write(f"\\nrc={rc} connected-after={ray.is_initialized()}\\n")
+"""
+
+
+def test_the_cli_ends_its_ray_connection_before_it_returns(
+    cluster: dict[str, Any], tmp_path: Path,
+) -> None:
+    """Ray's driver prints cluster events to stdout from a thread until it shuts down; left
+    to interpreter exit, a late "node marked dead" followed the --json object on stdout
+    (seen under load, after the node-death test). The CLI disconnects before it returns."""
+    wsdir = make_tree(tmp_path / "ws")
+    env = {**os.environ, "RAY_ADDRESS": cluster["cluster"].address,
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for mode in (["--json"], []):
+        proc = subprocess.run(
+            [sys.executable, "-c", LEAVES_RAY, "best-of-n", "--ray", "auto", "-n", "2",
+             "-w", str(wsdir), *mode, "--", "true"],
+            env=env, capture_output=True, text=True, timeout=180, check=False)
+        assert "rc=0 connected-after=False" in proc.stderr, proc.stdout + proc.stderr
+        if mode:
+            json.loads(proc.stdout)  # one object, nothing else
+
+
 def test_cli_refuses_ray_with_a_local_critique(tmp_path: Path) -> None:
     wsdir = make_tree(tmp_path / "ws")
     before = tree_state(wsdir)
