@@ -102,17 +102,16 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     prog = prog or _prog_name()
     head = args_list[: args_list.index("--")] if "--" in args_list else args_list
-    if "--json" not in head:  # (a --json of the command after -- is the command's)
-        try:
-            return _main(args_list, None, prog)
-        finally:
-            _leave_ray()
+    json_out = sys.stdout if "--json" in head else None  # (a --json after -- is the command's)
     # --json: stdout carries the one result object only. Libraries that print (Ray's
     # driver prints cluster errors such as "node marked dead" to sys.stdout from a thread)
     # are sent to stderr from the first instant, parsing and imports included: emit()
     # writes to the stdout saved here.
-    json_out = sys.stdout
-    with contextlib.redirect_stdout(sys.stderr):
+    quiet: contextlib.AbstractContextManager[object] = (
+        contextlib.redirect_stdout(sys.stderr) if json_out is not None
+        else contextlib.nullcontext()
+    )
+    with quiet:
         try:
             return _main(args_list, json_out, prog)
         finally:

@@ -21,19 +21,22 @@ from branching_core.sandbox import leftover_branch_cgroups, native, sandbox_avai
 from branching_core.sandbox.cgroups import owner_pid
 
 
-def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line contains ``marker`` (our own process excluded)."""
-    found = []
+def _cmdlines() -> Iterator[tuple[int, bytes]]:
+    """Each host process's pid and raw command line (NUL-separated), ours excluded;
+    processes that end while being read are skipped."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if marker.encode() in fh.read():
-                    found.append(int(entry))
+                yield int(entry), fh.read()
         except OSError:
             continue
-    return found
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (our own process excluded)."""
+    return [pid for pid, cmdline in _cmdlines() if marker.encode() in cmdline]
 
 
 def sleeping_with(marker: str) -> list[int]:
@@ -44,18 +47,8 @@ def sleeping_with(marker: str) -> list[int]:
     child between its fork and its exec. A wait for two of those can end on a passing
     moment and the next count see one (this failed CI once); the settled sleeps do not.
     """
-    found = []
     wanted = b"sleep\0" + marker.encode() + b"\0"
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if fh.read() == wanted:
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    return [pid for pid, cmdline in _cmdlines() if cmdline == wanted]
 
 
 def wait_until_gone(marker: str, timeout: float = 5.0) -> list[int]:
