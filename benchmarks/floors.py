@@ -288,7 +288,7 @@ def measure(
     if only:
         cases = {name: case for name, case in cases.items() if only in name}
     try:
-        samples = _alternate(cases, rounds) if cases else {}
+        samples = _alternate(cases, rounds)
         if caller_mb > 0:
             samples.update(_big_caller(caller_mb, rounds, ws, ws_dir, only))
     finally:

@@ -192,9 +192,7 @@ class CandidateScheduler:
             self._work(att, parent, stop, batch, here=True)
         except BaseException:
             self.interrupted = True
-            self._stop(stop, batch, CANCELLED)
-            att.result.status = CANCELLED
-            att.result.success = False
+            self._stop(stop, batch, CANCELLED)  # (``_work`` marked the candidate cancelled)
             raise
         return batch
 
