@@ -13,13 +13,13 @@ The thread never forks or spawns anything itself: a *spawner* (``forkdeck-sandbo
 --spawner``, started by a caller's thread in ``take``, synchronously) makes them, cloned
 with ``CLONE_PARENT`` so that they are still this process's children (each a fork of the
 spawner that goes on as ``--wait``, not an exec of the binary: ~0.4 ms of CPU less per
-command). A fork or spawn
-by a thread of ours copies every fd of this process, close-on-exec ones included, into
-the child until its ``exec``: a refill spawned at a command's end held, for that moment,
-a copy of a fd the caller had passed to the command and closed on its return (the pipe
-did not read as closed: ``test_nothing_of_the_command_runs_once_it_has_returned``). The
-spawner holds none of the caller's fds, and a caller's own thread spawns only while it
-waits for that spawn, before its command has even started.
+command). A fork or spawn by a thread of ours copies every fd of this process,
+close-on-exec ones included, into the child until its ``exec``: a refill spawned at a
+command's end held, for that moment, a copy of a fd the caller had passed to the command
+and closed on its return (the pipe did not read as closed:
+``test_nothing_of_the_command_runs_once_it_has_returned``). The spawner holds none of
+the caller's fds, and a caller's own thread spawns only while it waits for that spawn,
+before its command has even started.
 
 Guarantees:
 

@@ -1176,13 +1176,14 @@ static int init_sock = -1, host_root = -1;
  * machine runs, goes first. Right after a command ends the owner has the next executor
  * pre-build its sandbox (namespaces, a network namespace, ~70 mounts: 2-2.5 ms of wall
  * time on a 2-core machine); a command started meanwhile competes with it (and measured
- * about 1 ms slower when they overlapped, most of it the kernel's network namespace work,
- * which no scheduling of ours reaches: docs/floors.md). So the keeper builds at SCHED_IDLE, its init inherits that, and both go
- * back to the scheduling they had (the owner's, which the command must inherit:
- * policy, nice value, reset-on-fork) at the first thing that wakes the keeper: the
- * init's report, the request, EOF or a mount change; a request never runs at the idle
- * policy. Only where going back is certain to be allowed (CAP_SYS_NICE, which a root
- * owner has) and the policy is an ordinary one (SCHED_OTHER or SCHED_BATCH). */
+ * about 1 ms slower when they overlapped, most of it the kernel's network namespace
+ * work, which no scheduling of ours reaches: docs/floors.md). So the keeper builds at
+ * SCHED_IDLE, its init inherits that, and both go back to the scheduling they had (the
+ * owner's, which the command must inherit: policy, nice value, reset-on-fork) at the
+ * first thing that wakes the keeper: the init's report, the request, EOF or a mount
+ * change; a request never runs at the idle policy. Only where going back is certain to
+ * be allowed (CAP_SYS_NICE, which a root owner has) and the policy is an ordinary one
+ * (SCHED_OTHER or SCHED_BATCH). */
 struct sched_attr_ {
     uint32_t size, sched_policy;
     uint64_t sched_flags;
@@ -1557,7 +1558,6 @@ static void become_waiting(int exe, int sock)
         memcpy(arg_role, "--wait", 6);
     }
     waiting_main(sock);
-    _exit(0);
 }
 
 /* The spawner's loop: one waiting executor per message, until EOF. */
